@@ -1,0 +1,17 @@
+# Warnings as errors for our own code only (third-party headers come in as SYSTEM includes).
+add_library(kvtune_warnings INTERFACE)
+target_compile_options(kvtune_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Werror>
+  # Designated initializers that leave defaulted members out are the intended idiom.
+  $<$<COMPILE_LANGUAGE:CXX>:-Wno-missing-field-initializers>
+  # GCC 12 reports -Wrestrict false positives inside std::string concatenation at -O3 (GCC bug 105329).
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-restrict>)
+
+# Bit-exact codecs: no FMA contraction, no fast-math (STYLE.md, "Numerics").
+add_library(kvtune_exact_fp INTERFACE)
+target_compile_options(kvtune_exact_fp INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-ffp-contract=off>)
+
+if(KVTUNE_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -1,0 +1,44 @@
+// kvtune: KV-cache quantization simulator and autotuner. Exit status: 0 success, 2 bad input
+// (the message names the file, key or value), 1 internal error.
+#include <iostream>
+#include <map>
+
+#include "commands.h"
+#include "kvtune/error.h"
+#include "kvtune/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvtune " KVTUNE_VERSION " - KV-cache quantization simulator and autotuner"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", KVTUNE_VERSION);
+  std::map<CLI::App*, kvtune::cli::Runner> runners;
+  auto add = [&](kvtune::cli::Runner (*make)(CLI::App&), const char* name, const char* help) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    runners[sub] = make(*sub);
+  };
+  add(kvtune::cli::add_simulate, "simulate", "attention over quantized K/V caches, synthetic or from .npy tensors");
+  add(kvtune::cli::add_quantize, "quantize", "round-trip a tensor through a scheme, optionally writing packed bytes");
+  add(kvtune::cli::add_schemes, "schemes", "list every scheme family with its parameters and their domains");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    for (CLI::App* sub : app.get_subcommands()) return runners.at(sub)();
+  } catch (const kvtune::InputError& e) {
+    std::cerr << "kvtune: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "kvtune: internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

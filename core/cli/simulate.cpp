@@ -1,0 +1,97 @@
+// kvtune simulate [FILE.toml] | --k K.npy --v V.npy --q Q.npy --pair KSPEC/VSPEC ...
+#include <iostream>
+#include <optional>
+
+#include "builtin.h"
+#include "commands.h"
+#include "embedded_scenarios.h"
+#include "kvtune/error.h"
+#include "kvtune/npy.h"
+#include "kvtune/scenario.h"
+#include "report.h"
+
+namespace kvtune::cli {
+namespace {
+
+struct SimulateOptions {
+  std::string file;
+  std::string k_path, v_path, q_path;
+  std::vector<std::string> pairs;
+  std::optional<int64_t> topk;
+  int threads = 0;
+  bool json = false;
+};
+
+PairRequest parse_pair(const std::string& text) {
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos || text.find('/', slash + 1) != std::string::npos) {
+    throw InputError("--pair '" + text + "': expected KSPEC/VSPEC, e.g. int:bits=8,axis=channel/int:bits=8,axis=token");
+  }
+  return {"", text.substr(0, slash), text.substr(slash + 1), "--pair " + text};
+}
+
+Case load_tensor_case(const SimulateOptions& o) {
+  NpyArray k = read_npy(o.k_path), v = read_npy(o.v_path), q = read_npy(o.q_path);
+  if (k.shape.size() != 2) throw InputError(o.k_path + ": keys must be a rank-2 [T, D] array, got rank " + std::to_string(k.shape.size()));
+  if (v.shape.size() != 2) throw InputError(o.v_path + ": values must be a rank-2 [T, D] array, got rank " + std::to_string(v.shape.size()));
+  if (v.shape != k.shape) {
+    throw InputError(o.v_path + ": values are [" + std::to_string(v.shape[0]) + ", " + std::to_string(v.shape[1]) +
+                     "] but keys (" + o.k_path + ") are [" + std::to_string(k.shape[0]) + ", " +
+                     std::to_string(k.shape[1]) + "]; expected the same shape");
+  }
+  if (q.values.cols() != k.values.cols()) {
+    throw InputError(o.q_path + ": queries have " + std::to_string(q.values.cols()) + " channels but keys have " +
+                     std::to_string(k.values.cols()) + "; expected q as [D] or [Nq, D]");
+  }
+  return case_from_tensors(std::move(k.values), std::move(v.values), std::move(q.values));
+}
+
+int run(const SimulateOptions& o) {
+  const Registry& registry = builtin_registry();
+  const bool tensors = !o.k_path.empty() || !o.v_path.empty() || !o.q_path.empty();
+  EvalResult result;
+  if (tensors) {
+    if (!o.file.empty()) throw InputError("give either a scenario file or --k/--v/--q tensors, not both");
+    if (o.k_path.empty() || o.v_path.empty() || o.q_path.empty()) {
+      throw InputError("--k, --v and --q are needed together");
+    }
+    if (o.pairs.empty()) throw InputError("--k/--v/--q need at least one --pair KSPEC/VSPEC");
+    std::vector<PairRequest> requests;
+    for (const std::string& p : o.pairs) requests.push_back(parse_pair(p));
+    const EvalPlan plan = build_plan(requests, registry, o.topk.value_or(8));
+    const Case c = load_tensor_case(o);
+    check_plan_shape(plan, c.keys.rows(), c.keys.cols());
+    result = evaluate(plan, 1, [&](size_t) { return c; }, 1);
+  } else {
+    if (!o.pairs.empty()) throw InputError("--pair needs --k/--v/--q tensors; a scenario file lists its own [[pairs]]");
+    const Scenario sc = o.file.empty() ? parse_scenario(kDefaultScenario, kDefaultScenarioName) : load_scenario(o.file);
+    const EvalPlan plan = build_plan(sc.pairs, registry, o.topk.value_or(sc.topk));
+    check_plan_shape(plan, sc.workload.tokens, sc.workload.head_dim);
+    result = evaluate(
+        plan, sc.seeds.size(), [&](size_t i) { return generate_case(sc.workload, sc.seeds[i]); }, o.threads);
+    if (!o.json) std::cout << sc.name << "\n";
+  }
+  if (o.json) {
+    std::cout << to_json(result).dump(2) << "\n";
+  } else {
+    print_table(std::cout, result);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_simulate(CLI::App& app) {
+  auto o = std::make_shared<SimulateOptions>();
+  app.add_option("file", o->file, "scenario TOML (default: the embedded seed-table experiment)");
+  app.add_option("--k", o->k_path, "keys .npy [T, D] (float16/32/64)");
+  app.add_option("--v", o->v_path, "values .npy [T, D]");
+  app.add_option("--q", o->q_path, "queries .npy [D] or [Nq, D]");
+  app.add_option("--pair", o->pairs, "KSPEC/VSPEC, repeatable (with --k/--v/--q)");
+  app.add_option("--topk", o->topk, "k of topk_overlap")->check(CLI::PositiveNumber);
+  app.add_option("--threads", o->threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_flag("--json", o->json, "print JSON instead of a table");
+  return [o] { return run(*o); };
+}
+
+}  // namespace kvtune::cli

@@ -1,0 +1,23 @@
+// A plain description of a scheme's packed layout that CUDA kernels understand (DESIGN §3).
+// Fused kernels can only decode the codec kinds listed here; a scheme without a device format
+// runs on the CPU path or through its own whole-kernel launches.
+#pragma once
+
+#include <cstdint>
+
+namespace kvtune {
+
+enum class CodecKind : uint8_t { f32 = 0, f16 = 1, bf16 = 2, integer = 3 };
+enum class GroupAxis : uint8_t { tensor = 0, channel = 1, token = 2 };
+enum class ScaleType : uint8_t { f32 = 0, f16 = 1, bf16 = 2 };
+
+struct DeviceFormat {
+  CodecKind kind = CodecKind::f32;
+  uint8_t bits = 32;                 // payload bits per element
+  GroupAxis axis = GroupAxis::tensor;
+  int32_t group = 0;                 // elements per group along the other axis; 0 = whole axis
+  ScaleType scale_type = ScaleType::f32;
+  bool asymmetric = false;           // scale and minimum per group (x = code * scale + min)
+};
+
+}  // namespace kvtune

@@ -1,0 +1,61 @@
+// The evaluator: attention over quantized K/V caches against the float64 reference, separable by
+// construction (DESIGN §5). Softmax depends only on K and the output is linear in V, so each K
+// configuration is quantized once per case (scores and all key metrics), each V configuration once,
+// and every requested pair costs one probs · values product.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kvtune/metrics.h"
+#include "kvtune/scheme.h"
+#include "kvtune/workload.h"
+
+namespace kvtune {
+
+struct EvalPair {
+  std::string name;
+  size_t k = 0;  // index into EvalPlan::k_schemes
+  size_t v = 0;  // index into EvalPlan::v_schemes
+};
+
+struct EvalPlan {
+  std::vector<SchemePtr> k_schemes;
+  std::vector<SchemePtr> v_schemes;
+  std::vector<EvalPair> pairs;
+  int64_t topk = 8;  // k of topk_overlap
+};
+
+struct PairResult {
+  std::string name;
+  SchemePtr k, v;
+  double k_bits = 0.0, v_bits = 0.0;  // measured from footprints at the evaluated context
+  // One sample per query in case order; needle metrics only for queries that have a needle.
+  std::array<std::vector<double>, kMetricCount> samples;
+
+  Summary summary(Metric m) const { return summarize(samples[static_cast<size_t>(m)]); }
+};
+
+struct EvalResult {
+  std::vector<PairResult> pairs;
+  int64_t cases = 0;
+  int64_t queries_per_case = 0;
+  int64_t tokens = 0, head_dim = 0;
+};
+
+// Produces case `index` (generated or loaded); called concurrently from several threads.
+using CaseSource = std::function<Case(size_t index)>;
+
+// Evaluates every pair of `plan` over cases 0..case_count-1 in parallel (OpenMP, `threads` = 0 for
+// the default). The result is identical whatever the thread count. Throws InputError when a scheme
+// cannot take the cases' shape.
+EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& source, int threads = 0);
+
+// Throws InputError naming the scheme when it cannot store a [tokens, head_dim] block.
+void check_plan_shape(const EvalPlan& plan, int64_t tokens, int64_t head_dim);
+
+}  // namespace kvtune

@@ -1,0 +1,86 @@
+// The scheme interface: the one seam shared by the simulator, sweeps, CUDA kernels, plugins and
+// recommendations (DESIGN §3). A scheme is an immutable, thread-safe, configured quantizer for one
+// role (K or V). Scale convention everywhere: quantize divides by the scale, dequantize multiplies.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kvtune/device_format.h"
+#include "kvtune/matrix.h"
+
+namespace kvtune {
+
+enum class Role { key, value };
+const char* role_name(Role role);
+
+// What a scheme may need to know besides the block itself.
+struct QuantContext {
+  Role role = Role::key;
+  std::span<const int64_t> positions;  // absolute token positions of the block's rows (may be empty)
+  uint64_t seed = 0;                   // for schemes with random rotations or codebooks
+};
+
+// One parameter of a family, enough for a sweep to enumerate and validate points up front.
+struct ParamDomain {
+  enum class Kind { integer, choice, flag, real };
+  std::string name;
+  Kind kind = Kind::integer;
+  std::string help;
+  std::string default_value;          // empty: the parameter is unset by default
+  int64_t min = 0, max = 0;           // integer: inclusive bounds
+  std::vector<std::string> choices;   // choice: allowed values
+  bool in_canonical = false;          // always spelled out in the canonical spec
+  bool power_of_two = false;       // integer: must be a power of two
+
+  std::string describe() const;       // "2..8", "tensor|channel|token", "flag", ...
+};
+
+class Scheme : public std::enable_shared_from_this<Scheme> {
+ public:
+  virtual ~Scheme() = default;
+
+  // Canonical spec string; parse(spec()) yields an equal scheme.
+  virtual std::string spec() const = 0;
+  virtual std::string family() const = 0;
+
+  // Empty when the scheme can store a [tokens, head_dim] block, else why not (e.g. a group size
+  // that does not divide head_dim). Callers check before quantizing.
+  virtual std::string check_shape(int64_t tokens, int64_t head_dim) const;
+
+  // Exact packed bytes (payload + scales, zero points, indices, codebooks) of a block.
+  virtual size_t footprint(int64_t tokens, int64_t head_dim) const = 0;
+
+  virtual std::vector<std::byte> quantize(ConstMatrixView block, const QuantContext& ctx) const = 0;
+  virtual void dequantize(std::span<const std::byte> packed, const QuantContext& ctx,
+                          MatrixView out) const = 0;
+
+  // Fused quantize + dequantize. Must equal dequantize(quantize(block)) bit for bit; the default
+  // does exactly that, schemes override it with a faster path.
+  virtual void roundtrip(ConstMatrixView block, const QuantContext& ctx, MatrixView out) const;
+
+  // Schemes with static scales return a copy with scales fitted on `sample`; others return
+  // themselves.
+  virtual std::shared_ptr<const Scheme> calibrate(ConstMatrixView sample, const QuantContext& ctx) const;
+
+  // Key schemes that estimate q·k without reconstructing k override both. logits is [Nq, T]:
+  // logits(i, j) = q_i · k_j (no 1/sqrt(D) factor).
+  virtual bool estimates_logits() const { return false; }
+  virtual void logits(ConstMatrixView queries, std::span<const std::byte> packed, int64_t tokens,
+                      const QuantContext& ctx, MatrixView logits) const;
+
+  // Layout description for fused CUDA kernels; nullopt when no device codec exists.
+  virtual std::optional<DeviceFormat> device_format() const { return std::nullopt; }
+
+  // Bits per element measured from the footprint.
+  double bits_per_element(int64_t tokens, int64_t head_dim) const;
+};
+
+using SchemePtr = std::shared_ptr<const Scheme>;
+
+}  // namespace kvtune

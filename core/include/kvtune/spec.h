@@ -1,0 +1,47 @@
+// Scheme spec strings: family[:key=value,...] with bare flags ("asym"). Whitespace around tokens
+// is ignored. Validation against a family's parameter domains lives in the registry.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kvtune/scheme.h"
+
+namespace kvtune {
+
+struct ParsedSpec {
+  std::string family;
+  std::vector<std::pair<std::string, std::optional<std::string>>> params;  // in written order
+};
+
+// Throws InputError for syntax errors (empty family, empty key, duplicate key).
+ParsedSpec parse_spec(std::string_view text);
+
+// Parameter values after validation against the family's domains, defaults filled in.
+class SchemeParams {
+ public:
+  SchemeParams(std::string family, std::vector<ParamDomain> domains,
+               std::map<std::string, std::string> values);
+
+  const std::string& family() const { return family_; }
+  bool has(const std::string& name) const;
+  int64_t integer(const std::string& name) const;
+  double real(const std::string& name) const;
+  const std::string& choice(const std::string& name) const;
+  bool flag(const std::string& name) const;
+
+  // family:key=value,... in domain order: parameters marked in_canonical always, others when set
+  // to something other than their default.
+  std::string canonical() const;
+
+ private:
+  std::string family_;
+  std::vector<ParamDomain> domains_;
+  std::map<std::string, std::string> values_;
+};
+
+}  // namespace kvtune

@@ -1,0 +1,182 @@
+#include "kvtune/evaluator.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kvtune/attention.h"
+#include "kvtune/error.h"
+
+namespace kvtune {
+namespace {
+
+using Samples = std::array<std::vector<double>, kMetricCount>;
+
+void push(Samples& s, Metric m, double v) { s[static_cast<size_t>(m)].push_back(v); }
+
+int64_t argmax(const double* p, int64_t n) { return std::max_element(p, p + n) - p; }
+
+std::vector<int64_t> top_indices(const double* p, int64_t n, int64_t k) {
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), [&](int64_t a, int64_t b) {
+    return p[a] != p[b] ? p[a] > p[b] : a < b;
+  });
+  idx.resize(static_cast<size_t>(k));
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+// Key-side metrics of one key configuration against the reference, per query.
+void key_metrics(const Case& c, const AttentionScores& ref, const AttentionScores& q, int64_t topk,
+                 const std::vector<std::vector<int64_t>>& ref_top, Samples& out) {
+  const int64_t t = ref.tokens;
+  const int64_t k = std::min(topk, t);
+  for (int64_t i = 0; i < ref.queries; ++i) {
+    const double* lr = ref.logit_row(i);
+    const double* lq = q.logit_row(i);
+    double max_err = 0.0, mean_shift = 0.0;
+    for (int64_t j = 0; j < t; ++j) {
+      const double e = lq[j] - lr[j];
+      max_err = std::max(max_err, std::abs(e));
+      mean_shift += e;
+    }
+    mean_shift /= double(t);
+    double shift_err = 0.0;
+    for (int64_t j = 0; j < t; ++j) shift_err = std::max(shift_err, std::abs(lq[j] - lr[j] - mean_shift));
+    const double* pr = ref.prob_row(i);
+    const double* lpr = ref.log_prob_row(i);
+    const double* lpq = q.log_prob_row(i);
+    double kl = 0.0;
+    for (int64_t j = 0; j < t; ++j) kl += pr[j] * (lpr[j] - lpq[j]);
+    const double* pq = q.prob_row(i);
+    const std::vector<int64_t> top = top_indices(pq, t, k);
+    std::vector<int64_t> common;
+    std::set_intersection(top.begin(), top.end(), ref_top[i].begin(), ref_top[i].end(), std::back_inserter(common));
+    push(out, Metric::max_logit_err, max_err);
+    push(out, Metric::shift_logit_err, shift_err);
+    push(out, Metric::attn_kl, std::max(kl, 0.0));
+    push(out, Metric::top1_agree, argmax(pq, t) == argmax(pr, t) ? 1.0 : 0.0);
+    push(out, Metric::topk_overlap, double(common.size()) / double(k));
+    const int64_t needle = c.needles.empty() ? -1 : c.needles[i];
+    if (needle >= 0) {
+      push(out, Metric::needle_hit, argmax(pq, t) == needle ? 1.0 : 0.0);
+      push(out, Metric::needle_mass_ratio, pq[needle] / pr[needle]);
+    }
+  }
+}
+
+AttentionScores key_scores(const Scheme& scheme, const Case& c, const QuantContext& ctx) {
+  if (scheme.estimates_logits()) {
+    const auto packed = scheme.quantize(c.keys, ctx);
+    Matrix raw(c.queries.rows(), c.keys.rows());
+    scheme.logits(c.queries, packed, c.keys.rows(), ctx, raw);
+    return scores_from_raw_logits(raw, c.keys.cols());
+  }
+  Matrix keys(c.keys.rows(), c.keys.cols());
+  scheme.roundtrip(c.keys, ctx, keys);
+  return attention_scores(c.queries, keys);
+}
+
+// Per-pair samples of one case.
+std::vector<Samples> evaluate_case(const EvalPlan& plan, const Case& c) {
+  const AttentionScores ref = attention_scores(c.queries, c.keys);
+  const std::vector<double> ref_out = attention_output(ref, widen(c.values), c.values.cols());
+  const int64_t k = std::min(plan.topk, ref.tokens);
+  std::vector<std::vector<int64_t>> ref_top;
+  for (int64_t i = 0; i < ref.queries; ++i) ref_top.push_back(top_indices(ref.prob_row(i), ref.tokens, k));
+
+  QuantContext kctx{Role::key, c.positions, c.seed};
+  QuantContext vctx{Role::value, c.positions, c.seed};
+  std::vector<AttentionScores> k_scores;
+  std::vector<Samples> k_samples(plan.k_schemes.size());
+  for (size_t i = 0; i < plan.k_schemes.size(); ++i) {
+    k_scores.push_back(key_scores(*plan.k_schemes[i], c, kctx));
+    key_metrics(c, ref, k_scores.back(), plan.topk, ref_top, k_samples[i]);
+  }
+  std::vector<std::vector<double>> v_wide;
+  Matrix values(c.values.rows(), c.values.cols());
+  for (const SchemePtr& v : plan.v_schemes) {
+    v->roundtrip(c.values, vctx, values);
+    v_wide.push_back(widen(values));
+  }
+
+  std::vector<Samples> out(plan.pairs.size());
+  const int64_t d = c.values.cols();
+  for (size_t p = 0; p < plan.pairs.size(); ++p) {
+    const EvalPair& pair = plan.pairs[p];
+    out[p] = k_samples[pair.k];
+    const std::vector<double> o = attention_output(k_scores[pair.k], v_wide[pair.v], d);
+    auto& rel = out[p][static_cast<size_t>(Metric::rel_out_err)];
+    for (int64_t i = 0; i < ref.queries; ++i) {
+      double num = 0.0, den = 0.0;
+      for (int64_t e = 0; e < d; ++e) {
+        const double diff = o[i * d + e] - ref_out[i * d + e];
+        num += diff * diff;
+        den += ref_out[i * d + e] * ref_out[i * d + e];
+      }
+      rel.push_back(den > 0.0 ? std::sqrt(num / den) : std::sqrt(num));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void check_plan_shape(const EvalPlan& plan, int64_t tokens, int64_t head_dim) {
+  for (const auto* list : {&plan.k_schemes, &plan.v_schemes}) {
+    for (const SchemePtr& s : *list) {
+      const std::string why = s->check_shape(tokens, head_dim);
+      if (!why.empty()) throw InputError(why);
+    }
+  }
+}
+
+EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& source, int threads) {
+  std::vector<std::vector<Samples>> per_case(case_count);
+  std::vector<std::exception_ptr> errors(case_count);
+  std::vector<std::array<int64_t, 3>> shapes(case_count);  // tokens, head_dim, queries
+  const int n = threads > 0 ? threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n)
+  for (size_t i = 0; i < case_count; ++i) {
+    try {
+      const Case c = source(i);
+      check_plan_shape(plan, c.keys.rows(), c.keys.cols());
+      shapes[i] = {c.keys.rows(), c.keys.cols(), c.queries.rows()};
+      per_case[i] = evaluate_case(plan, c);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  }
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+
+  EvalResult result;
+  result.cases = static_cast<int64_t>(case_count);
+  if (case_count > 0) {
+    result.tokens = shapes[0][0];
+    result.head_dim = shapes[0][1];
+    result.queries_per_case = shapes[0][2];
+  }
+  for (size_t p = 0; p < plan.pairs.size(); ++p) {
+    PairResult r;
+    r.name = plan.pairs[p].name;
+    r.k = plan.k_schemes[plan.pairs[p].k];
+    r.v = plan.v_schemes[plan.pairs[p].v];
+    r.k_bits = r.k->bits_per_element(result.tokens, result.head_dim);
+    r.v_bits = r.v->bits_per_element(result.tokens, result.head_dim);
+    for (size_t i = 0; i < case_count; ++i) {
+      for (size_t m = 0; m < kMetricCount; ++m) {
+        const auto& s = per_case[i][p][m];
+        r.samples[m].insert(r.samples[m].end(), s.begin(), s.end());
+      }
+    }
+    result.pairs.push_back(std::move(r));
+  }
+  return result;
+}
+
+}  // namespace kvtune

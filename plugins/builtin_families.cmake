@@ -1,0 +1,6 @@
+# The explicit list of built-in scheme families (DESIGN §3): one folder under plugins/ each, and
+# the function in it that registers the family. builtin_families.cpp is generated from this list.
+set(KVTUNE_BUILTIN_FAMILIES
+  "float:register_float_families"
+  "int:register_int_family"
+)

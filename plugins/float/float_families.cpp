@@ -1,0 +1,98 @@
+// Unquantized storage: `none` (the exact tensor), `f32`, `f16` and `bf16` (llama.cpp's cache type
+// names). f16 and bf16 round to nearest even, as the hardware conversions do.
+#include <cstring>
+#include <string>
+
+#include "builtin.h"
+#include "kvtune/error.h"
+#include "kvtune/numeric/half.h"
+#include "kvtune/registry.h"
+
+namespace kvtune::builtin {
+namespace {
+
+class FloatScheme final : public Scheme {
+ public:
+  FloatScheme(std::string name, CodecKind kind) : name_(std::move(name)), kind_(kind) {}
+
+  std::string spec() const override { return name_; }
+  std::string family() const override { return name_; }
+
+  size_t footprint(int64_t tokens, int64_t head_dim) const override {
+    return static_cast<size_t>(tokens * head_dim * element_bytes());
+  }
+
+  std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext&) const override {
+    std::vector<std::byte> packed(footprint(x.rows, x.cols));
+    const int64_t n = x.size();
+    if (kind_ == CodecKind::f32) {
+      std::memcpy(packed.data(), x.data, packed.size());
+      return packed;
+    }
+    auto* out = reinterpret_cast<uint16_t*>(packed.data());
+    for (int64_t i = 0; i < n; ++i) out[i] = to_bits(x.data[i]);
+    return packed;
+  }
+
+  void dequantize(std::span<const std::byte> packed, const QuantContext&, MatrixView out) const override {
+    if (packed.size() != footprint(out.rows, out.cols)) {
+      throw InputError("'" + name_ + "': packed block has " + std::to_string(packed.size()) + " bytes, expected " +
+                       std::to_string(footprint(out.rows, out.cols)));
+    }
+    const int64_t n = out.size();
+    if (kind_ == CodecKind::f32) {
+      std::memcpy(out.data, packed.data(), packed.size());
+      return;
+    }
+    const auto* in = reinterpret_cast<const uint16_t*>(packed.data());
+    for (int64_t i = 0; i < n; ++i) out.data[i] = from_bits(in[i]);
+  }
+
+  void roundtrip(ConstMatrixView x, const QuantContext&, MatrixView out) const override {
+    const int64_t n = x.size();
+    if (kind_ == CodecKind::f32) {
+      std::memcpy(out.data, x.data, static_cast<size_t>(n) * sizeof(float));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) out.data[i] = from_bits(to_bits(x.data[i]));
+  }
+
+  std::optional<DeviceFormat> device_format() const override {
+    DeviceFormat f;
+    f.kind = kind_;
+    f.bits = static_cast<uint8_t>(8 * element_bytes());
+    return f;
+  }
+
+ private:
+  int64_t element_bytes() const { return kind_ == CodecKind::f32 ? 4 : 2; }
+  uint16_t to_bits(float v) const { return kind_ == CodecKind::f16 ? f32_to_f16_bits(v) : f32_to_bf16_bits(v); }
+  float from_bits(uint16_t b) const { return kind_ == CodecKind::f16 ? f16_bits_to_f32(b) : bf16_bits_to_f32(b); }
+
+  std::string name_;
+  CodecKind kind_;
+};
+
+void add_float_family(Registry& registry, const char* name, CodecKind kind, const char* summary,
+                      const char* origin) {
+  FamilyInfo f;
+  f.name = name;
+  f.summary = summary;
+  f.origin = origin;
+  const std::string n = name;
+  f.make = [n, kind](const SchemeParams&) -> SchemePtr { return std::make_shared<FloatScheme>(n, kind); };
+  registry.add(std::move(f));
+}
+
+}  // namespace
+
+void register_float_families(Registry& registry) {
+  add_float_family(registry, "none", CodecKind::f32, "exact: the tensor as given, stored as f32", KVTUNE_BUILTIN_ORIGIN);
+  add_float_family(registry, "f32", CodecKind::f32, "IEEE float32 (llama.cpp cache type f32)", KVTUNE_BUILTIN_ORIGIN);
+  add_float_family(registry, "f16", CodecKind::f16, "IEEE binary16, round to nearest even (llama.cpp f16)",
+                   KVTUNE_BUILTIN_ORIGIN);
+  add_float_family(registry, "bf16", CodecKind::bf16, "bfloat16, round to nearest even (llama.cpp bf16)",
+                   KVTUNE_BUILTIN_ORIGIN);
+}
+
+}  // namespace kvtune::builtin
