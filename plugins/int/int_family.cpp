@@ -175,14 +175,12 @@ class IntScheme final : public Scheme {
   };
 
   void set_groups(const Tiling& t, const float* lo, const float* hi, RowParams& p) const {
-    const float qmax = codec::int_sym_qmax(bits_);
     for (int64_t g = 0; g < t.groups_per_row; ++g) {
       if (asym_) {
-        p.group_min[g] = codec::stored_scale(lo[g], scale_type_);
+        p.group_min[g] = codec::stored_minimum(lo[g], scale_type_);
         p.group_scale[g] = codec::int_asym_scale(p.group_min[g], hi[g], bits_, scale_type_);
       } else {
-        const float amax = std::max(-lo[g], hi[g]);
-        p.group_scale[g] = codec::stored_scale(amax / qmax, scale_type_);
+        p.group_scale[g] = codec::int_sym_scale(std::max(-lo[g], hi[g]), bits_, scale_type_);
         p.group_min[g] = 0.0f;
       }
     }
@@ -294,7 +292,7 @@ void register_int_family(Registry& registry) {
        .default_value = "tensor", .choices = {"tensor", "channel", "token"}, .in_canonical = true},
       {.name = "group", .kind = ParamDomain::Kind::integer,
        .help = "group size along the other axis: tokens per group for axis=channel, channels for axis=token",
-       .min = 1, .max = 1 << 20},
+       .min = 1, .max = 1 << 16, .examples = {"32", "64", "128"}},
       {.name = "asym", .kind = ParamDomain::Kind::flag,
        .help = "min/max with a minimum per group (x = code*s + min) instead of symmetric absmax"},
       {.name = "scale", .kind = ParamDomain::Kind::choice, .help = "dtype the scales (and minima) are stored in",

@@ -37,6 +37,9 @@ struct ParamDomain {
   std::vector<std::string> choices;   // choice: allowed values
   bool in_canonical = false;          // always spelled out in the canonical spec
   bool power_of_two = false;       // integer: must be a power of two
+  // Representative values for enumerating a grid (sweep defaults, conformance), when the domain's
+  // ends are not (e.g. group sizes 32, 64, 128 within 1..65536).
+  std::vector<std::string> examples;
 
   std::string describe() const;       // "2..8", "tensor|channel|token", "flag", ...
 };

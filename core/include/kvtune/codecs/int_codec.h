@@ -5,8 +5,9 @@
 //   asymmetric: m = min, s = (max - m) / (2^b - 1) level = clamp(rne((x - m) / s), 0, 2^b - 1)
 //               code = level                      x' = code * s + m
 //
-// s and m are first rounded to the scale dtype, and quantizing uses the stored values, so
-// dequantize reproduces exactly what quantize meant. A zero scale (all-zero or constant block)
+// s and m are first rounded to the scale dtype (m upward, s so that the extreme still reaches the
+// top code), and quantizing uses the stored values, so dequantize reproduces exactly what quantize
+// meant. A zero scale (all-zero or constant block)
 // divides by 1 instead: every level is then 0 and x' is 0 (symmetric) or m (asymmetric).
 // Codes form a little-endian bit stream: element i occupies bits [i*b, (i+1)*b).
 #pragma once
@@ -23,14 +24,25 @@ KVTUNE_HD float int_sym_qmax(int bits) { return static_cast<float>((1 << (bits -
 KVTUNE_HD float int_asym_top(int bits) { return static_cast<float>((1 << bits) - 1); }
 KVTUNE_HD int int_sym_offset(int bits) { return 1 << (bits - 1); }
 
+// Rounding a scale to a coarse dtype (bf16 keeps 8 significant bits) can push the group's extreme
+// below the top code; stepping the stored scale down one dtype step puts it back there (clipping it
+// by less than one step). Then top * s is exact and re-quantizing the round trip recomputes the
+// same scale: the codec is a projection.
+KVTUNE_HD float reach_top_code(float s, float span, float top, ScaleType t) {
+  if (s > 0.0f && round_half_even(span / s) < top) return next_scale_below(s, t);
+  return s;
+}
+
 KVTUNE_HD float int_sym_scale(float amax, int bits, ScaleType t) {
-  return stored_scale(amax / int_sym_qmax(bits), t);
+  const float qmax = int_sym_qmax(bits);
+  return reach_top_code(stored_scale(amax / qmax, t), amax, qmax, t);
 }
 
 // `m` is the stored minimum; the scale spans from it to `hi`.
 KVTUNE_HD float int_asym_scale(float m, float hi, int bits, ScaleType t) {
-  const float s = (hi - m) / int_asym_top(bits);
-  return stored_scale(s > 0.0f ? s : 0.0f, t);
+  const float top = int_asym_top(bits);
+  const float s = (hi - m) / top;
+  return reach_top_code(stored_scale(s > 0.0f ? s : 0.0f, t), hi - m, top, t);
 }
 
 KVTUNE_HD float int_divisor(float stored) { return stored > 0.0f ? stored : 1.0f; }

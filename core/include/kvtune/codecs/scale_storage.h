@@ -7,6 +7,7 @@
 
 #include "kvtune/device_format.h"
 #include "kvtune/hd.h"
+#include "kvtune/numeric/bits.h"
 #include "kvtune/numeric/half.h"
 
 namespace kvtune::codec {
@@ -26,6 +27,23 @@ KVTUNE_HD float stored_scale(float s, ScaleType t) {
       break;
   }
   return s;
+}
+
+// The stored minimum of an asymmetric group: the nearest dtype value at or above `lo`, so the
+// group's smallest element lands exactly on code 0 and re-quantizing the round trip reproduces it.
+KVTUNE_HD float stored_minimum(float lo, ScaleType t) {
+  const float r = stored_scale(lo, t);
+  if (t == ScaleType::f32 || r >= lo || r == kF16MaxFinite || r == -kF16MaxFinite) return r;
+  uint16_t h = t == ScaleType::f16 ? f32_to_f16_bits(r) : f32_to_bf16_bits(r);
+  h = (h & 0x8000u) ? (h == 0x8000u ? uint16_t(1) : uint16_t(h - 1)) : uint16_t(h + 1);  // one step up
+  return t == ScaleType::f16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
+}
+
+// The next smaller positive value of the dtype below a stored scale `s` > 0.
+KVTUNE_HD float next_scale_below(float s, ScaleType t) {
+  if (t == ScaleType::f32) return bits_float(float_bits(s) - 1u);
+  if (t == ScaleType::f16) return f16_bits_to_f32(static_cast<uint16_t>(f32_to_f16_bits(s) - 1u));
+  return bf16_bits_to_f32(static_cast<uint16_t>(f32_to_bf16_bits(s) - 1u));
 }
 
 // `s` must already be a stored_scale value, so writing it is exact.

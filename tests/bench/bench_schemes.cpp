@@ -1,0 +1,105 @@
+// Fake-quant throughput of each family at T = 32768, D = 128, as a fraction of a memcpy of the same
+// bytes measured in the same process (counter `of_memcpy`), and one K/V pair evaluated at the same
+// context with 16 queries.
+//
+//   build/tests/bench/bench_schemes --benchmark_min_time=0.5
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "builtin.h"
+#include "kvtune/evaluator.h"
+#include "kvtune/scenario.h"
+#include "kvtune/workload.h"
+
+namespace {
+
+constexpr int64_t kTokens = 32768;
+constexpr int64_t kHeadDim = 128;
+
+kvtune::Matrix keys_like() {
+  std::mt19937_64 engine(1);
+  std::normal_distribution<float> normal;
+  kvtune::Matrix m(kTokens, kHeadDim);
+  for (int64_t i = 0; i < m.size(); ++i) m.data()[i] = normal(engine);
+  for (int64_t r = 0; r < kTokens; ++r) m(r, 7) *= 20.0f;
+  return m;
+}
+
+template <class F>
+double best_seconds(F&& f, int repeats) {
+  double best = 1e30;
+  for (int i = 0; i < repeats; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+void BM_FakeQuant(benchmark::State& state, const char* spec) {
+  const kvtune::SchemePtr scheme = kvtune::builtin_registry().make(spec);
+  const kvtune::Matrix x = keys_like();
+  kvtune::Matrix y(kTokens, kHeadDim), copy(kTokens, kHeadDim);
+  const size_t bytes = static_cast<size_t>(x.size()) * sizeof(float);
+  // The baseline: the same bytes through memcpy, best of several runs, in this process.
+  const double memcpy_s = best_seconds([&] {
+    std::memcpy(copy.data(), x.data(), bytes);
+    benchmark::DoNotOptimize(copy.data());
+  }, 20);
+  double total = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    scheme->roundtrip(x, {}, y);
+    benchmark::DoNotOptimize(y.data());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state.SetIterationTime(s);
+    total += s;
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+  state.counters["of_memcpy"] = memcpy_s / (total / double(state.iterations()));
+  state.counters["bits"] = scheme->bits_per_element(kTokens, kHeadDim);
+}
+
+#define KVTUNE_FAKE_QUANT(name, spec) \
+  BENCHMARK_CAPTURE(BM_FakeQuant, name, spec)->UseManualTime()->Unit(benchmark::kMillisecond)
+
+KVTUNE_FAKE_QUANT(none, "none");
+KVTUNE_FAKE_QUANT(f16, "f16");
+KVTUNE_FAKE_QUANT(bf16, "bf16");
+KVTUNE_FAKE_QUANT(int8_tensor, "int:bits=8,axis=tensor");
+KVTUNE_FAKE_QUANT(int8_channel, "int:bits=8,axis=channel");
+KVTUNE_FAKE_QUANT(int8_token, "int:bits=8,axis=token");
+KVTUNE_FAKE_QUANT(int4_channel, "int:bits=4,axis=channel");
+KVTUNE_FAKE_QUANT(int4_token, "int:bits=4,axis=token");
+KVTUNE_FAKE_QUANT(int4_channel_g32_asym, "int:bits=4,axis=channel,group=32,asym");
+KVTUNE_FAKE_QUANT(int4_token_g32_f16, "int:bits=4,axis=token,group=32,scale=f16");
+KVTUNE_FAKE_QUANT(int2_channel_g32_asym, "int:bits=2,axis=channel,group=32,asym");
+KVTUNE_FAKE_QUANT(int3_token_asym, "int:bits=3,axis=token,asym");
+
+// One K/V pair over one case at T = 32768 with 16 queries: generation excluded, reference attention,
+// both quantizations, all metrics included.
+void BM_EvaluatePair(benchmark::State& state) {
+  kvtune::WorkloadConfig cfg;
+  cfg.tokens = kTokens;
+  cfg.head_dim = kHeadDim;
+  cfg.queries = 16;
+  cfg.keys.outlier_channels = {7, 23, 88};
+  cfg.keys.outlier_scale = 20.0;
+  const kvtune::Case c = kvtune::generate_case(cfg, 0);
+  const kvtune::EvalPlan plan = kvtune::build_plan(
+      {{"", "int:bits=8,axis=channel", "int:bits=4,axis=token", ""}}, kvtune::builtin_registry(), 8);
+  for (auto _ : state) {
+    const kvtune::EvalResult r = kvtune::evaluate(plan, 1, [&](size_t) { return c; }, 1);
+    benchmark::DoNotOptimize(r.pairs.data());
+  }
+}
+BENCHMARK(BM_EvaluatePair)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

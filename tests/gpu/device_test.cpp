@@ -1,0 +1,18 @@
+// The CUDA backend's device query. Kernel tests join this suite with the CUDA kernels.
+#include <gtest/gtest.h>
+
+#include "kvtune/cuda/device_info.h"
+
+namespace {
+
+TEST(CudaDevice, QueryNeverFailsAndDescribesTheDevice) {
+  const int n = kvtune::cuda::device_count();
+  ASSERT_GE(n, 0);
+  const std::string what = kvtune::cuda::device_description();
+  if (n == 0) {
+    GTEST_SKIP() << "no CUDA device on this machine (" << what << "); GPU checks run under scripts/gpu-check";
+  }
+  EXPECT_NE(what.find("sm_"), std::string::npos) << what;
+}
+
+}  // namespace

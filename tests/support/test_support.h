@@ -1,0 +1,25 @@
+// Helpers shared by the test suites.
+#pragma once
+
+#include <random>
+#include <string>
+
+#include "builtin.h"
+#include "kvtune/matrix.h"
+
+namespace kvtune::testing {
+
+inline std::string data_path(const std::string& relative) { return std::string(KVTUNE_TEST_DATA) + "/" + relative; }
+
+// N(0, sigma) entries from a fixed seed.
+inline Matrix normal_matrix(int64_t rows, int64_t cols, uint64_t seed, float sigma = 1.0f) {
+  std::mt19937_64 engine(seed);
+  std::normal_distribution<float> normal(0.0f, sigma);
+  Matrix m(rows, cols);
+  for (int64_t i = 0; i < m.size(); ++i) m.data()[i] = normal(engine);
+  return m;
+}
+
+inline SchemePtr make_scheme(const std::string& spec) { return builtin_registry().make(spec); }
+
+}  // namespace kvtune::testing

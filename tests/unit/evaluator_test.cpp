@@ -1,0 +1,171 @@
+// Reference attention, metric definitions, the separable K/V evaluation and thread independence.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "kvtune/attention.h"
+#include "kvtune/evaluator.h"
+#include "kvtune/npy.h"
+#include "kvtune/scenario.h"
+#include "test_support.h"
+
+namespace kvtune {
+namespace {
+
+using testing::make_scheme;
+
+TEST(Metrics, QuantileInterpolatesLikeNumpy) {
+  const std::vector<double> v = {4, 1, 3, 2, 5};
+  EXPECT_DOUBLE_EQ(quantile(v, 0.95), 4.8);  // numpy.percentile([1..5], 95) = 4.8
+  EXPECT_DOUBLE_EQ(quantile(v, 0.5), 3.0);
+  const Summary s = summarize(v);
+  EXPECT_DOUBLE_EQ(s.mean, 3.0);
+  EXPECT_DOUBLE_EQ(s.max, 5.0);
+  EXPECT_EQ(s.count, 5u);
+  EXPECT_EQ(summarize({}).count, 0u);
+}
+
+TEST(Attention, HandComputedSoftmax) {
+  Matrix q(1, 4, 0.0f), k(2, 4, 0.0f);
+  q(0, 0) = 2.0f;
+  k(0, 0) = 1.0f;  // logit 2 * 1 / sqrt(4) = 1
+  const AttentionScores s = attention_scores(q, k);
+  EXPECT_DOUBLE_EQ(s.logits[0], 1.0);
+  EXPECT_DOUBLE_EQ(s.logits[1], 0.0);
+  EXPECT_NEAR(s.probs[0], std::exp(1.0) / (std::exp(1.0) + 1.0), 1e-15);
+}
+
+// Adds `shift` to channel 0 of every key: with the query along channel 0 every logit moves by the
+// same amount, which softmax ignores.
+class ShiftChannelZero final : public Scheme {
+ public:
+  explicit ShiftChannelZero(float shift) : shift_(shift) {}
+  std::string spec() const override { return "shift"; }
+  std::string family() const override { return "shift"; }
+  size_t footprint(int64_t t, int64_t d) const override { return size_t(t * d * 4); }
+  std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext&) const override {
+    std::vector<std::byte> p(footprint(x.rows, x.cols));
+    std::memcpy(p.data(), x.data, p.size());
+    return p;
+  }
+  void dequantize(std::span<const std::byte> p, const QuantContext&, MatrixView out) const override {
+    std::memcpy(out.data, p.data(), p.size());
+    for (int64_t r = 0; r < out.rows; ++r) out(r, 0) += shift_;
+  }
+
+ private:
+  float shift_;
+};
+
+TEST(Evaluator, AUniformLogitShiftOnlyMovesMaxLogitErr) {
+  Matrix k(3, 4, 0.0f), v(3, 4, 0.0f), q(1, 4, 0.0f);
+  q(0, 0) = 1.0f;
+  k(0, 0) = 1.0f, k(1, 0) = 2.0f, k(2, 0) = 3.0f;
+  v(0, 0) = 1.0f, v(1, 1) = 1.0f, v(2, 0) = -1.0f;
+  const Case c = case_from_tensors(k, v, q);
+  EvalPlan plan{{std::make_shared<ShiftChannelZero>(0.5f), make_scheme("f16")}, {make_scheme("f16")},
+                {{"shifted", 0, 0}, {"exact", 1, 0}}, 2};
+  const EvalResult r = evaluate(plan, 1, [&](size_t) { return c; });
+  const PairResult& shifted = r.pairs[0];
+  EXPECT_DOUBLE_EQ(shifted.summary(Metric::max_logit_err).mean, 0.5 / 2.0);  // 0.5 * q0 / sqrt(4)
+  EXPECT_NEAR(shifted.summary(Metric::shift_logit_err).mean, 0.0, 1e-15);
+  EXPECT_NEAR(shifted.summary(Metric::attn_kl).mean, 0.0, 1e-15);
+  EXPECT_NEAR(shifted.summary(Metric::rel_out_err).mean, 0.0, 1e-15);
+  EXPECT_EQ(shifted.summary(Metric::top1_agree).mean, 1.0);
+  EXPECT_EQ(shifted.summary(Metric::needle_hit).count, 0u);  // no needles, no needle samples
+  const PairResult& exact = r.pairs[1];  // f16 is exact on these values
+  for (Metric m : {Metric::rel_out_err, Metric::max_logit_err, Metric::shift_logit_err, Metric::attn_kl}) {
+    EXPECT_EQ(exact.summary(m).mean, 0.0) << metric_name(m);
+  }
+  EXPECT_EQ(exact.k_bits, 16.0);
+  EXPECT_EQ(shifted.k_bits, 32.0);
+}
+
+TEST(Evaluator, SeparablePairsEqualDirectComputation) {
+  WorkloadConfig cfg;
+  cfg.tokens = 300;
+  cfg.head_dim = 32;
+  cfg.queries = 3;
+  cfg.keys.outlier_channels = {1, 5};
+  cfg.keys.outlier_scale = 10;
+  cfg.needles.depths = {0.5};
+  std::vector<PairRequest> req = {{"a", "int:bits=4,axis=channel", "int:bits=4,axis=token", ""},
+                                  {"b", "int:bits=4,axis=channel", "int:bits=2,axis=token", ""},
+                                  {"c", "int:bits=3", "int:bits=4,axis=token", ""}};
+  const EvalPlan plan = build_plan(req, builtin_registry(), 8);
+  EXPECT_EQ(plan.k_schemes.size(), 2u);  // each distinct K spec quantized once
+  EXPECT_EQ(plan.v_schemes.size(), 2u);
+  const EvalResult r = evaluate(plan, 2, [&](size_t i) { return generate_case(cfg, i); });
+  // Pair b by hand on case 1, query 2.
+  const Case c = generate_case(cfg, 1);
+  Matrix kq(c.keys.rows(), c.keys.cols()), vq(c.values.rows(), c.values.cols());
+  make_scheme("int:bits=4,axis=channel")->roundtrip(c.keys, {}, kq);
+  make_scheme("int:bits=2,axis=token")->roundtrip(c.values, {}, vq);
+  const AttentionScores ref = attention_scores(c.queries, c.keys);
+  const AttentionScores got = attention_scores(c.queries, kq);
+  const auto o_ref = attention_output(ref, widen(c.values), 32);
+  const auto o = attention_output(got, widen(vq), 32);
+  double num = 0, den = 0, max_logit = 0;
+  for (int e = 0; e < 32; ++e) {
+    num += (o[2 * 32 + e] - o_ref[2 * 32 + e]) * (o[2 * 32 + e] - o_ref[2 * 32 + e]);
+    den += o_ref[2 * 32 + e] * o_ref[2 * 32 + e];
+  }
+  for (int64_t j = 0; j < 300; ++j) max_logit = std::max(max_logit, std::abs(got.logits[2 * 300 + j] - ref.logits[2 * 300 + j]));
+  const PairResult& b = r.pairs[1];
+  EXPECT_EQ(b.name, "b");
+  ASSERT_EQ(b.samples[size_t(Metric::rel_out_err)].size(), 6u);  // 2 cases x 3 queries
+  EXPECT_DOUBLE_EQ(b.samples[size_t(Metric::rel_out_err)][5], std::sqrt(num / den));
+  EXPECT_DOUBLE_EQ(b.samples[size_t(Metric::max_logit_err)][5], max_logit);
+  EXPECT_EQ(b.samples[size_t(Metric::needle_hit)].size(), 6u);
+  // Pairs a and b share their K configuration, so their key metrics are identical.
+  EXPECT_EQ(r.pairs[0].samples[size_t(Metric::attn_kl)], b.samples[size_t(Metric::attn_kl)]);
+}
+
+TEST(Evaluator, ResultsDoNotDependOnTheThreadCount) {
+  WorkloadConfig cfg;
+  cfg.tokens = 256;
+  cfg.head_dim = 64;
+  cfg.queries = 2;
+  cfg.keys.outlier_count = 3;
+  cfg.keys.outlier_scale = 15;
+  cfg.rope.enabled = true;
+  const EvalPlan plan = build_plan({{"", "int:bits=4,axis=channel,group=32,asym", "int:bits=3,axis=token", ""}},
+                                   builtin_registry(), 8);
+  auto source = [&](size_t i) { return generate_case(cfg, 100 + i); };
+  const EvalResult one = evaluate(plan, 6, source, 1);
+  const EvalResult two = evaluate(plan, 6, source, 2);
+  for (size_t m = 0; m < kMetricCount; ++m) EXPECT_EQ(one.pairs[0].samples[m], two.pairs[0].samples[m]) << m;
+}
+
+// The article's experiment as PyTorch ran it: kvtune must print the same numbers to 4 significant
+// digits on the same tensors.
+TEST(Evaluator, ReproducesThePyTorchSeedExperiment) {
+  Matrix k = read_npy(testing::data_path("seed-torch/K.npy")).values;
+  Matrix v = read_npy(testing::data_path("seed-torch/V.npy")).values;
+  Matrix q = read_npy(testing::data_path("seed-torch/q.npy")).values;
+  const Case c = case_from_tensors(k, v, q);
+  const EvalPlan plan = build_plan({{"K+V per-tensor", "int:bits=8,axis=tensor", "int:bits=8,axis=tensor", ""},
+                                    {"K per-channel, V per-token", "int:bits=8,axis=channel", "int:bits=8,axis=token", ""},
+                                    {"V per-token only", "none", "int:bits=8,axis=token", ""},
+                                    {"K per-tensor only", "int:bits=8,axis=tensor", "none", ""}},
+                                   builtin_registry(), 8);
+  const EvalResult r = evaluate(plan, 1, [&](size_t) { return c; });
+  std::ifstream expected(testing::data_path("seed-torch/expected.txt"));
+  std::string line;
+  size_t row = 0;
+  while (std::getline(expected, line)) {
+    const double out_err = std::stod(line.substr(line.find("rel_out_err=") + 12));
+    const double logit_err = std::stod(line.substr(line.find("max_logit_err=") + 14));
+    ASSERT_LT(row, r.pairs.size());
+    EXPECT_NEAR(r.pairs[row].summary(Metric::rel_out_err).mean, out_err, 5e-4 * out_err) << line;
+    EXPECT_NEAR(r.pairs[row].summary(Metric::max_logit_err).mean, logit_err, 5e-4 * logit_err + 1e-6) << line;
+    ++row;
+  }
+  EXPECT_EQ(row, 4u);
+}
+
+}  // namespace
+}  // namespace kvtune

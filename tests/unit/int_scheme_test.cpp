@@ -1,0 +1,173 @@
+// The int family against hand-computed blocks: scales, levels, round half to even, clamping,
+// grouping, bit packing and the footprint.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kvtune/error.h"
+#include "kvtune/numeric/half.h"
+#include "test_support.h"
+
+namespace kvtune {
+namespace {
+
+using testing::make_scheme;
+
+Matrix block(int64_t rows, int64_t cols, std::initializer_list<float> v) {
+  Matrix m(rows, cols);
+  std::copy(v.begin(), v.end(), m.data());
+  return m;
+}
+
+Matrix roundtrip(const std::string& spec, const Matrix& x) {
+  Matrix out(x.rows(), x.cols());
+  make_scheme(spec)->roundtrip(x, {}, out);
+  return out;
+}
+
+float read_f32(const std::vector<std::byte>& p, size_t offset) {
+  float f;
+  std::memcpy(&f, p.data() + offset, 4);
+  return f;
+}
+
+TEST(IntScheme, SymmetricPerTensorTwoBitsHandComputed) {
+  // 2 bits symmetric: levels -1, 0, 1; s = amax / 1 = 4.
+  const Matrix x = block(1, 4, {4.0f, -1.9f, 2.0f, -2.1f});
+  const Matrix y = roundtrip("int:bits=2", x);
+  // x/s = 1, -0.475, 0.5 (tie -> 0), -0.525 -> 1, 0, 0, -1
+  EXPECT_EQ(y(0, 0), 4.0f);
+  EXPECT_EQ(y(0, 1), 0.0f);
+  EXPECT_EQ(y(0, 2), 0.0f);
+  EXPECT_EQ(y(0, 3), -4.0f);
+}
+
+TEST(IntScheme, RoundHalfToEvenOnExactTies) {
+  // 3 bits: qmax = 3, s = 3/3 = 1: x/s are exact ties 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -1.5 -> -2.
+  const Matrix x = block(1, 5, {3.0f, 0.5f, 1.5f, 2.5f, -1.5f});
+  const Matrix y = roundtrip("int:bits=3", x);
+  EXPECT_EQ(y(0, 1), 0.0f);
+  EXPECT_EQ(y(0, 2), 2.0f);
+  EXPECT_EQ(y(0, 3), 2.0f);
+  EXPECT_EQ(y(0, 4), -2.0f);
+}
+
+TEST(IntScheme, EightBitMatchesTheArticleFormula) {
+  const Matrix x = testing::normal_matrix(16, 8, 3);
+  float amax = 0;
+  for (int64_t i = 0; i < x.size(); ++i) amax = std::max(amax, std::abs(x.data()[i]));
+  const float s = amax / 127.0f;
+  const Matrix y = roundtrip("int:bits=8", x);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    const float expected = std::nearbyint(std::clamp(x.data()[i] / s, -127.0f, 127.0f)) * s;
+    ASSERT_EQ(y.data()[i], expected) << i;
+  }
+}
+
+TEST(IntScheme, PerChannelAndPerTokenUseTheirOwnScales) {
+  // Column 1 is 100x column 0: per channel keeps column 0 exact, per tensor zeroes it at 2 bits.
+  const Matrix x = block(2, 2, {1.0f, 100.0f, -1.0f, -100.0f});
+  EXPECT_EQ(roundtrip("int:bits=2,axis=channel", x), x);
+  EXPECT_EQ(roundtrip("int:bits=2,axis=tensor", x)(0, 0), 0.0f);
+  const Matrix rows = block(2, 2, {1.0f, -1.0f, 100.0f, -100.0f});
+  EXPECT_EQ(roundtrip("int:bits=2,axis=token", rows), rows);
+}
+
+TEST(IntScheme, ChannelGroupsAreBlocksOfTokens) {
+  // axis=channel,group=2: rows {0,1} and {2} of each column get their own scale.
+  const Matrix x = block(3, 1, {1.0f, 0.4f, 50.0f});
+  const Matrix y = roundtrip("int:bits=2,axis=channel,group=2", x);
+  EXPECT_EQ(y(0, 0), 1.0f);
+  EXPECT_EQ(y(1, 0), 0.0f);  // 0.4 / 1 rounds to 0
+  EXPECT_EQ(y(2, 0), 50.0f);
+  // One f32 scale per (token block, channel): 2 blocks x 1 channel.
+  EXPECT_EQ(make_scheme("int:bits=2,axis=channel,group=2")->footprint(3, 1), 2u * 4u + 1u);
+}
+
+TEST(IntScheme, TokenGroupsAreBlocksOfChannels) {
+  const Matrix x = block(1, 4, {1.0f, 0.5f, 8.0f, -8.0f});
+  const Matrix y = roundtrip("int:bits=2,axis=token,group=2", x);
+  EXPECT_EQ(y(0, 0), 1.0f);
+  EXPECT_EQ(y(0, 1), 0.0f);  // 0.5 ties to even 0
+  EXPECT_EQ(y(0, 2), 8.0f);
+  EXPECT_EQ(y(0, 3), -8.0f);
+  EXPECT_NE(make_scheme("int:bits=4,axis=token,group=48")->check_shape(4, 128), "");
+  EXPECT_THROW(make_scheme("int:bits=4,axis=token,group=3")->quantize(x, {}), InputError);
+}
+
+TEST(IntScheme, AsymmetricKeepsAnOffsetChannel) {
+  // Values in [10, 13]: 2-bit asym gives levels 10, 11, 12, 13 exactly; symmetric cannot.
+  const Matrix x = block(4, 1, {10.0f, 11.0f, 12.0f, 13.0f});
+  EXPECT_EQ(roundtrip("int:bits=2,axis=channel,asym", x), x);
+  EXPECT_NE(roundtrip("int:bits=2,axis=channel", x), x);
+}
+
+TEST(IntScheme, ConstantAndZeroBlocks) {
+  const Matrix zeros(3, 4);
+  EXPECT_EQ(roundtrip("int:bits=4,axis=token", zeros), zeros);
+  EXPECT_EQ(roundtrip("int:bits=4,axis=token,asym", zeros), zeros);
+  const Matrix constant(3, 4, 2.5f);
+  EXPECT_EQ(roundtrip("int:bits=4,axis=channel,asym", constant), constant);  // minimum is exact
+  EXPECT_EQ(roundtrip("int:bits=4,axis=channel", constant), constant);       // 7 * (2.5/7) == 2.5 here
+}
+
+TEST(IntScheme, PackedLayoutSymmetricFourBits) {
+  // s = 7/7 = 1, codes = level + 8 packed two per byte, element 0 in the low nibble.
+  const Matrix x = block(1, 4, {7.0f, -7.0f, 0.0f, 3.0f});
+  const auto packed = make_scheme("int:bits=4")->quantize(x, {});
+  ASSERT_EQ(packed.size(), 4u + 2u);
+  EXPECT_EQ(read_f32(packed, 0), 1.0f);
+  EXPECT_EQ(std::to_integer<int>(packed[4]), (15 << 0) | (1 << 4));
+  EXPECT_EQ(std::to_integer<int>(packed[5]), (8 << 0) | (11 << 4));
+}
+
+TEST(IntScheme, PackedLayoutAsymmetricThreeBitsCrossesBytes) {
+  // min 0, max 7: s = 1, codes = x; stream of 3-bit codes 1,2,...: bits LSB first.
+  const Matrix x = block(1, 8, {0, 1, 2, 3, 4, 5, 6, 7});
+  const auto packed = make_scheme("int:bits=3,asym")->quantize(x, {});
+  ASSERT_EQ(packed.size(), 4u + 4u + 3u);  // scale, minimum, 24 bits of codes
+  EXPECT_EQ(read_f32(packed, 0), 1.0f);
+  EXPECT_EQ(read_f32(packed, 4), 0.0f);
+  uint32_t stream = 0;
+  for (int i = 0; i < 3; ++i) stream |= std::to_integer<uint32_t>(packed[8 + i]) << (8 * i);
+  for (uint32_t i = 0; i < 8; ++i) EXPECT_EQ((stream >> (3 * i)) & 7u, i);
+}
+
+TEST(IntScheme, F16ScalesAreRoundedBeforeQuantizing) {
+  // amax 1 / 127 is not an f16 value; the stored scale is, and dequantize reproduces roundtrip.
+  const Matrix x = testing::normal_matrix(8, 8, 11);
+  const SchemePtr s = make_scheme("int:bits=8,axis=token,scale=f16");
+  const auto packed = s->quantize(x, {});
+  EXPECT_EQ(packed.size(), 8u * 2u + 64u);
+  Matrix a(8, 8), b(8, 8);
+  s->dequantize(packed, {}, a);
+  s->roundtrip(x, {}, b);
+  EXPECT_EQ(a, b);
+  uint16_t h;
+  std::memcpy(&h, packed.data(), 2);
+  float amax = 0;
+  for (int c = 0; c < 8; ++c) amax = std::max(amax, std::abs(x(0, c)));
+  EXPECT_EQ(f16_bits_to_f32(h), round_to_f16(amax / 127.0f));
+}
+
+TEST(IntScheme, FootprintCountsScalesMinimaAndPackedCodes) {
+  EXPECT_EQ(make_scheme("int:bits=8,axis=channel")->footprint(4096, 128), 4096u * 128u + 128u * 4u);
+  EXPECT_EQ(make_scheme("int:bits=4,axis=token,group=32,scale=f16")->footprint(10, 128), 10u * 64u + 40u * 2u);
+  EXPECT_EQ(make_scheme("int:bits=2,axis=channel,group=32,asym")->footprint(33, 4), 33u + 8u * 4u * 2u);
+  EXPECT_NEAR(make_scheme("int:bits=4,axis=token,group=32,scale=f16")->bits_per_element(4096, 128), 4.5, 1e-12);
+  EXPECT_EQ(make_scheme("int:bits=3")->footprint(1, 3), 4u + 2u);  // 9 bits round up to 2 bytes
+}
+
+TEST(IntScheme, DescribesItselfToKernels) {
+  const auto f = make_scheme("int:bits=4,axis=channel,group=32,asym,scale=f16")->device_format();
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->kind, CodecKind::integer);
+  EXPECT_EQ(f->bits, 4);
+  EXPECT_EQ(f->axis, GroupAxis::channel);
+  EXPECT_EQ(f->group, 32);
+  EXPECT_TRUE(f->asymmetric);
+  EXPECT_EQ(f->scale_type, ScaleType::f16);
+}
+
+}  // namespace
+}  // namespace kvtune
