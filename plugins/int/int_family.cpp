@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "builtin.h"
+#include "int_kernels.h"
 #include "kvtune/codecs/int_codec.h"
 #include "kvtune/error.h"
 #include "kvtune/registry.h"
@@ -14,35 +15,8 @@
 namespace kvtune::builtin {
 namespace {
 
-using codec::int_asym_level;
-using codec::int_divisor;
-using codec::int_sym_level;
-
 ScaleType parse_scale_type(const std::string& s) {
   return s == "f16" ? ScaleType::f16 : (s == "bf16" ? ScaleType::bf16 : ScaleType::f32);
-}
-
-// Min and max of n floats, in eight independent lanes so the compiler can use minps/maxps.
-void segment_min_max(const float* x, int64_t n, float& lo, float& hi) {
-  float l[8], h[8];
-  for (int k = 0; k < 8; ++k) l[k] = h[k] = x[0];
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) {
-      l[k] = x[i + k] < l[k] ? x[i + k] : l[k];
-      h[k] = x[i + k] > h[k] ? x[i + k] : h[k];
-    }
-  }
-  for (; i < n; ++i) {
-    l[0] = x[i] < l[0] ? x[i] : l[0];
-    h[0] = x[i] > h[0] ? x[i] : h[0];
-  }
-  lo = l[0];
-  hi = h[0];
-  for (int k = 1; k < 8; ++k) {
-    lo = l[k] < lo ? l[k] : lo;
-    hi = h[k] > hi ? h[k] : hi;
-  }
 }
 
 class IntScheme final : public Scheme {
@@ -76,21 +50,22 @@ class IntScheme final : public Scheme {
     auto* scales = reinterpret_cast<uint8_t*>(packed.data());
     uint8_t* mins = scales + t.groups() * codec::scale_bytes(scale_type_);
     uint8_t* codes = mins + (asym_ ? t.groups() * codec::scale_bytes(scale_type_) : 0);
-    const int offset = codec::int_sym_offset(bits_);
-    for_each_row_levels(x, t, [&](int64_t r, const float* levels, const RowParams& p) {
-      if (r % t.rows_per_tile == 0) {  // first row of a token block: store its groups' parameters
-        const int64_t first = (r / t.rows_per_tile) * t.groups_per_row;
-        for (int64_t g = 0; g < t.groups_per_row; ++g) {
-          codec::write_scale(scales, first + g, p.group_scale[g], scale_type_);
-          if (asym_) codec::write_scale(mins, first + g, p.group_min[g], scale_type_);
+    const int offset = asym_ ? 0 : codec::int_sym_offset(bits_);
+    BlockParams p(t, x.cols);
+    std::vector<float> levels(static_cast<size_t>(x.cols));
+    for (int64_t block = 0; block < t.token_blocks; ++block) {
+      const auto [r0, r1] = fit_block(x, t, block, p);
+      for (int64_t g = 0; g < t.groups_per_row; ++g) {
+        codec::write_scale(scales, block * t.groups_per_row + g, p.scale[g], scale_type_);
+        if (asym_) codec::write_scale(mins, block * t.groups_per_row + g, p.minimum[g], scale_type_);
+      }
+      for (int64_t r = r0; r < r1; ++r) {
+        apply_row(x.row(r), t, p, /*levels_only=*/true, levels.data());
+        for (int64_t c = 0; c < x.cols; ++c) {
+          codec::pack_code(codes, r * x.cols + c, bits_, static_cast<uint32_t>(static_cast<int>(levels[c]) + offset));
         }
       }
-      const int64_t base = r * x.cols;
-      for (int64_t c = 0; c < x.cols; ++c) {
-        const int level = static_cast<int>(levels[c]);
-        codec::pack_code(codes, base + c, bits_, static_cast<uint32_t>(asym_ ? level : level + offset));
-      }
-    });
+    }
     return packed;
   }
 
@@ -120,15 +95,11 @@ class IntScheme final : public Scheme {
   void roundtrip(ConstMatrixView x, const QuantContext&, MatrixView out) const override {
     require_shape(x);
     const Tiling t = tiling(x.rows, x.cols);
-    for_each_row_levels(x, t, [&](int64_t r, const float* levels, const RowParams& p) {
-      float* y = out.row(r);
-      const int64_t n = x.cols;
-      if (asym_) {
-        for (int64_t c = 0; c < n; ++c) y[c] = levels[c] * p.scale[c] + p.min[c];
-      } else {
-        for (int64_t c = 0; c < n; ++c) y[c] = levels[c] * p.scale[c];
-      }
-    });
+    BlockParams p(t, x.cols);
+    for (int64_t block = 0; block < t.token_blocks; ++block) {
+      const auto [r0, r1] = fit_block(x, t, block, p);
+      for (int64_t r = r0; r < r1; ++r) apply_row(x.row(r), t, p, /*levels_only=*/false, out.row(r));
+    }
   }
 
   std::optional<DeviceFormat> device_format() const override {
@@ -167,90 +138,72 @@ class IntScheme final : public Scheme {
     if (!why.empty()) throw InputError(why);
   }
 
-  // Per-row view of the quantization parameters, expanded to one entry per channel so the inner
-  // loops are element-wise and vectorize.
-  struct RowParams {
-    std::vector<float> group_scale, group_min;  // [groups_per_row] stored values
-    std::vector<float> scale, min, divisor;     // [head_dim]
+  // Stored parameters of the groups of one token block, one entry per group in a row (per channel
+  // for axis=channel, so the row loop reads them as arrays).
+  struct BlockParams {
+    BlockParams(const Tiling& t, int64_t head_dim)
+        : scale(size_t(t.groups_per_row)), minimum(size_t(t.groups_per_row)), divisor(size_t(t.groups_per_row)),
+          lo(size_t(t.groups_per_row)), hi(size_t(t.groups_per_row)), ones(size_t(head_dim), 1.0f),
+          zeros(size_t(head_dim), 0.0f) {}
+    std::vector<float> scale, minimum, divisor, lo, hi, ones, zeros;
   };
 
-  void set_groups(const Tiling& t, const float* lo, const float* hi, RowParams& p) const {
+  // Fits the groups of token block `block` and returns its row range.
+  std::pair<int64_t, int64_t> fit_block(ConstMatrixView x, const Tiling& t, int64_t block, BlockParams& p) const {
+    const int64_t r0 = block * t.rows_per_tile;
+    const int64_t r1 = std::min(x.rows, r0 + t.rows_per_tile);
+    if (t.cols_per_group == 1) {
+      std::copy(x.row(r0), x.row(r0) + x.cols, p.lo.begin());
+      std::copy(x.row(r0), x.row(r0) + x.cols, p.hi.begin());
+      for (int64_t r = r0 + 1; r < r1; ++r) int_kernels::column_min_max(x.row(r), x.cols, p.lo.data(), p.hi.data());
+    } else if (t.cols_per_group == x.cols) {  // rows are contiguous: one segment
+      int_kernels::min_max(x.row(r0), (r1 - r0) * x.cols, p.lo[0], p.hi[0]);
+    } else {
+      for (int64_t g = 0; g < t.groups_per_row; ++g) {
+        const int64_t c0 = g * t.cols_per_group;
+        int_kernels::min_max(x.row(r0) + c0, t.cols_per_group, p.lo[g], p.hi[g]);
+        for (int64_t r = r0 + 1; r < r1; ++r) {
+          float l, h;
+          int_kernels::min_max(x.row(r) + c0, t.cols_per_group, l, h);
+          p.lo[g] = std::min(p.lo[g], l);
+          p.hi[g] = std::max(p.hi[g], h);
+        }
+      }
+    }
     for (int64_t g = 0; g < t.groups_per_row; ++g) {
       if (asym_) {
-        p.group_min[g] = codec::stored_minimum(lo[g], scale_type_);
-        p.group_scale[g] = codec::int_asym_scale(p.group_min[g], hi[g], bits_, scale_type_);
+        p.minimum[g] = codec::stored_minimum(p.lo[g], scale_type_);
+        p.scale[g] = codec::int_asym_scale(p.minimum[g], p.hi[g], bits_, scale_type_);
       } else {
-        p.group_scale[g] = codec::int_sym_scale(std::max(-lo[g], hi[g]), bits_, scale_type_);
-        p.group_min[g] = 0.0f;
+        p.minimum[g] = 0.0f;
+        p.scale[g] = codec::int_sym_scale(std::max(-p.lo[g], p.hi[g]), bits_, scale_type_);
       }
+      p.divisor[g] = codec::int_divisor(p.scale[g]);
     }
-    for (int64_t c = 0, n = t.groups_per_row * t.cols_per_group; c < n; ++c) {
-      const int64_t g = c / t.cols_per_group;
-      p.scale[c] = p.group_scale[g];
-      p.min[c] = p.group_min[g];
-      p.divisor[c] = int_divisor(p.group_scale[g]);
-    }
+    return {r0, r1};
   }
 
-  // Calls emit(row, levels, params) for every row, in order, with the float-valued levels.
-  template <class Emit>
-  void for_each_row_levels(ConstMatrixView x, const Tiling& t, Emit&& emit) const {
-    const int64_t d = x.cols;
-    RowParams p{std::vector<float>(t.groups_per_row), std::vector<float>(t.groups_per_row),
-                std::vector<float>(d), std::vector<float>(d), std::vector<float>(d)};
-    std::vector<float> lo(t.groups_per_row), hi(t.groups_per_row), levels(d);
+  // y = level(x) * scale (+ minimum) for one row, or the levels themselves.
+  void apply_row(const float* x, const Tiling& t, const BlockParams& p, bool levels_only, float* y) const {
     const float qmax = codec::int_sym_qmax(bits_), top = codec::int_asym_top(bits_);
-    for (int64_t block = 0; block < t.token_blocks; ++block) {
-      const int64_t r0 = block * t.rows_per_tile;
-      const int64_t r1 = std::min(x.rows, r0 + t.rows_per_tile);
-      block_min_max(x, t, r0, r1, lo.data(), hi.data());
-      set_groups(t, lo.data(), hi.data(), p);
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* xr = x.row(r);
-        float* lv = levels.data();
-        const float* dv = p.divisor.data();
-        if (asym_) {
-          const float* m = p.min.data();
-          for (int64_t c = 0; c < d; ++c) lv[c] = int_asym_level(xr[c], m[c], dv[c], top);
-        } else {
-          for (int64_t c = 0; c < d; ++c) lv[c] = int_sym_level(xr[c], dv[c], qmax);
-        }
-        emit(r, lv, p);
-      }
-    }
-  }
-
-  // Min and max of each group in rows [r0, r1).
-  void block_min_max(ConstMatrixView x, const Tiling& t, int64_t r0, int64_t r1, float* lo, float* hi) const {
-    if (t.cols_per_group == 1) {  // per channel: column-wise, element-wise across the row
-      std::copy(x.row(r0), x.row(r0) + x.cols, lo);
-      std::copy(x.row(r0), x.row(r0) + x.cols, hi);
-      for (int64_t r = r0 + 1; r < r1; ++r) {
-        const float* xr = x.row(r);
-        for (int64_t c = 0; c < x.cols; ++c) {
-          lo[c] = xr[c] < lo[c] ? xr[c] : lo[c];
-          hi[c] = xr[c] > hi[c] ? xr[c] : hi[c];
-        }
+    if (t.cols_per_group == 1) {
+      const float* scale = levels_only ? p.ones.data() : p.scale.data();
+      if (asym_) {
+        const float* out_min = levels_only ? p.zeros.data() : p.minimum.data();
+        int_kernels::asym_columns(x, p.minimum.data(), p.divisor.data(), scale, out_min, top, y, t.groups_per_row);
+      } else {
+        int_kernels::sym_columns(x, p.divisor.data(), scale, qmax, y, t.groups_per_row);
       }
       return;
     }
     for (int64_t g = 0; g < t.groups_per_row; ++g) {
       const int64_t c0 = g * t.cols_per_group;
-      if (t.rows_per_tile == 1 || r1 - r0 == 1) {
-        segment_min_max(x.row(r0) + c0, t.cols_per_group, lo[g], hi[g]);
-        continue;
-      }
-      // Whole-tensor tile: rows are contiguous, so the tile is one segment when it spans all columns.
-      if (t.cols_per_group == x.cols) {
-        segment_min_max(x.row(r0), (r1 - r0) * x.cols, lo[g], hi[g]);
-        continue;
-      }
-      float l, h;
-      segment_min_max(x.row(r0) + c0, t.cols_per_group, lo[g], hi[g]);
-      for (int64_t r = r0 + 1; r < r1; ++r) {
-        segment_min_max(x.row(r) + c0, t.cols_per_group, l, h);
-        lo[g] = std::min(lo[g], l);
-        hi[g] = std::max(hi[g], h);
+      const float scale = levels_only ? 1.0f : p.scale[g];
+      if (asym_) {
+        const float out_min = levels_only ? 0.0f : p.minimum[g];
+        int_kernels::asym_segment(x + c0, p.minimum[g], p.divisor[g], scale, out_min, top, y + c0, t.cols_per_group);
+      } else {
+        int_kernels::sym_segment(x + c0, p.divisor[g], scale, qmax, y + c0, t.cols_per_group);
       }
     }
   }

@@ -1,0 +1,475 @@
+// End-to-end tests of the `kvtune` command line: they run the built binary, as a user would, and
+// check its exit status, its stdout (tables and --json) and the messages it writes to stderr.
+// Exit statuses (core/cli/main.cpp): 0 success, 2 bad input, 1 internal error.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_helpers.h"
+
+namespace kvtune::e2e {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string test_data(const std::string& relative) { return std::string(KVTUNE_TEST_DATA) + "/" + relative; }
+
+// The `name = "..."` of every [[pairs]] entry of a scenario file, in order. A line scan is enough
+// for the repository's own, plainly formatted sweep files.
+std::vector<std::string> pair_names_of(const fs::path& toml) {
+  std::istringstream lines(read_text(toml));
+  std::vector<std::string> names;
+  bool in_pair = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with('[')) in_pair = line == "[[pairs]]";
+    if (in_pair && line.starts_with("name = \"")) names.push_back(line.substr(8, line.rfind('"') - 8));
+  }
+  return names;
+}
+
+// One line of tests/data/seed-torch/expected.txt: "NAME   rel_out_err=X max_logit_err=Y".
+struct ReferenceRow {
+  std::string name;
+  double rel_out_err = 0.0, max_logit_err = 0.0;
+};
+
+std::vector<ReferenceRow> read_reference_rows(const fs::path& path) {
+  std::istringstream lines(read_text(path));
+  std::vector<ReferenceRow> rows;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t rel = line.find("rel_out_err="), logit = line.find("max_logit_err=");
+    if (rel == std::string::npos || logit == std::string::npos) continue;
+    ReferenceRow row;
+    row.name = line.substr(0, line.find_last_not_of(' ', rel - 1) + 1);
+    row.rel_out_err = std::stod(line.substr(rel + std::strlen("rel_out_err=")));
+    row.max_logit_err = std::stod(line.substr(logit + std::strlen("max_logit_err=")));
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// The reference printed 6 decimals, i.e. about 4 significant digits for these magnitudes.
+::testing::AssertionResult agrees_to_4_digits(double actual, double expected) {
+  const bool ok = expected == 0.0 ? std::abs(actual) < 1e-6 : std::abs(actual - expected) / std::abs(expected) < 5e-4;
+  if (ok) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << actual << " does not agree with the reference " << expected
+                                       << " to 4 significant digits";
+}
+
+// Every JSON row carries these keys and no others (DESIGN §5 metric names, verbatim).
+const std::set<std::string> kRowKeys = {"name",
+                                        "k",
+                                        "v",
+                                        "k_bits",
+                                        "v_bits",
+                                        "rel_out_err",
+                                        "max_logit_err",
+                                        "shift_logit_err",
+                                        "attn_kl",
+                                        "top1_agree",
+                                        "topk_overlap",
+                                        "needle_hit",
+                                        "needle_mass_ratio"};
+
+std::set<std::string> keys_of(const json& object) {
+  std::set<std::string> keys;
+  for (const auto& [key, value] : object.items()) keys.insert(key);
+  return keys;
+}
+
+// A metric summary as --json prints it: mean/p95/max over `count` samples.
+void expect_summary(const json& summary, size_t count, const std::string& metric) {
+  SCOPED_TRACE(metric);
+  ASSERT_TRUE(summary.is_object()) << summary.dump();
+  EXPECT_EQ(keys_of(summary), (std::set<std::string>{"mean", "p95", "max", "count"}));
+  EXPECT_EQ(summary["count"].get<size_t>(), count);
+  const double mean = summary["mean"].get<double>(), p95 = summary["p95"].get<double>(),
+               max = summary["max"].get<double>();
+  EXPECT_TRUE(std::isfinite(mean) && std::isfinite(p95) && std::isfinite(max));
+  EXPECT_LE(p95, max);
+  EXPECT_LE(mean, max);
+}
+
+class Cli : public ScratchDirTest {
+ protected:
+  // Small valid K [8, 16], V [8, 16] and q [16] tensors; the bad-input tests spoil one at a time.
+  void write_small_tensors() const {
+    write_float32_matrix(path("K.npy"), 8, 16);
+    write_float32_matrix(path("V.npy"), 8, 16, 0.25f);
+    std::vector<float> q(16);
+    for (size_t i = 0; i < q.size(); ++i) q[i] = 0.1f * static_cast<float>(i) - 0.7f;
+    write_text(path("q.npy"), npy_bytes("<f4", "(16,)", raw_bytes(q)));
+  }
+
+  RunResult simulate_small(const std::string& pair) const {
+    return run({"simulate", "--k", path("K.npy"), "--v", path("V.npy"), "--q", path("q.npy"), "--pair", pair});
+  }
+
+  // Bad input: status 2, nothing on stdout, one "kvtune: ..." message on stderr.
+  static void expect_input_error(const RunResult& r) {
+    EXPECT_EQ(r.status, 2) << "stderr: " << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_TRUE(r.err.starts_with("kvtune: ")) << r.err;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// simulate
+
+TEST_F(Cli, SimulateWithoutArgumentsRunsTheEmbeddedSeedTable) {
+  const RunResult r = run({"simulate"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("cases 64  tokens 4096  head_dim 128"));
+  const std::vector<std::string> names = pair_names_of(fs::path(KVTUNE_SOURCE_DIR) / "sweeps/seed-table.toml");
+  ASSERT_EQ(names.size(), 4u);
+  for (const std::string& name : names) EXPECT_THAT(r.out, HasSubstr("\n" + name + "  ")) << "row " << name;
+}
+
+TEST_F(Cli, SimulateOnSeedTorchTensorsMatchesThePyTorchReference) {
+  const RunResult r = run({"simulate", "--k", test_data("seed-torch/K.npy"), "--v", test_data("seed-torch/V.npy"),
+                           "--q", test_data("seed-torch/q.npy"),  //
+                           "--pair", "int:bits=8,axis=tensor/int:bits=8,axis=tensor", "--pair",
+                           "int:bits=8,axis=channel/int:bits=8,axis=token", "--pair", "none/int:bits=8,axis=token",  //
+                           "--pair", "int:bits=8,axis=tensor/none", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json result = json::parse(r.out);
+  EXPECT_EQ(result["tokens"], 4096);
+  EXPECT_EQ(result["head_dim"], 128);
+  EXPECT_EQ(result["cases"], 1);
+
+  // The --pair order above is the order of expected.txt's lines.
+  const std::vector<ReferenceRow> reference = read_reference_rows(test_data("seed-torch/expected.txt"));
+  const json& rows = result["rows"];
+  ASSERT_EQ(reference.size(), 4u);
+  ASSERT_EQ(rows.size(), reference.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(reference[i].name);
+    EXPECT_TRUE(agrees_to_4_digits(rows[i]["rel_out_err"]["mean"].get<double>(), reference[i].rel_out_err));
+    EXPECT_TRUE(agrees_to_4_digits(rows[i]["max_logit_err"]["mean"].get<double>(), reference[i].max_logit_err));
+  }
+
+  // Bits per element include the f32 scales: one per tensor, per channel (128) or per token (4096).
+  const double elements = 4096.0 * 128.0;
+  const double per_tensor = 8 + 32 / elements, per_channel = 8 + 32 * 128 / elements,
+               per_token = 8 + 32 * 4096 / elements, exact = 32;
+  const double expected_bits[4][2] = {
+      {per_tensor, per_tensor}, {per_channel, per_token}, {exact, per_token}, {per_tensor, exact}};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_DOUBLE_EQ(rows[i]["k_bits"].get<double>(), expected_bits[i][0]) << "row " << i;
+    EXPECT_DOUBLE_EQ(rows[i]["v_bits"].get<double>(), expected_bits[i][1]) << "row " << i;
+  }
+  EXPECT_DOUBLE_EQ(per_channel, 8.0078125);
+  EXPECT_DOUBLE_EQ(per_token, 8.25);
+}
+
+TEST_F(Cli, SimulateScenarioFileJsonHasExactlyTheMetricKeys) {
+  write_text(path("small.toml"),
+             "name = \"small\"\n"
+             "seeds = 3\n"
+             "[workload]\n"
+             "tokens = 256\n"
+             "head_dim = 64\n"
+             "queries = 2\n"
+             "[[pairs]]\n"
+             "k = \"int:bits=4,axis=channel\"\n"
+             "v = \"int:bits=4,axis=token\"\n");
+  const RunResult r = run({"simulate", path("small.toml"), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json result = json::parse(r.out);
+  EXPECT_EQ(result["cases"], 3);
+  EXPECT_EQ(result["tokens"], 256);
+  EXPECT_EQ(result["head_dim"], 64);
+  EXPECT_EQ(result["queries_per_case"], 2);
+  ASSERT_EQ(result["rows"].size(), 1u);
+  const json& row = result["rows"][0];
+  EXPECT_EQ(keys_of(row), kRowKeys);
+  EXPECT_EQ(row["k"], "int:bits=4,axis=channel");
+  EXPECT_EQ(row["v"], "int:bits=4,axis=token");
+  EXPECT_EQ(row["name"], "int:bits=4,axis=channel / int:bits=4,axis=token");
+  for (const char* metric :
+       {"rel_out_err", "max_logit_err", "shift_logit_err", "attn_kl", "top1_agree", "topk_overlap"}) {
+    expect_summary(row[metric], 3 * 2, metric);  // one sample per query per seed
+  }
+  EXPECT_GT(row["rel_out_err"]["mean"].get<double>(), 0.0);  // 4 bits cannot be exact
+  EXPECT_TRUE(row["needle_hit"].is_null());                  // no needles in this workload
+  EXPECT_TRUE(row["needle_mass_ratio"].is_null());
+}
+
+TEST_F(Cli, SimulateScenarioWithNeedlesSummarizesTheNeedleMetrics) {
+  write_text(path("needles.toml"),
+             "seeds = 3\n"
+             "[workload]\n"
+             "tokens = 256\n"
+             "head_dim = 64\n"
+             "[workload.needles]\n"
+             "depths = [0.5]\n"
+             "[[pairs]]\n"
+             "k = \"int:bits=8,axis=channel\"\n"
+             "v = \"none\"\n");
+  const RunResult r = run({"simulate", path("needles.toml"), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json result = json::parse(r.out);
+  ASSERT_EQ(result["rows"].size(), 1u);
+  const json& row = result["rows"][0];
+  EXPECT_EQ(keys_of(row), kRowKeys);
+  expect_summary(row["needle_hit"], 3, "needle_hit");  // one needle query per seed
+  expect_summary(row["needle_mass_ratio"], 3, "needle_mass_ratio");
+  const double hit = row["needle_hit"]["mean"].get<double>();
+  EXPECT_GE(hit, 0.0);
+  EXPECT_LE(hit, 1.0);
+  EXPECT_GT(row["needle_mass_ratio"]["mean"].get<double>(), 0.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// quantize
+
+constexpr int kGgmlTokens = 256, kGgmlDim = 128;
+constexpr size_t kInt4CodeBytes = kGgmlTokens * kGgmlDim * 4 / 8;  // two 4-bit codes per byte
+constexpr size_t kPerTokenScaleBytes = kGgmlTokens * 4;            // one f32 scale per token, stored first
+
+TEST_F(Cli, QuantizeInt4PerTokenWritesTheFootprintAndARoundTrip) {
+  const RunResult r = run({"quantize", "--scheme", "int:bits=4,axis=token", "--in", test_data("ggml/input.npy"),
+                           "--out", path("out.npy"), "--packed-out", path("out.bin")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("256 x 128, 17408 bytes packed"));
+
+  const std::vector<unsigned char> packed = read_bytes(path("out.bin"));
+  EXPECT_EQ(packed.size(), kInt4CodeBytes + kPerTokenScaleBytes);
+
+  const Float32Npy input = read_float32_npy(test_data("ggml/input.npy"));
+  const Float32Npy output = read_float32_npy(path("out.npy"));
+  EXPECT_THAT(output.header, HasSubstr("'fortran_order': False"));
+  EXPECT_THAT(output.header, HasSubstr("'shape': (256, 128)"));
+  ASSERT_EQ(output.values.size(), size_t(kGgmlTokens) * kGgmlDim);
+  ASSERT_EQ(input.values.size(), output.values.size());
+  ASSERT_GE(packed.size(), kPerTokenScaleBytes);
+
+  // Symmetric absmax: scale = max|x| / 7 per token, and rounding is off by at most half a step.
+  for (int t = 0; t < kGgmlTokens; ++t) {
+    float scale;
+    std::memcpy(&scale, packed.data() + 4 * t, 4);
+    float amax = 0.0f;
+    for (int c = 0; c < kGgmlDim; ++c) amax = std::max(amax, std::abs(input.values[t * kGgmlDim + c]));
+    ASSERT_NEAR(scale, amax / 7.0f, 1e-6 * amax) << "token " << t;
+    for (int c = 0; c < kGgmlDim; ++c) {
+      const size_t i = size_t(t) * kGgmlDim + c;
+      ASSERT_LE(std::abs(output.values[i] - input.values[i]), 0.5f * scale * (1 + 1e-5f))
+          << "[" << t << ", " << c << "]";
+    }
+  }
+}
+
+TEST_F(Cli, QuantizingARoundTripAgainGivesTheSameCodes) {
+  const std::string scheme = "int:bits=4,axis=token";
+  const RunResult first = run({"quantize", "--scheme", scheme, "--in", test_data("ggml/input.npy"), "--out",
+                               path("once.npy"), "--packed-out", path("once.bin")});
+  ASSERT_EQ(first.status, 0) << first.err;
+  const RunResult second = run({"quantize", "--scheme", scheme, "--in", path("once.npy"), "--out", path("twice.npy"),
+                                "--packed-out", path("twice.bin")});
+  ASSERT_EQ(second.status, 0) << second.err;
+
+  const std::vector<unsigned char> once = read_bytes(path("once.bin")), twice = read_bytes(path("twice.bin"));
+  ASSERT_EQ(once.size(), kInt4CodeBytes + kPerTokenScaleBytes);
+  ASSERT_EQ(twice.size(), once.size());
+  // The codes follow the scales; a scale may differ in its last bit (7s / 7 need not be s exactly).
+  EXPECT_TRUE(std::equal(once.end() - kInt4CodeBytes, once.end(), twice.end() - kInt4CodeBytes))
+      << "the code bytes changed on the second pass";
+  for (int t = 0; t < kGgmlTokens; ++t) {
+    float s1, s2;
+    std::memcpy(&s1, once.data() + 4 * t, 4);
+    std::memcpy(&s2, twice.data() + 4 * t, 4);
+    EXPECT_NEAR(s2, s1, 1e-6f * s1) << "token " << t;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// schemes
+
+TEST_F(Cli, SchemesJsonListsTheFamiliesAndTheIntDomains) {
+  const RunResult r = run({"schemes", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json families = json::parse(r.out)["families"];
+  std::set<std::string> names;
+  const json* int_family = nullptr;
+  for (const json& f : families) {
+    names.insert(f["name"].get<std::string>());
+    if (f["name"] == "int") int_family = &f;
+  }
+  for (const char* family : {"int", "none", "f32", "f16", "bf16"}) EXPECT_TRUE(names.count(family)) << family;
+  ASSERT_NE(int_family, nullptr);
+
+  std::set<std::string> params;
+  for (const json& p : (*int_family)["params"]) {
+    const std::string name = p["name"].get<std::string>();
+    params.insert(name);
+    if (name == "bits") {
+      EXPECT_EQ(p["kind"], "integer");
+      EXPECT_EQ(p["min"], 2);
+      EXPECT_EQ(p["max"], 8);
+    }
+    if (name == "axis") {
+      EXPECT_EQ(p["kind"], "choice");
+      EXPECT_EQ(p["choices"], (json{"tensor", "channel", "token"}));
+    }
+  }
+  EXPECT_EQ(params, (std::set<std::string>{"bits", "axis", "group", "asym", "scale"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad input: exit status 2 and a message naming the problem.
+
+TEST_F(Cli, SmallTensorsUsedByTheBadInputTestsAreValidAsWritten) {
+  write_small_tensors();  // the control: each bad-input test below changes exactly one thing
+  const RunResult r = simulate_small("int:bits=8,axis=channel/int:bits=8,axis=token");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tokens 8  head_dim 16"));
+}
+
+TEST_F(Cli, MalformedTomlNamesFileLineAndColumn) {
+  const std::string file = path("bad.toml");
+  write_text(file, "name = \"bad\"\n[workload]\ntokens = = 3\n");
+  const RunResult r = run({"simulate", file});
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr(file + ":3:"));
+}
+
+TEST_F(Cli, UnknownWorkloadKeyIsNamedWithTheValidKeys) {
+  const std::string file = path("typo.toml");
+  write_text(file,
+             "seeds = 2\n[workload]\ntokens = 64\nhead_dim = 16\ntokenz = 3\n[[pairs]]\nk = \"none\"\nv = \"none\"\n");
+  const RunResult r = run({"simulate", file});
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr(file + ":5:1:"));
+  EXPECT_THAT(r.err, HasSubstr("unknown key 'tokenz' in [workload]"));
+  EXPECT_THAT(r.err, HasSubstr("valid keys are:"));
+  EXPECT_THAT(r.err, HasSubstr("head_dim"));
+  EXPECT_THAT(r.err, HasSubstr("tokens"));
+}
+
+TEST_F(Cli, UnknownSchemeFamilyListsTheValidOnes) {
+  write_small_tensors();
+  const RunResult r = simulate_small("fp8/none");
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr("unknown scheme 'fp8'"));
+  for (const char* family : {"int", "bf16", "f16", "f32", "none"}) EXPECT_THAT(r.err, HasSubstr(family));
+}
+
+TEST_F(Cli, UnknownSchemeParameterListsTheValidOnes) {
+  write_small_tensors();
+  const RunResult r = simulate_small("int:bits=8,foo=1/none");
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr("unknown parameter 'foo'"));
+  EXPECT_THAT(r.err, HasSubstr("bits"));
+  EXPECT_THAT(r.err, HasSubstr("axis"));
+}
+
+TEST_F(Cli, OutOfRangeSchemeValueNamesTheParameterAndItsDomain) {
+  write_small_tensors();
+  const RunResult r = simulate_small("int:bits=9/none");
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr("'bits' = '9'"));
+  EXPECT_THAT(r.err, HasSubstr("2..8"));
+}
+
+TEST_F(Cli, NpyWithIntegerDtypeIsRefused) {
+  write_small_tensors();
+  write_text(path("K.npy"), npy_bytes("<i4", "(8, 16)", raw_bytes(std::vector<int32_t>(8 * 16, 1))));
+  const RunResult r = simulate_small("none/none");
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr(path("K.npy").string()));
+  EXPECT_THAT(r.err, HasSubstr("dtype"));
+  EXPECT_THAT(r.err, HasSubstr("<i4"));
+}
+
+TEST_F(Cli, NpyOfRankThreeIsRefused) {
+  write_small_tensors();
+  write_text(path("V.npy"), npy_bytes("<f4", "(2, 8, 16)", raw_bytes(std::vector<float>(2 * 8 * 16, 0.5f))));
+  const RunResult r = simulate_small("none/none");
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr(path("V.npy").string()));
+  EXPECT_THAT(r.err, HasSubstr("rank 3"));
+}
+
+TEST_F(Cli, MismatchedKeyAndValueShapesAreBothNamed) {
+  write_small_tensors();
+  write_float32_matrix(path("V.npy"), 4, 16);
+  const RunResult r = simulate_small("none/none");
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr("[4, 16]"));  // values
+  EXPECT_THAT(r.err, HasSubstr("[8, 16]"));  // keys
+}
+
+TEST_F(Cli, TruncatedNpyDataIsRefused) {
+  write_small_tensors();
+  write_text(path("q.npy"), npy_bytes("<f4", "(16,)", raw_bytes(std::vector<float>(10, 1.0f))));
+  const RunResult r = simulate_small("none/none");
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr(path("q.npy").string()));
+  EXPECT_THAT(r.err, HasSubstr("truncated"));
+}
+
+TEST_F(Cli, NanInNpyDataIsNamedWithItsIndex) {
+  write_small_tensors();
+  std::vector<float> keys(8 * 16, 0.25f);
+  keys[2 * 16 + 5] = std::nanf("");
+  write_text(path("K.npy"), npy_bytes("<f4", "(8, 16)", raw_bytes(keys)));
+  const RunResult r = simulate_small("none/none");
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr(path("K.npy").string()));
+  EXPECT_THAT(r.err, HasSubstr("NaN"));
+  EXPECT_THAT(r.err, HasSubstr("[2, 5]"));
+}
+
+TEST_F(Cli, QuantizeIntoAMissingDirectoryWritesNothing) {
+  const fs::path missing = path("no-such-dir") / "out.npy";
+  const RunResult r =
+      run({"quantize", "--scheme", "int:bits=8", "--in", test_data("ggml/input.npy"), "--out", missing});
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr(missing.string()));
+  EXPECT_THAT(r.err, HasSubstr("does not exist"));
+  EXPECT_FALSE(fs::exists(missing.parent_path()));
+
+  // A bad --packed-out is refused before the (valid) --out is written, so nothing is half-done.
+  const RunResult packed = run({"quantize", "--scheme", "int:bits=8", "--in", test_data("ggml/input.npy"), "--out",
+                                path("out.npy"), "--packed-out", path("no-such-dir") / "out.bin"});
+  expect_input_error(packed);
+  EXPECT_FALSE(fs::exists(path("out.npy")));
+  EXPECT_FALSE(fs::exists(path("no-such-dir")));
+}
+
+TEST_F(Cli, GroupThatDoesNotDivideHeadDimIsRefused) {
+  const RunResult r = run({"quantize", "--scheme", "int:bits=4,axis=token,group=48", "--in",
+                           test_data("ggml/input.npy"), "--out", path("out.npy")});
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr("group=48"));
+  EXPECT_THAT(r.err, HasSubstr("head_dim 128"));
+  EXPECT_FALSE(fs::exists(path("out.npy")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Command-line syntax
+
+TEST_F(Cli, UnknownFlagExitsWithStatus2) {
+  const RunResult sub = run({"simulate", "--bogus"});
+  EXPECT_EQ(sub.status, 2);
+  EXPECT_EQ(sub.out, "");
+  EXPECT_THAT(sub.err, HasSubstr("--bogus"));
+
+  const RunResult top = run({"--bogus"});
+  EXPECT_EQ(top.status, 2);
+  EXPECT_EQ(top.out, "");
+  EXPECT_THAT(top.err, Not(HasSubstr("internal error")));
+}
+
+}  // namespace
+}  // namespace kvtune::e2e
