@@ -1,6 +1,8 @@
 #include "report.h"
 
 #include <algorithm>
+#include <cmath>
+#include <stdexcept>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -63,6 +65,10 @@ nlohmann::json to_json(const EvalResult& result) {
     for (size_t m = 0; m < kMetricCount; ++m) {
       const Summary s = summarize(p.samples[m]);
       const std::string name(kMetricNames[m]);
+      // null means "does not apply"; a non-finite metric is a bug, never printed as if it were null.
+      if (!std::isfinite(s.mean) || !std::isfinite(s.p95) || !std::isfinite(s.max)) {
+        throw std::runtime_error("metric " + name + " of pair '" + p.name + "' is not finite");
+      }
       if (s.count == 0) {
         row[name] = nullptr;  // needle metrics without needles
       } else {

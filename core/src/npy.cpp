@@ -1,6 +1,7 @@
 #include "kvtune/npy.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 
@@ -42,7 +43,11 @@ std::vector<int64_t> parse_shape(std::string_view tuple, const std::string& name
     if (inner.empty()) break;
     int64_t v = 0;
     size_t i = 0;
-    while (i < inner.size() && inner[i] >= '0' && inner[i] <= '9') v = v * 10 + (inner[i++] - '0');
+    while (i < inner.size() && inner[i] >= '0' && inner[i] <= '9') {
+      const int digit = inner[i++] - '0';
+      if (v > (INT64_MAX - digit) / 10) throw InputError(name + ": shape dimension in " + std::string(tuple) + " is too large");
+      v = v * 10 + digit;
+    }
     if (i == 0) throw InputError(name + ": malformed .npy header: shape '" + std::string(tuple) + "'");
     shape.push_back(v);
     inner.remove_prefix(i);
@@ -96,8 +101,11 @@ NpyArray parse_npy(const std::vector<std::byte>& bytes, const std::string& name)
   const int64_t rows = out.shape.size() == 2 ? out.shape[0] : 1;
   const int64_t cols = out.shape.back();
   if (rows < 1 || cols < 1) throw InputError(name + ": empty array");
-  const size_t need = static_cast<size_t>(rows * cols) * width;
   const size_t have = bytes.size() - header_start - header_len;
+  if (rows > INT64_MAX / cols / width) {
+    throw InputError(name + ": shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "] is too large");
+  }
+  const size_t need = static_cast<size_t>(rows * cols) * width;
   if (have < need) {
     throw InputError(name + ": truncated data: shape needs " + std::to_string(need) + " bytes, file has " +
                      std::to_string(have));

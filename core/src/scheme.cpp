@@ -49,6 +49,7 @@ void Scheme::logits(ConstMatrixView queries, std::span<const std::byte> packed, 
 }
 
 double Scheme::bits_per_element(int64_t tokens, int64_t head_dim) const {
+  if (tokens < 1 || head_dim < 1) return 0.0;
   return 8.0 * static_cast<double>(footprint(tokens, head_dim)) / static_cast<double>(tokens * head_dim);
 }
 

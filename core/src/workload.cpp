@@ -174,6 +174,10 @@ void validate(const WorkloadConfig& cfg) {
   }
   if (cfg.sinks.mass < 0.0 || cfg.sinks.mass >= 1.0) throw InputError("workload: sinks mass must be in [0, 1)");
   if (cfg.needles.mass <= 0.0 || cfg.needles.mass >= 1.0) throw InputError("workload: needles mass must be in (0, 1)");
+  if (!cfg.needles.depths.empty() && cfg.tokens - cfg.sinks.count < 2) {
+    throw InputError("workload: needles need at least two tokens besides the sinks (tokens = " +
+                     std::to_string(cfg.tokens) + ")");
+  }
   for (double depth : cfg.needles.depths) {
     if (depth < 0.0 || depth > 1.0) throw InputError("workload: needle depths must be fractions in [0, 1]");
   }

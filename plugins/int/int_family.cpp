@@ -122,6 +122,7 @@ class IntScheme final : public Scheme {
   };
 
   Tiling tiling(int64_t tokens, int64_t head_dim) const {
+    if (tokens < 1 || head_dim < 1) return {1, 1, 0, 0};  // an empty block has no groups
     int64_t rows = tokens, cols = head_dim;
     if (axis_ == GroupAxis::channel) {
       cols = 1;

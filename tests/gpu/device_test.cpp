@@ -10,7 +10,7 @@ TEST(CudaDevice, QueryNeverFailsAndDescribesTheDevice) {
   ASSERT_GE(n, 0);
   const std::string what = kvtune::cuda::device_description();
   if (n == 0) {
-    GTEST_SKIP() << "no CUDA device on this machine (" << what << "); GPU checks run under scripts/gpu-check";
+    GTEST_SKIP() << "no CUDA device on this machine (" << what << "); the GPU suite runs on a machine with a device";
   }
   EXPECT_NE(what.find("sm_"), std::string::npos) << what;
 }

@@ -85,6 +85,15 @@ TEST(Npy, RefusesTruncatedData) {
   EXPECT_THAT(error_of(bytes), HasSubstr("truncated"));
 }
 
+TEST(Npy, RefusesShapesLargerThanTheFile) {
+  const float f[4] = {};
+  // rows * cols would wrap to 0 in 64-bit arithmetic.
+  EXPECT_THAT(error_of(npy_bytes("<f4", "(4611686018427387904, 4)", f, 16)), HasSubstr("is too large"));
+  EXPECT_THAT(error_of(npy_bytes("<f4", "(3037000500, 3037000500)", f, 16)), HasSubstr("is too large"));
+  EXPECT_THAT(error_of(npy_bytes("<f4", "(1000000, 4)", f, 16)), HasSubstr("truncated data"));
+  EXPECT_THAT(error_of(npy_bytes("<f4", "(99999999999999999999999, 4)", f, 16)), HasSubstr("too large"));
+}
+
 TEST(Npy, RefusesNonFiniteValuesNamingTheIndex) {
   const float f[4] = {1, 2, NAN, 4};
   EXPECT_THAT(error_of(npy_bytes("<f4", "(2, 2)", f, 16)), HasSubstr("non-finite value (NaN) at [1, 0]"));

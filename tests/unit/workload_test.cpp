@@ -158,6 +158,10 @@ TEST(Workload, RefusesConfigsItCannotGenerate) {
   cfg.sinks.count = cfg.tokens;
   EXPECT_THROW(generate_case(cfg, 0), InputError);
   cfg = small();
+  cfg.tokens = 1;
+  cfg.needles.depths = {0.5};  // a needle needs another token to stand out from
+  EXPECT_THROW(generate_case(cfg, 0), InputError);
+  cfg = small();
   cfg.head_dim = 63;
   cfg.rope.enabled = true;
   EXPECT_THROW(generate_case(cfg, 0), InputError);

@@ -1,14 +1,16 @@
 // Integer codec: symmetric absmax or asymmetric min/max, b = 2..8 bits, per group.
 //
-//   symmetric:  s = amax / (2^(b-1) - 1)          level = clamp(rne(x / s), -qmax, qmax)
+//   symmetric:  s = amax / (2^(b-1) - 1)          level = rne(clamp(x / s, -qmax, qmax))
 //               code = level + 2^(b-1)            x' = (code - 2^(b-1)) * s
-//   asymmetric: m = min, s = (max - m) / (2^b - 1) level = clamp(rne((x - m) / s), 0, 2^b - 1)
+//   asymmetric: m = min, s = (max - m) / (2^b - 1) level = rne(clamp((x - m) / s, 0, 2^b - 1))
 //               code = level                      x' = code * s + m
 //
-// s and m are first rounded to the scale dtype (m upward, s so that the extreme still reaches the
-// top code), and quantizing uses the stored values, so dequantize reproduces exactly what quantize
-// meant. A zero scale (all-zero or constant block)
-// divides by 1 instead: every level is then 0 and x' is 0 (symmetric) or m (asymmetric).
+// s and m are first rounded to the scale dtype (m upward to the next dtype value, s one dtype step
+// down when rounding would keep the group's extreme off the top code), and quantizing uses the
+// stored values, so dequantize reproduces exactly what quantize meant. Clamping before rounding
+// gives the same level as after (the bounds are integers) and keeps rne's |v| <= 2^22 domain.
+// A zero scale (all-zero or constant block) divides by 1 instead: every level is then 0 and x' is
+// 0 (symmetric) or m (asymmetric).
 // Codes form a little-endian bit stream: element i occupies bits [i*b, (i+1)*b).
 #pragma once
 
