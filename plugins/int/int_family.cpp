@@ -144,9 +144,10 @@ class IntScheme final : public Scheme {
   struct BlockParams {
     BlockParams(const Tiling& t, int64_t head_dim)
         : scale(size_t(t.groups_per_row)), minimum(size_t(t.groups_per_row)), divisor(size_t(t.groups_per_row)),
-          lo(size_t(t.groups_per_row)), hi(size_t(t.groups_per_row)), ones(size_t(head_dim), 1.0f),
-          zeros(size_t(head_dim), 0.0f) {}
-    std::vector<float> scale, minimum, divisor, lo, hi, ones, zeros;
+          reciprocal(size_t(t.groups_per_row)), lo(size_t(t.groups_per_row)), hi(size_t(t.groups_per_row)),
+          ones(size_t(head_dim), 1.0f), zeros(size_t(head_dim), 0.0f) {}
+    std::vector<float> scale, minimum, divisor, reciprocal, lo, hi, ones, zeros;
+    bool all_reciprocals = true;  // every divisor has a finite reciprocal: the kernels may multiply
   };
 
   // Fits the groups of token block `block` and returns its row range.
@@ -154,9 +155,7 @@ class IntScheme final : public Scheme {
     const int64_t r0 = block * t.rows_per_tile;
     const int64_t r1 = std::min(x.rows, r0 + t.rows_per_tile);
     if (t.cols_per_group == 1) {
-      std::copy(x.row(r0), x.row(r0) + x.cols, p.lo.begin());
-      std::copy(x.row(r0), x.row(r0) + x.cols, p.hi.begin());
-      for (int64_t r = r0 + 1; r < r1; ++r) int_kernels::column_min_max(x.row(r), x.cols, p.lo.data(), p.hi.data());
+      int_kernels::column_min_max(x.row(r0), r1 - r0, x.cols, p.lo.data(), p.hi.data());
     } else if (t.cols_per_group == x.cols) {  // rows are contiguous: one segment
       int_kernels::min_max(x.row(r0), (r1 - r0) * x.cols, p.lo[0], p.hi[0]);
     } else {
@@ -180,7 +179,9 @@ class IntScheme final : public Scheme {
         p.scale[g] = codec::int_sym_scale(std::max(-p.lo[g], p.hi[g]), bits_, scale_type_);
       }
       p.divisor[g] = codec::int_divisor(p.scale[g]);
+      p.reciprocal[g] = int_kernels::fast_reciprocal(p.divisor[g]);
     }
+    p.all_reciprocals = std::find(p.reciprocal.begin(), p.reciprocal.end(), 0.0f) == p.reciprocal.end();
     return {r0, r1};
   }
 
@@ -189,11 +190,13 @@ class IntScheme final : public Scheme {
     const float qmax = codec::int_sym_qmax(bits_), top = codec::int_asym_top(bits_);
     if (t.cols_per_group == 1) {
       const float* scale = levels_only ? p.ones.data() : p.scale.data();
+      const float* reciprocal = p.all_reciprocals ? p.reciprocal.data() : nullptr;
       if (asym_) {
         const float* out_min = levels_only ? p.zeros.data() : p.minimum.data();
-        int_kernels::asym_columns(x, p.minimum.data(), p.divisor.data(), scale, out_min, top, y, t.groups_per_row);
+        int_kernels::asym_columns(x, p.minimum.data(), p.divisor.data(), reciprocal, scale, out_min, top, y,
+                                  t.groups_per_row);
       } else {
-        int_kernels::sym_columns(x, p.divisor.data(), scale, qmax, y, t.groups_per_row);
+        int_kernels::sym_columns(x, p.divisor.data(), reciprocal, scale, qmax, y, t.groups_per_row);
       }
       return;
     }
@@ -202,9 +205,10 @@ class IntScheme final : public Scheme {
       const float scale = levels_only ? 1.0f : p.scale[g];
       if (asym_) {
         const float out_min = levels_only ? 0.0f : p.minimum[g];
-        int_kernels::asym_segment(x + c0, p.minimum[g], p.divisor[g], scale, out_min, top, y + c0, t.cols_per_group);
+        int_kernels::asym_segment(x + c0, p.minimum[g], p.divisor[g], p.reciprocal[g], scale, out_min, top, y + c0,
+                                  t.cols_per_group);
       } else {
-        int_kernels::sym_segment(x + c0, p.divisor[g], scale, qmax, y + c0, t.cols_per_group);
+        int_kernels::sym_segment(x + c0, p.divisor[g], p.reciprocal[g], scale, qmax, y + c0, t.cols_per_group);
       }
     }
   }

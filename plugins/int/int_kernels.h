@@ -1,28 +1,42 @@
-// The int family's hot loops over contiguous floats, compiled for AVX2 and for baseline x86-64
-// and picked at run time (GCC target_clones), so one binary runs everywhere and vectorizes where
-// it can. Every loop is element-wise or per-lane, so the result is identical on both paths.
+// The int family's hot loops over contiguous floats. Each has a portable definition by the formula
+// (the `_exact` reference, division per element) and, on x86-64 with AVX2, a fast path that
+// multiplies by the reciprocal of the scale and falls back to division for any vector holding a
+// value near a rounding tie, so its levels are identical to the reference (proof in
+// int_kernels.cpp; tests/unit/int_kernels_test.cpp checks it on ties and random data).
 #pragma once
 
 #include <cstdint>
 
 namespace kvtune::builtin::int_kernels {
 
-// lo[c] = min(lo[c], x[c]), hi[c] = max(hi[c], x[c]) for c < n.
-void column_min_max(const float* x, int64_t n, float* lo, float* hi);
+// lo[c] = min over rows of x[r, c], hi[c] = max, for a [rows, n] row-major block (rows >= 1).
+void column_min_max(const float* x, int64_t rows, int64_t n, float* lo, float* hi);
 
-// Min and max of x[0..n).
+// Min and max of x[0..n), n >= 1.
 void min_max(const float* x, int64_t n, float& lo, float& hi);
 
-// Per-element parameters (one group per column):
-//   y[c] = level(x[c]) * out_scale[c] (+ out_min[c] when asymmetric).
-// Passing out_scale = 1 and out_min = 0 yields the levels themselves.
-void sym_columns(const float* x, const float* divisor, const float* out_scale, float qmax, float* y, int64_t n);
-void asym_columns(const float* x, const float* minimum, const float* divisor, const float* out_scale,
-                  const float* out_min, float top, float* y, int64_t n);
+// 1 / divisor when it is finite, else 0: the fast path's reciprocal, computed once per group.
+// A zero reciprocal makes the kernels divide.
+float fast_reciprocal(float divisor);
+
+// One group per column: y[c] = level(x[c]) * out_scale[c] (+ out_min[c] when asymmetric), with
+//   sym level  = rne(clamp(x / divisor, -qmax, qmax))
+//   asym level = rne(clamp((x - minimum) / divisor, 0, top)).
+// Passing out_scale = 1 and out_min = 0 yields the levels themselves. `reciprocal` holds
+// fast_reciprocal(divisor[c]), or is null to divide.
+void sym_columns(const float* x, const float* divisor, const float* reciprocal, const float* out_scale, float qmax,
+                 float* y, int64_t n);
+void asym_columns(const float* x, const float* minimum, const float* divisor, const float* reciprocal,
+                  const float* out_scale, const float* out_min, float top, float* y, int64_t n);
 
 // One group for all n elements.
-void sym_segment(const float* x, float divisor, float out_scale, float qmax, float* y, int64_t n);
-void asym_segment(const float* x, float minimum, float divisor, float out_scale, float out_min, float top, float* y,
-                  int64_t n);
+void sym_segment(const float* x, float divisor, float reciprocal, float out_scale, float qmax, float* y, int64_t n);
+void asym_segment(const float* x, float minimum, float divisor, float reciprocal, float out_scale, float out_min,
+                  float top, float* y, int64_t n);
+
+// The references the fast paths must equal.
+void sym_segment_exact(const float* x, float divisor, float out_scale, float qmax, float* y, int64_t n);
+void asym_segment_exact(const float* x, float minimum, float divisor, float out_scale, float out_min, float top,
+                        float* y, int64_t n);
 
 }  // namespace kvtune::builtin::int_kernels

@@ -1,0 +1,111 @@
+// The int kernels' fast path (reciprocal multiply, division only near ties) against the
+// formula's reference (division per element): identical bits on random data, on exact ties and
+// their float neighbours, and on divisors whose reciprocal overflows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "int/int_kernels.h"
+#include "kvtune/numeric/bits.h"
+
+namespace kvtune::builtin::int_kernels {
+namespace {
+
+void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(float_bits(a[i]), float_bits(b[i])) << what << " element " << i;
+}
+
+// Inputs at exact ties k + 1/2 of a divisor, their float neighbours, and random values.
+std::vector<float> hard_inputs(float divisor, float minimum, int top, std::mt19937& engine) {
+  std::vector<float> x;
+  for (int k = -top - 2; k <= top + 2; ++k) {
+    const float tie = (float(k) + 0.5f) * divisor + minimum;
+    x.push_back(tie);
+    x.push_back(std::nextafter(tie, -INFINITY));
+    x.push_back(std::nextafter(tie, INFINITY));
+  }
+  std::uniform_real_distribution<float> any(-1.2f * float(top) * divisor, 1.2f * float(top) * divisor);
+  for (int i = 0; i < 4000; ++i) x.push_back(any(engine) + minimum);
+  x.resize(x.size() / 8 * 8 + 5);  // a ragged tail runs the scalar remainder too
+  return x;
+}
+
+TEST(IntKernels, FastSegmentsEqualTheReferenceBitForBit) {
+  std::mt19937 engine(5);
+  std::uniform_real_distribution<float> log_scale(-12.0f, 12.0f);
+  for (int trial = 0; trial < 300; ++trial) {
+    const float divisor = std::exp2(log_scale(engine)) * (1.0f + float(trial) / 977.0f);
+    for (int bits : {2, 4, 8}) {
+      const float qmax = float((1 << (bits - 1)) - 1), top = float((1 << bits) - 1);
+      const float minimum = trial % 2 ? -3.0f * divisor : 17.0f;
+      std::vector<float> x = hard_inputs(divisor, 0.0f, 1 << bits, engine);
+      std::vector<float> fast(x.size()), ref(x.size());
+      const float r = fast_reciprocal(divisor);
+      sym_segment(x.data(), divisor, r, divisor, qmax, fast.data(), int64_t(x.size()));
+      sym_segment_exact(x.data(), divisor, divisor, qmax, ref.data(), int64_t(x.size()));
+      expect_same_bits(fast, ref, "sym");
+      x = hard_inputs(divisor, minimum, 1 << bits, engine);
+      asym_segment(x.data(), minimum, divisor, r, divisor, minimum, top, fast.data(), int64_t(x.size()));
+      asym_segment_exact(x.data(), minimum, divisor, divisor, minimum, top, ref.data(), int64_t(x.size()));
+      expect_same_bits(fast, ref, "asym");
+    }
+  }
+}
+
+TEST(IntKernels, FastColumnsEqualTheReferenceBitForBit) {
+  std::mt19937 engine(6);
+  std::uniform_real_distribution<float> log_scale(-10.0f, 10.0f);
+  const int64_t n = 131;
+  std::vector<float> divisor(n), reciprocal(n), minimum(n), scale(n), x(n), fast(n), ref(n);
+  for (int trial = 0; trial < 2000; ++trial) {
+    for (int64_t c = 0; c < n; ++c) {
+      divisor[c] = std::exp2(log_scale(engine));
+      reciprocal[c] = fast_reciprocal(divisor[c]);
+      minimum[c] = -float(c % 7) * divisor[c];
+      scale[c] = divisor[c];
+      // Every third value sits on a tie of its own column's grid.
+      const float k = float(int(engine() % 256) - 128);
+      x[c] = c % 3 == 0 ? (k + 0.5f) * divisor[c] : std::ldexp(float(engine() % 100000) - 50000.0f, -10) * divisor[c];
+    }
+    sym_columns(x.data(), divisor.data(), reciprocal.data(), scale.data(), 127.0f, fast.data(), n);
+    for (int64_t c = 0; c < n; ++c) sym_segment_exact(&x[c], divisor[c], scale[c], 127.0f, &ref[c], 1);
+    expect_same_bits(fast, ref, "sym columns");
+    asym_columns(x.data(), minimum.data(), divisor.data(), reciprocal.data(), scale.data(), minimum.data(), 255.0f,
+                 fast.data(), n);
+    for (int64_t c = 0; c < n; ++c) asym_segment_exact(&x[c], minimum[c], divisor[c], scale[c], minimum[c], 255.0f, &ref[c], 1);
+    expect_same_bits(fast, ref, "asym columns");
+  }
+}
+
+TEST(IntKernels, SubnormalDivisorsStayExact) {
+  const float divisor = std::ldexp(1.0f, -140);  // 1 / divisor overflows float32
+  std::vector<float> x = {0.0f, divisor, -3.5f * divisor, 1e-30f, -1.0f, 0.5f * divisor, 7.0f, 8.0f, 2.5f * divisor};
+  std::vector<float> fast(x.size()), ref(x.size());
+  EXPECT_EQ(fast_reciprocal(divisor), 0.0f);  // the kernels divide
+  sym_segment(x.data(), divisor, fast_reciprocal(divisor), divisor, 7.0f, fast.data(), int64_t(x.size()));
+  sym_segment_exact(x.data(), divisor, divisor, 7.0f, ref.data(), int64_t(x.size()));
+  expect_same_bits(fast, ref, "subnormal");
+}
+
+TEST(IntKernels, MinMaxAndColumnMinMax) {
+  std::vector<float> x(7 * 9);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 37) % 101) - 50.0f;
+  float lo, hi;
+  min_max(x.data(), int64_t(x.size()), lo, hi);
+  EXPECT_EQ(lo, *std::min_element(x.begin(), x.end()));
+  EXPECT_EQ(hi, *std::max_element(x.begin(), x.end()));
+  std::vector<float> clo(9), chi(9);
+  column_min_max(x.data(), 7, 9, clo.data(), chi.data());
+  for (int c = 0; c < 9; ++c) {
+    float l = x[c], h = x[c];
+    for (int r = 1; r < 7; ++r) l = std::min(l, x[r * 9 + c]), h = std::max(h, x[r * 9 + c]);
+    EXPECT_EQ(clo[c], l);
+    EXPECT_EQ(chi[c], h);
+  }
+}
+
+}  // namespace
+}  // namespace kvtune::builtin::int_kernels
