@@ -3,4 +3,5 @@
 set(KVTUNE_BUILTIN_FAMILIES
   "float:register_float_families"
   "int:register_int_family"
+  "ggml:register_ggml_families"
 )

@@ -5,13 +5,14 @@
 #include <cmath>
 
 #include "kvtune/error.h"
+#include "kvtune/policy.h"
 
 namespace kvtune {
 namespace {
 
-std::vector<std::string> domain_names(const FamilyInfo& f) {
+std::vector<std::string> domain_names(const std::vector<ParamDomain>& domains) {
   std::vector<std::string> names;
-  for (const ParamDomain& d : f.params) names.push_back(d.name + " (" + d.describe() + ")");
+  for (const ParamDomain& d : domains) names.push_back(d.name + " (" + d.describe() + ")");
   return names;
 }
 
@@ -93,21 +94,34 @@ SchemePtr Registry::make(std::string_view spec_text) const {
   if (family == nullptr) {
     throw InputError("unknown scheme '" + parsed.family + "' in spec '" + spec + "'; valid ones are: " + join(names()));
   }
+  const auto& policy = policy_domains();
   std::map<std::string, std::string> values;
+  std::vector<std::pair<std::string, std::string>> policy_values;
   for (const auto& [key, value] : parsed.params) {
-    const auto d = std::find_if(family->params.begin(), family->params.end(),
-                                [&](const ParamDomain& p) { return p.name == key; });
+    auto named = [&](const ParamDomain& p) { return p.name == key; };
+    if (const auto d = std::find_if(policy.begin(), policy.end(), named); d != policy.end()) {
+      policy_values.emplace_back(key, validate_value(spec, *d, value));
+      continue;
+    }
+    const auto d = std::find_if(family->params.begin(), family->params.end(), named);
     if (d == family->params.end()) {
-      throw InputError("scheme spec '" + spec + "': unknown parameter '" + key + "' for '" + family->name + "'; " +
-                       (family->params.empty() ? std::string("it takes no parameters")
-                                               : "valid ones are: " + join(domain_names(*family))));
+      std::vector<std::string> valid = domain_names(family->params);
+      for (const std::string& p : domain_names(policy)) valid.push_back(p);
+      throw InputError("scheme spec '" + spec + "': unknown parameter '" + key + "' for '" + family->name +
+                       "'; valid ones are: " + join(valid));
     }
     values[key] = validate_value(spec, *d, value);
   }
   for (const ParamDomain& d : family->params) {
     if (!values.count(d.name) && !d.default_value.empty()) values[d.name] = d.default_value;
   }
-  return family->make(SchemeParams(family->name, family->params, std::move(values)));
+  CachePolicy cache_policy;
+  try {
+    cache_policy = policy_from_values(policy_values);
+  } catch (const InputError& e) {
+    throw InputError("scheme spec '" + spec + "': " + e.what());
+  }
+  return apply_policy(family->make(SchemeParams(family->name, family->params, std::move(values))), cache_policy);
 }
 
 }  // namespace kvtune

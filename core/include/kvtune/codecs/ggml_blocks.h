@@ -1,0 +1,250 @@
+// llama.cpp's (ggml's) KV-cache block formats, byte for byte: 32 consecutive elements per block, an
+// IEEE binary16 scale rounded to nearest even, and the reference quantizers ggml uses when it writes
+// a quantized K/V cache (ggml/src/ggml-quants.c, quantize_row_*_ref; q8_0's x86 variant is
+// ggml-cpu's AVX path). Each formula below is restated from those functions: the order of float
+// operations matters for bit-exactness, and these headers compile with FMA contraction off.
+//
+//   type    bytes  layout                              value
+//   q8_0    34     d, qs[32] (int8)                    qs * d
+//   q4_0    18     d, qs[16] (nibbles)                 (q - 8) * d
+//   q4_1    20     d, m, qs[16]                        q * d + m
+//   q5_0    22     d, qh (u32), qs[16]                 (q - 16) * d
+//   q5_1    24     d, m, qh (u32), qs[16]              q * d + m
+//   iq4_nl  18     d, qs[16]                           kIq4nlValues[q] * d
+//
+// Nibble packing: byte j holds element j in its low nibble and element j + 16 in its high nibble.
+// q5 fifth bits: bit j of the little-endian qh holds element j's, bit j + 16 element (j + 16)'s.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kvtune/hd.h"
+#include "kvtune/numeric/half.h"
+#include "kvtune/numeric/rounding.h"
+
+namespace kvtune::ggml {
+
+inline constexpr int kBlock = 32;  // QK8_0 = QK4_0 = QK4_1 = QK5_0 = QK5_1 = QK4_NL (ggml-common.h)
+
+// The iq4_nl codebook (ggml-common.h, kvalues_iq4nl).
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+KVTUNE_HD void put_half(uint8_t* p, float v) {
+  const uint16_t h = f32_to_f16_bits(v);
+  memcpy(p, &h, 2);
+}
+
+KVTUNE_HD float get_half(const uint8_t* p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  return f16_bits_to_f32(h);
+}
+
+// The signed value of largest magnitude; the first one wins on equal magnitudes.
+KVTUNE_HD float signed_absmax(const float* x, float& amax) {
+  amax = 0.0f;
+  float max = 0.0f;
+  for (int j = 0; j < kBlock; ++j) {
+    if (amax < fabsf(x[j])) {
+      amax = fabsf(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
+KVTUNE_HD void block_min_max(const float* x, float& lo, float& hi) {
+  lo = 3.402823466e38f;  // FLT_MAX, as ggml starts
+  hi = -3.402823466e38f;
+  for (int j = 0; j < kBlock; ++j) {
+    if (x[j] < lo) lo = x[j];
+    if (x[j] > hi) hi = x[j];
+  }
+}
+
+// C's float -> int8_t conversion truncates toward zero; the callers' values are in range.
+KVTUNE_HD int truncate_to_int(float v) { return static_cast<int>(v); }
+
+KVTUNE_HD void pack_nibbles(const int* q, uint8_t* qs) {
+  for (int j = 0; j < kBlock / 2; ++j) qs[j] = static_cast<uint8_t>((q[j] & 0x0f) | ((q[j + 16] & 0x0f) << 4));
+}
+
+KVTUNE_HD int low_nibble(const uint8_t* qs, int j) { return j < 16 ? (qs[j] & 0x0f) : (qs[j - 16] >> 4); }
+
+KVTUNE_HD uint32_t fifth_bits(const int* q) {
+  uint32_t qh = 0;
+  for (int j = 0; j < kBlock; ++j) qh |= static_cast<uint32_t>((q[j] & 0x10) >> 4) << j;
+  return qh;
+}
+
+// ---- q8_0 ------------------------------------------------------------------------------------
+
+// Reference: d = amax / 127, q = roundf(x * (1/d)) (half away from zero).
+KVTUNE_HD void quantize_q8_0(const float* x, uint8_t* block) {
+  float amax;
+  signed_absmax(x, amax);
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_half(block, d);
+  for (int j = 0; j < kBlock; ++j) block[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(roundf(x[j] * id)));
+}
+
+// What ggml-cpu's x86 (AVX) path writes: id = 127 / amax, q = round half to even of x * id.
+KVTUNE_HD void quantize_q8_0_x86(const float* x, uint8_t* block) {
+  float amax;
+  signed_absmax(x, amax);
+  put_half(block, amax / 127.0f);
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  for (int j = 0; j < kBlock; ++j) {
+    block[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(round_half_even(x[j] * id)));
+  }
+}
+
+KVTUNE_HD void dequantize_q8_0(const uint8_t* block, float* y) {
+  const float d = get_half(block);
+  for (int j = 0; j < kBlock; ++j) y[j] = static_cast<float>(static_cast<int8_t>(block[2 + j])) * d;
+}
+
+// ---- q4_0 / q5_0: d = (signed absmax) / -2^(b-1), q = min(2^b - 1, trunc(x/d + 2^(b-1) + 0.5)) ----
+
+KVTUNE_HD void quantize_q4_0(const float* x, uint8_t* block) {
+  float amax;
+  const float d = signed_absmax(x, amax) / -8.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_half(block, d);
+  int q[kBlock];
+  for (int j = 0; j < kBlock; ++j) {
+    const int v = truncate_to_int(x[j] * id + 8.5f);
+    q[j] = v < 15 ? v : 15;
+  }
+  pack_nibbles(q, block + 2);
+}
+
+KVTUNE_HD void dequantize_q4_0(const uint8_t* block, float* y) {
+  const float d = get_half(block);
+  for (int j = 0; j < kBlock; ++j) y[j] = static_cast<float>(low_nibble(block + 2, j) - 8) * d;
+}
+
+KVTUNE_HD void quantize_q5_0(const float* x, uint8_t* block) {
+  float amax;
+  const float d = signed_absmax(x, amax) / -16.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_half(block, d);
+  int q[kBlock];
+  for (int j = 0; j < kBlock; ++j) {
+    const int v = truncate_to_int(x[j] * id + 16.5f);
+    q[j] = v < 31 ? v : 31;
+  }
+  const uint32_t qh = fifth_bits(q);
+  memcpy(block + 2, &qh, 4);
+  pack_nibbles(q, block + 6);
+}
+
+KVTUNE_HD void dequantize_q5_0(const uint8_t* block, float* y) {
+  const float d = get_half(block);
+  uint32_t qh;
+  memcpy(&qh, block + 2, 4);
+  for (int j = 0; j < kBlock; ++j) {
+    const int q = low_nibble(block + 6, j) | static_cast<int>(((qh >> j) & 1u) << 4);
+    y[j] = static_cast<float>(q - 16) * d;
+  }
+}
+
+// ---- q4_1 / q5_1: d = (max - min) / (2^b - 1), m = min, q = trunc((x - min)/d + 0.5) -----------
+
+KVTUNE_HD void quantize_q4_1(const float* x, uint8_t* block) {
+  float lo, hi;
+  block_min_max(x, lo, hi);
+  const float d = (hi - lo) / 15.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_half(block, d);
+  put_half(block + 2, lo);
+  int q[kBlock];
+  for (int j = 0; j < kBlock; ++j) {
+    const int v = truncate_to_int((x[j] - lo) * id + 0.5f);
+    q[j] = v < 15 ? v : 15;
+  }
+  pack_nibbles(q, block + 4);
+}
+
+KVTUNE_HD void dequantize_q4_1(const uint8_t* block, float* y) {
+  const float d = get_half(block), m = get_half(block + 2);
+  for (int j = 0; j < kBlock; ++j) y[j] = static_cast<float>(low_nibble(block + 4, j)) * d + m;
+}
+
+// q5_1 has no upper clamp in ggml: the uint8_t conversion keeps whatever bits the value has.
+KVTUNE_HD void quantize_q5_1(const float* x, uint8_t* block) {
+  float lo, hi;
+  block_min_max(x, lo, hi);
+  const float d = (hi - lo) / 31.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_half(block, d);
+  put_half(block + 2, lo);
+  int q[kBlock];
+  for (int j = 0; j < kBlock; ++j) q[j] = static_cast<uint8_t>(truncate_to_int((x[j] - lo) * id + 0.5f));
+  const uint32_t qh = fifth_bits(q);
+  memcpy(block + 4, &qh, 4);
+  pack_nibbles(q, block + 8);
+}
+
+KVTUNE_HD void dequantize_q5_1(const uint8_t* block, float* y) {
+  const float d = get_half(block), m = get_half(block + 2);
+  uint32_t qh;
+  memcpy(&qh, block + 4, 4);
+  for (int j = 0; j < kBlock; ++j) {
+    const int q = low_nibble(block + 8, j) | static_cast<int>(((qh >> j) & 1u) << 4);
+    y[j] = static_cast<float>(q) * d + m;
+  }
+}
+
+// ---- iq4_nl ----------------------------------------------------------------------------------
+
+// Index of the codebook value nearest to v, as ggml's best_index_int8 (a tie goes to the upper entry).
+KVTUNE_HD int iq4nl_nearest(float v) {
+  if (v <= kIq4nlValues[0]) return 0;
+  if (v >= kIq4nlValues[15]) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (v < kIq4nlValues[mid]) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  return v - kIq4nlValues[hi - 1] < kIq4nlValues[hi] - v ? hi - 1 : hi;
+}
+
+// What ggml writes into a cache (quantize_row_iq4_nl_ref, ntry = -1): d0 = signed absmax / -127,
+// codes = nearest codebook entry of x / d0, then one weighted least-squares refit of the scale
+// d = sum(w q x) / sum(w q q) with w = x^2, and no further search.
+KVTUNE_HD void quantize_iq4_nl(const float* x, uint8_t* block) {
+  float amax;
+  const float max = signed_absmax(x, amax);
+  int q[kBlock] = {};
+  float d = 0.0f;
+  if (amax >= 1e-15f) {  // GROUP_MAX_EPS in ggml-quants.c
+    const float id = 1.0f / (max / static_cast<float>(kIq4nlValues[0]));
+    float sumqx = 0.0f, sumq2 = 0.0f;
+    for (int j = 0; j < kBlock; ++j) {
+      q[j] = iq4nl_nearest(id * x[j]);
+      const float v = kIq4nlValues[q[j]];
+      const float w = x[j] * x[j];
+      sumqx += w * v * x[j];
+      sumq2 += w * v * v;
+    }
+    d = sumqx / sumq2;
+  }
+  put_half(block, d);
+  pack_nibbles(q, block + 2);
+}
+
+KVTUNE_HD void dequantize_iq4_nl(const uint8_t* block, float* y) {
+  const float d = get_half(block);
+  for (int j = 0; j < kBlock; ++j) y[j] = d * static_cast<float>(kIq4nlValues[low_nibble(block + 2, j)]);
+}
+
+}  // namespace kvtune::ggml

@@ -1,0 +1,43 @@
+// Cache policy: what a runtime does around the quantizer, for K and V independently (DESIGN §4).
+// A policy is written in a scheme spec with reserved keys that every family accepts, e.g.
+//   q4_0:rotation=hadamard                 llama.cpp's default rotation (group from role, head_dim)
+//   int:bits=4,axis=token,rotation=hadamard,rotation_group=64
+// and the registry wraps the family's scheme in a policy scheme, so the evaluator, sweeps and
+// footprints see one Scheme either way.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvtune/scheme.h"
+
+namespace kvtune {
+
+enum class Rotation { none, hadamard };
+
+struct CachePolicy {
+  Rotation rotation = Rotation::none;
+  int64_t rotation_group = 0;  // channels per Hadamard group; 0 = llama.cpp's choice for the role
+
+  bool is_identity() const { return rotation == Rotation::none; }
+};
+
+// The reserved policy keys with their domains (listed by `kvtune schemes`).
+const std::vector<ParamDomain>& policy_domains();
+
+// Reads the policy from validated key=value pairs (keys from policy_domains()).
+CachePolicy policy_from_values(const std::vector<std::pair<std::string, std::string>>& values);
+
+// ",rotation=hadamard,rotation_group=64" (empty for the identity policy), appended to the inner
+// scheme's canonical spec.
+std::string policy_spec(const CachePolicy& policy);
+
+// The inner scheme with the policy around it (the inner scheme itself for the identity policy).
+SchemePtr apply_policy(SchemePtr inner, const CachePolicy& policy);
+
+// llama.cpp's rotation group (llama-kv-cache.cpp, April 2026): K uses the largest power of two
+// >= 64 that divides head_dim, V uses 64; 0 when head_dim admits none (no rotation).
+int64_t llama_cpp_rotation_group(Role role, int64_t head_dim);
+
+}  // namespace kvtune

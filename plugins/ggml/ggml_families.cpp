@@ -1,0 +1,128 @@
+// llama.cpp's KV-cache types as scheme families, spelled as llama.cpp spells them (--cache-type-k
+// and --cache-type-v values): q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl. Each row of a [T, D] block is
+// split into D/32 ggml blocks; the packed bytes are ggml's blocks, row after row.
+#include <string>
+#include <vector>
+
+#include "builtin.h"
+#include "kvtune/codecs/ggml_blocks.h"
+#include "kvtune/error.h"
+#include "kvtune/registry.h"
+
+namespace kvtune::builtin {
+namespace {
+
+using BlockQuantize = void (*)(const float*, uint8_t*);
+using BlockDequantize = void (*)(const uint8_t*, float*);
+
+struct BlockFormat {
+  const char* name;
+  int bytes;  // per 32 elements (ggml-common.h block_* sizes)
+  BlockQuantize quantize;
+  BlockDequantize dequantize;
+  const char* summary;
+};
+
+class GgmlBlockScheme final : public Scheme {
+ public:
+  GgmlBlockScheme(std::string spec, const BlockFormat& format, BlockQuantize block_quantize)
+      : spec_(std::move(spec)), format_(format), quantize_(block_quantize) {}
+
+  std::string spec() const override { return spec_; }
+  std::string family() const override { return format_.name; }
+
+  std::string check_shape(int64_t tokens, int64_t head_dim) const override {
+    std::string base = Scheme::check_shape(tokens, head_dim);
+    if (!base.empty()) return base;
+    if (head_dim % ggml::kBlock != 0) {
+      return "'" + spec_ + "': head_dim " + std::to_string(head_dim) + " is not a multiple of the 32-element ggml block";
+    }
+    return {};
+  }
+
+  size_t footprint(int64_t tokens, int64_t head_dim) const override {
+    return static_cast<size_t>(tokens * (head_dim / ggml::kBlock) * format_.bytes);
+  }
+
+  std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext&) const override {
+    require_shape(x.rows, x.cols);
+    std::vector<std::byte> packed(footprint(x.rows, x.cols));
+    auto* out = reinterpret_cast<uint8_t*>(packed.data());
+    for (int64_t i = 0, n = x.size() / ggml::kBlock; i < n; ++i) {
+      quantize_(x.data + i * ggml::kBlock, out + i * format_.bytes);
+    }
+    return packed;
+  }
+
+  void dequantize(std::span<const std::byte> packed, const QuantContext&, MatrixView out) const override {
+    require_shape(out.rows, out.cols);
+    if (packed.size() != footprint(out.rows, out.cols)) {
+      throw InputError("'" + spec_ + "': packed block has " + std::to_string(packed.size()) + " bytes, expected " +
+                       std::to_string(footprint(out.rows, out.cols)));
+    }
+    const auto* in = reinterpret_cast<const uint8_t*>(packed.data());
+    for (int64_t i = 0, n = out.size() / ggml::kBlock; i < n; ++i) {
+      format_.dequantize(in + i * format_.bytes, out.data + i * ggml::kBlock);
+    }
+  }
+
+  // One block at a time through a stack buffer: no packed tensor is materialized.
+  void roundtrip(ConstMatrixView x, const QuantContext&, MatrixView out) const override {
+    require_shape(x.rows, x.cols);
+    uint8_t block[64];
+    for (int64_t i = 0, n = x.size() / ggml::kBlock; i < n; ++i) {
+      quantize_(x.data + i * ggml::kBlock, block);
+      format_.dequantize(block, out.data + i * ggml::kBlock);
+    }
+  }
+
+ private:
+  void require_shape(int64_t tokens, int64_t head_dim) const {
+    const std::string why = check_shape(tokens, head_dim);
+    if (!why.empty()) throw InputError(why);
+  }
+
+  std::string spec_;
+  BlockFormat format_;
+  BlockQuantize quantize_;
+};
+
+// Block sizes from ggml-common.h: sizeof(block_q8_0) = 2 + 32, block_q4_0 = 2 + 16,
+// block_q4_1 = 4 + 16, block_q5_0 = 2 + 4 + 16, block_q5_1 = 4 + 4 + 16, block_iq4_nl = 2 + 16.
+const BlockFormat kFormats[] = {
+    {"q8_0", 34, ggml::quantize_q8_0, ggml::dequantize_q8_0, "llama.cpp q8_0: 8-bit codes, one f16 absmax scale per 32"},
+    {"q4_0", 18, ggml::quantize_q4_0, ggml::dequantize_q4_0, "llama.cpp q4_0: 4-bit codes, one f16 scale per 32"},
+    {"q4_1", 20, ggml::quantize_q4_1, ggml::dequantize_q4_1,
+     "llama.cpp q4_1: 4-bit codes, f16 scale and minimum per 32"},
+    {"q5_0", 22, ggml::quantize_q5_0, ggml::dequantize_q5_0, "llama.cpp q5_0: 5-bit codes, one f16 scale per 32"},
+    {"q5_1", 24, ggml::quantize_q5_1, ggml::dequantize_q5_1,
+     "llama.cpp q5_1: 5-bit codes, f16 scale and minimum per 32"},
+    {"iq4_nl", 18, ggml::quantize_iq4_nl, ggml::dequantize_iq4_nl,
+     "llama.cpp iq4_nl: 4-bit non-linear codebook, one f16 scale per 32"},
+};
+
+}  // namespace
+
+void register_ggml_families(Registry& registry) {
+  for (const BlockFormat& format : kFormats) {
+    FamilyInfo f;
+    f.name = format.name;
+    f.summary = format.summary;
+    f.origin = KVTUNE_BUILTIN_ORIGIN;
+    const bool q8 = f.name == "q8_0";
+    if (q8) {
+      // ggml's reference quantizer (quantize_row_q8_0_ref) versus what the x86 CPU backend writes
+      // into the cache (ggml-cpu quantize_row_q8_0, AVX path).
+      f.params = {{.name = "variant", .kind = ParamDomain::Kind::choice,
+                   .help = "ref: d = amax/127, codes rounded half away from zero; x86: id = 127/amax, ties to even",
+                   .default_value = "ref", .choices = {"ref", "x86"}}};
+    }
+    f.make = [format, q8](const SchemeParams& p) -> SchemePtr {
+      const bool x86 = q8 && p.choice("variant") == "x86";
+      return std::make_shared<GgmlBlockScheme>(p.canonical(), format, x86 ? ggml::quantize_q8_0_x86 : format.quantize);
+    };
+    registry.add(std::move(f));
+  }
+}
+
+}  // namespace kvtune::builtin

@@ -1,0 +1,109 @@
+// The Hadamard rotation policy: an orthonormal involution, llama.cpp's quantized-cache rotation bit
+// for bit, llama.cpp's group choice, and the reason it exists (outlier channels hurt less).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kvtune/codecs/hadamard.h"
+#include "kvtune/error.h"
+#include "kvtune/npy.h"
+#include "kvtune/numeric/bits.h"
+#include "kvtune/policy.h"
+#include "test_support.h"
+
+namespace kvtune {
+namespace {
+
+using testing::data_path;
+using testing::make_scheme;
+
+TEST(Hadamard, IsOrthonormalAndItsOwnInverse) {
+  for (int n : {2, 8, 64, 128, 256}) {
+    const Matrix x = testing::normal_matrix(1, n, uint64_t(n));
+    Matrix y = x;
+    hadamard_transform(y.data(), n);
+    double nx = 0, ny = 0;
+    for (int i = 0; i < n; ++i) nx += double(x(0, i)) * x(0, i), ny += double(y(0, i)) * y(0, i);
+    EXPECT_NEAR(ny, nx, 1e-5 * nx) << n;
+    hadamard_transform(y.data(), n);
+    for (int i = 0; i < n; ++i) EXPECT_NEAR(y(0, i), x(0, i), 1e-5f) << n << " " << i;
+  }
+  float e[4] = {1, 0, 0, 0};  // the first column of H4 / 2
+  hadamard_transform(e, 4);
+  for (float v : e) EXPECT_EQ(v, 0.5f);
+}
+
+TEST(Hadamard, FollowsLlamaCppGroupChoice) {
+  EXPECT_EQ(llama_cpp_rotation_group(Role::key, 128), 128);
+  EXPECT_EQ(llama_cpp_rotation_group(Role::key, 256), 256);
+  EXPECT_EQ(llama_cpp_rotation_group(Role::key, 192), 64);
+  EXPECT_EQ(llama_cpp_rotation_group(Role::key, 96), 0);
+  EXPECT_EQ(llama_cpp_rotation_group(Role::value, 128), 64);
+  EXPECT_EQ(llama_cpp_rotation_group(Role::value, 80), 0);
+}
+
+class RotatedReference : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+// ggml's cache rotation around its quantizers: each contiguous group of N floats rotated,
+// quantized, dequantized and rotated back.
+TEST_P(RotatedReference, MatchesLlamaCppBitForBit) {
+  const auto& [spec, file] = GetParam();
+  const Matrix x = read_npy(data_path("ggml/input.npy")).values;
+  const Matrix want = read_npy(data_path("ggml/" + file)).values;
+  Matrix got(x.rows(), x.cols());
+  make_scheme(spec)->roundtrip(x, {}, got);
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < x.size(); ++i) mismatches += float_bits(got.data()[i]) != float_bits(want.data()[i]);
+  EXPECT_EQ(mismatches, 0) << spec;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Llama, RotatedReference,
+    ::testing::Values(std::pair{"q4_0:rotation=hadamard,rotation_group=128", "roundtrip_q4_0_hadamard128.npy"},
+                      std::pair{"q4_0:rotation=hadamard,rotation_group=64", "roundtrip_q4_0_hadamard64.npy"},
+                      std::pair{"q8_0:rotation=hadamard,rotation_group=128", "roundtrip_q8_0_hadamard128.npy"}),
+    [](const auto& p) { return std::string(p.param.second.substr(10, p.param.second.size() - 14)); });
+
+TEST(RotationPolicy, DefaultGroupDependsOnTheRole) {
+  const Matrix x = read_npy(data_path("ggml/input.npy")).values;  // head_dim 128
+  const SchemePtr s = make_scheme("q4_0:rotation=hadamard");
+  Matrix as_key(x.rows(), x.cols()), as_value(x.rows(), x.cols()), g128(x.rows(), x.cols()), g64(x.rows(), x.cols());
+  s->roundtrip(x, {Role::key, {}, 0}, as_key);
+  s->roundtrip(x, {Role::value, {}, 0}, as_value);
+  make_scheme("q4_0:rotation=hadamard,rotation_group=128")->roundtrip(x, {}, g128);
+  make_scheme("q4_0:rotation=hadamard,rotation_group=64")->roundtrip(x, {}, g64);
+  EXPECT_EQ(as_key, g128);
+  EXPECT_EQ(as_value, g64);
+}
+
+TEST(RotationPolicy, LowersQ4KeyErrorWithOutlierChannels) {
+  const Matrix x = read_npy(data_path("ggml/input.npy")).values;  // channels 11 and 70 are x15
+  auto rel_err = [&](const std::string& spec) {
+    Matrix y(x.rows(), x.cols());
+    make_scheme(spec)->roundtrip(x, {}, y);
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < x.size(); ++i) {
+      num += double(y.data()[i] - x.data()[i]) * (y.data()[i] - x.data()[i]);
+      den += double(x.data()[i]) * x.data()[i];
+    }
+    return std::sqrt(num / den);
+  };
+  const double plain = rel_err("q4_0"), rotated = rel_err("q4_0:rotation=hadamard");
+  EXPECT_LT(rotated, 0.8 * plain) << "plain " << plain << " rotated " << rotated;
+}
+
+TEST(RotationPolicy, SpecsFootprintsAndRefusals) {
+  const SchemePtr s = make_scheme("int:bits=4,axis=token,rotation=hadamard,rotation_group=32");
+  EXPECT_EQ(s->spec(), "int:bits=4,axis=token,rotation=hadamard,rotation_group=32");
+  EXPECT_EQ(make_scheme(s->spec())->spec(), s->spec());
+  EXPECT_EQ(make_scheme("q8_0:rotation=hadamard")->spec(), "q8_0:rotation=hadamard");
+  EXPECT_EQ(make_scheme("q8_0:rotation=none")->spec(), "q8_0");
+  EXPECT_EQ(s->footprint(10, 128), make_scheme("int:bits=4,axis=token")->footprint(10, 128));
+  EXPECT_THAT(s->check_shape(4, 48), ::testing::HasSubstr("rotation_group=32 does not divide head_dim 48"));
+  EXPECT_THROW(make_scheme("q8_0:rotation_group=64"), InputError);  // a group without a rotation
+  EXPECT_THROW(make_scheme("q8_0:rotation=hadamard,rotation_group=48"), InputError);  // not a power of two
+}
+
+}  // namespace
+}  // namespace kvtune
