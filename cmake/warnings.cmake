@@ -12,6 +12,6 @@ add_library(kvtune_exact_fp INTERFACE)
 target_compile_options(kvtune_exact_fp INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-ffp-contract=off>)
 
 if(KVTUNE_SANITIZE)
-  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer)
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)
 endif()

@@ -4,4 +4,5 @@ set(KVTUNE_BUILTIN_FAMILIES
   "float:register_float_families"
   "int:register_int_family"
   "ggml:register_ggml_families"
+  "fp8:register_fp8_family"
 )

@@ -12,5 +12,6 @@ using Runner = std::function<int()>;
 Runner add_simulate(CLI::App& app);
 Runner add_quantize(CLI::App& app);
 Runner add_schemes(CLI::App& app);
+Runner add_memory(CLI::App& app);
 
 }  // namespace kvtune::cli

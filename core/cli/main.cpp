@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   add(kvtune::cli::add_simulate, "simulate", "attention over quantized K/V caches, synthetic or from .npy tensors");
   add(kvtune::cli::add_quantize, "quantize", "round-trip a tensor through a scheme, optionally writing packed bytes");
   add(kvtune::cli::add_schemes, "schemes", "list every scheme family with its parameters and their domains");
+  add(kvtune::cli::add_memory, "memory", "KV-cache bytes per token and per sequence, and how many sequences fit a GPU");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

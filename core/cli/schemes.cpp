@@ -4,6 +4,7 @@
 
 #include "builtin.h"
 #include "commands.h"
+#include "kvtune/policy.h"
 
 namespace kvtune::cli {
 namespace {
@@ -22,32 +23,40 @@ const char* kind_name(ParamDomain::Kind k) {
   return "";
 }
 
+nlohmann::json domain_json(const ParamDomain& d) {
+  nlohmann::json p = {{"name", d.name}, {"kind", kind_name(d.kind)}, {"domain", d.describe()}, {"help", d.help}};
+  if (!d.default_value.empty()) p["default"] = d.default_value;
+  if (d.kind == ParamDomain::Kind::integer) p["min"] = d.min, p["max"] = d.max;
+  if (d.kind == ParamDomain::Kind::choice) p["choices"] = d.choices;
+  return p;
+}
+
+void print_domain(const ParamDomain& d) {
+  std::cout << "    " << d.name << " = " << d.describe();
+  if (!d.default_value.empty()) std::cout << " (default " << d.default_value << ")";
+  std::cout << "  " << d.help << "\n";
+}
+
 int run(bool json) {
   const Registry& registry = builtin_registry();
   if (json) {
     nlohmann::json families = nlohmann::json::array();
     for (const FamilyInfo* f : registry.families()) {
       nlohmann::json params = nlohmann::json::array();
-      for (const ParamDomain& d : f->params) {
-        nlohmann::json p = {{"name", d.name}, {"kind", kind_name(d.kind)}, {"domain", d.describe()}, {"help", d.help}};
-        if (!d.default_value.empty()) p["default"] = d.default_value;
-        if (d.kind == ParamDomain::Kind::integer) p["min"] = d.min, p["max"] = d.max;
-        if (d.kind == ParamDomain::Kind::choice) p["choices"] = d.choices;
-        params.push_back(std::move(p));
-      }
+      for (const ParamDomain& d : f->params) params.push_back(domain_json(d));
       families.push_back({{"name", f->name}, {"summary", f->summary}, {"origin", f->origin}, {"params", params}});
     }
-    std::cout << nlohmann::json{{"families", families}}.dump(2) << "\n";
+    nlohmann::json policy = nlohmann::json::array();
+    for (const ParamDomain& d : policy_domains()) policy.push_back(domain_json(d));
+    std::cout << nlohmann::json{{"families", families}, {"policy", policy}}.dump(2) << "\n";
     return 0;
   }
   for (const FamilyInfo* f : registry.families()) {
     std::cout << f->name << "  -  " << f->summary << "\n    from " << f->origin << "\n";
-    for (const ParamDomain& d : f->params) {
-      std::cout << "    " << d.name << " = " << d.describe();
-      if (!d.default_value.empty()) std::cout << " (default " << d.default_value << ")";
-      std::cout << "  " << d.help << "\n";
-    }
+    for (const ParamDomain& d : f->params) print_domain(d);
   }
+  std::cout << "\npolicy keys, accepted by every family (e.g. q4_0:rotation=hadamard):\n";
+  for (const ParamDomain& d : policy_domains()) print_domain(d);
   return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "kvtune/rope.h"
 
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "kvtune/error.h"
@@ -11,6 +12,10 @@ void apply_rope(MatrixView x, std::span<const int64_t> positions, const RopeConf
   if (!rope.enabled) return;
   const int64_t d = x.cols;
   if (d % 2 != 0) throw InputError("RoPE needs an even head_dim, got " + std::to_string(d));
+  if (static_cast<int64_t>(positions.size()) < x.rows) {
+    throw std::invalid_argument("apply_rope: " + std::to_string(x.rows) + " rows but " +
+                                std::to_string(positions.size()) + " positions");
+  }
   const int64_t half = d / 2;
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) inv_freq[i] = std::pow(rope.theta, -2.0 * double(i) / double(d));

@@ -61,9 +61,13 @@ int64_t SchemeParams::integer(const std::string& name) const {
   return v;
 }
 
+// Values were validated by the registry (std::from_chars, finite); parse the same way, which
+// unlike std::stod does not throw on subnormal values.
 double SchemeParams::real(const std::string& name) const {
   const auto it = values_.find(name);
-  return it == values_.end() ? 0.0 : std::stod(it->second);
+  double v = 0.0;
+  if (it != values_.end()) std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  return v;
 }
 
 const std::string& SchemeParams::choice(const std::string& name) const {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "builtin.h"
+#include "ggml_kernels.h"
 #include "kvtune/codecs/ggml_blocks.h"
 #include "kvtune/error.h"
 #include "kvtune/registry.h"
@@ -12,24 +13,21 @@
 namespace kvtune::builtin {
 namespace {
 
-using BlockQuantize = void (*)(const float*, uint8_t*);
-using BlockDequantize = void (*)(const uint8_t*, float*);
+using ggml_kernels::Type;
 
 struct BlockFormat {
   const char* name;
-  int bytes;  // per 32 elements (ggml-common.h block_* sizes)
-  BlockQuantize quantize;
-  BlockDequantize dequantize;
+  Type type;
   const char* summary;
 };
 
 class GgmlBlockScheme final : public Scheme {
  public:
-  GgmlBlockScheme(std::string spec, const BlockFormat& format, BlockQuantize block_quantize)
-      : spec_(std::move(spec)), format_(format), quantize_(block_quantize) {}
+  GgmlBlockScheme(std::string spec, const char* family_name, Type type)
+      : spec_(std::move(spec)), family_(family_name), type_(type), bytes_(ggml_kernels::block_bytes(type)) {}
 
   std::string spec() const override { return spec_; }
-  std::string family() const override { return format_.name; }
+  std::string family() const override { return family_; }
 
   std::string check_shape(int64_t tokens, int64_t head_dim) const override {
     std::string base = Scheme::check_shape(tokens, head_dim);
@@ -41,16 +39,13 @@ class GgmlBlockScheme final : public Scheme {
   }
 
   size_t footprint(int64_t tokens, int64_t head_dim) const override {
-    return static_cast<size_t>(tokens * (head_dim / ggml::kBlock) * format_.bytes);
+    return static_cast<size_t>(tokens * (head_dim / ggml::kBlock) * bytes_);
   }
 
   std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext&) const override {
     require_shape(x.rows, x.cols);
     std::vector<std::byte> packed(footprint(x.rows, x.cols));
-    auto* out = reinterpret_cast<uint8_t*>(packed.data());
-    for (int64_t i = 0, n = x.size() / ggml::kBlock; i < n; ++i) {
-      quantize_(x.data + i * ggml::kBlock, out + i * format_.bytes);
-    }
+    ggml_kernels::quantize(type_, x.data, reinterpret_cast<uint8_t*>(packed.data()), x.size() / ggml::kBlock);
     return packed;
   }
 
@@ -60,20 +55,13 @@ class GgmlBlockScheme final : public Scheme {
       throw InputError("'" + spec_ + "': packed block has " + std::to_string(packed.size()) + " bytes, expected " +
                        std::to_string(footprint(out.rows, out.cols)));
     }
-    const auto* in = reinterpret_cast<const uint8_t*>(packed.data());
-    for (int64_t i = 0, n = out.size() / ggml::kBlock; i < n; ++i) {
-      format_.dequantize(in + i * format_.bytes, out.data + i * ggml::kBlock);
-    }
+    ggml_kernels::dequantize(type_, reinterpret_cast<const uint8_t*>(packed.data()), out.data,
+                             out.size() / ggml::kBlock);
   }
 
-  // One block at a time through a stack buffer: no packed tensor is materialized.
   void roundtrip(ConstMatrixView x, const QuantContext&, MatrixView out) const override {
     require_shape(x.rows, x.cols);
-    uint8_t block[64];
-    for (int64_t i = 0, n = x.size() / ggml::kBlock; i < n; ++i) {
-      quantize_(x.data + i * ggml::kBlock, block);
-      format_.dequantize(block, out.data + i * ggml::kBlock);
-    }
+    ggml_kernels::roundtrip(type_, x.data, out.data, x.size() / ggml::kBlock);
   }
 
  private:
@@ -83,22 +71,18 @@ class GgmlBlockScheme final : public Scheme {
   }
 
   std::string spec_;
-  BlockFormat format_;
-  BlockQuantize quantize_;
+  std::string family_;
+  Type type_;
+  int bytes_;
 };
 
-// Block sizes from ggml-common.h: sizeof(block_q8_0) = 2 + 32, block_q4_0 = 2 + 16,
-// block_q4_1 = 4 + 16, block_q5_0 = 2 + 4 + 16, block_q5_1 = 4 + 4 + 16, block_iq4_nl = 2 + 16.
 const BlockFormat kFormats[] = {
-    {"q8_0", 34, ggml::quantize_q8_0, ggml::dequantize_q8_0, "llama.cpp q8_0: 8-bit codes, one f16 absmax scale per 32"},
-    {"q4_0", 18, ggml::quantize_q4_0, ggml::dequantize_q4_0, "llama.cpp q4_0: 4-bit codes, one f16 scale per 32"},
-    {"q4_1", 20, ggml::quantize_q4_1, ggml::dequantize_q4_1,
-     "llama.cpp q4_1: 4-bit codes, f16 scale and minimum per 32"},
-    {"q5_0", 22, ggml::quantize_q5_0, ggml::dequantize_q5_0, "llama.cpp q5_0: 5-bit codes, one f16 scale per 32"},
-    {"q5_1", 24, ggml::quantize_q5_1, ggml::dequantize_q5_1,
-     "llama.cpp q5_1: 5-bit codes, f16 scale and minimum per 32"},
-    {"iq4_nl", 18, ggml::quantize_iq4_nl, ggml::dequantize_iq4_nl,
-     "llama.cpp iq4_nl: 4-bit non-linear codebook, one f16 scale per 32"},
+    {"q8_0", Type::q8_0, "llama.cpp q8_0: 8-bit codes, one f16 absmax scale per 32"},
+    {"q4_0", Type::q4_0, "llama.cpp q4_0: 4-bit codes, one f16 scale per 32"},
+    {"q4_1", Type::q4_1, "llama.cpp q4_1: 4-bit codes, f16 scale and minimum per 32"},
+    {"q5_0", Type::q5_0, "llama.cpp q5_0: 5-bit codes, one f16 scale per 32"},
+    {"q5_1", Type::q5_1, "llama.cpp q5_1: 5-bit codes, f16 scale and minimum per 32"},
+    {"iq4_nl", Type::iq4_nl, "llama.cpp iq4_nl: 4-bit non-linear codebook, one f16 scale per 32"},
 };
 
 }  // namespace
@@ -119,7 +103,7 @@ void register_ggml_families(Registry& registry) {
     }
     f.make = [format, q8](const SchemeParams& p) -> SchemePtr {
       const bool x86 = q8 && p.choice("variant") == "x86";
-      return std::make_shared<GgmlBlockScheme>(p.canonical(), format, x86 ? ggml::quantize_q8_0_x86 : format.quantize);
+      return std::make_shared<GgmlBlockScheme>(p.canonical(), format.name, x86 ? Type::q8_0_x86 : format.type);
     };
     registry.add(std::move(f));
   }

@@ -80,6 +80,19 @@ KVTUNE_FAKE_QUANT(int4_channel_g32_asym, "int:bits=4,axis=channel,group=32,asym"
 KVTUNE_FAKE_QUANT(int4_token_g32_f16, "int:bits=4,axis=token,group=32,scale=f16");
 KVTUNE_FAKE_QUANT(int2_channel_g32_asym, "int:bits=2,axis=channel,group=32,asym");
 KVTUNE_FAKE_QUANT(int3_token_asym, "int:bits=3,axis=token,asym");
+KVTUNE_FAKE_QUANT(fp8_e4m3_unit, "fp8:format=e4m3,scale=unit");
+KVTUNE_FAKE_QUANT(fp8_e4m3_static, "fp8:format=e4m3,scale=static,value=0.05");
+KVTUNE_FAKE_QUANT(fp8_e4m3_dynamic_token, "fp8:format=e4m3,scale=dynamic,granularity=token");
+KVTUNE_FAKE_QUANT(fp8_e5m2_unit, "fp8:format=e5m2,scale=unit");
+KVTUNE_FAKE_QUANT(fp8_e5m2_dynamic_token, "fp8:format=e5m2,scale=dynamic,granularity=token");
+KVTUNE_FAKE_QUANT(q8_0, "q8_0");
+KVTUNE_FAKE_QUANT(q8_0_x86, "q8_0:variant=x86");
+KVTUNE_FAKE_QUANT(q4_0, "q4_0");
+KVTUNE_FAKE_QUANT(q4_1, "q4_1");
+KVTUNE_FAKE_QUANT(q5_0, "q5_0");
+KVTUNE_FAKE_QUANT(q5_1, "q5_1");
+KVTUNE_FAKE_QUANT(iq4_nl, "iq4_nl");
+KVTUNE_FAKE_QUANT(q4_0_hadamard, "q4_0:rotation=hadamard");
 
 // One K/V pair over one case at T = 32768 with 16 queries: generation excluded, reference attention,
 // both quantizations, all metrics included.

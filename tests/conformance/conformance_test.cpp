@@ -159,7 +159,7 @@ TEST_P(Conformance, ZeroBlockStaysZero) {
 // Kept to the precision of the stored scale: a bf16 scale is good to 2^-9 relative. Under a
 // rotation a constant row becomes one large coefficient per group and zeros, which formats
 // without an exact zero code (iq4_nl, min/max types) cannot keep; the row mean (the large
-// coefficient) must still survive.
+// coefficient) must still survive, to within half a step of a 2-mantissa-bit float (fp8 e5m2).
 TEST_P(Conformance, ConstantBlockIsKept) {
   const bool rotated = GetParam().find("rotation=hadamard") != std::string::npos;
   for (Shape shape : shapes()) {
@@ -173,7 +173,7 @@ TEST_P(Conformance, ConstantBlockIsKept) {
         }
         mean += y(r, c);
       }
-      ASSERT_NEAR(mean / double(y.cols()), -2.5, 2.5 / 256) << "row " << r;
+      ASSERT_NEAR(mean / double(y.cols()), -2.5, rotated ? 2.5 / 8 : 2.5 / 256) << "row " << r;
     }
   }
 }

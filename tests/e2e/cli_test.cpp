@@ -358,9 +358,9 @@ TEST_F(Cli, UnknownWorkloadKeyIsNamedWithTheValidKeys) {
 
 TEST_F(Cli, UnknownSchemeFamilyListsTheValidOnes) {
   write_small_tensors();
-  const RunResult r = simulate_small("fp8/none");
+  const RunResult r = simulate_small("nf3/none");
   expect_input_error(r);
-  EXPECT_THAT(r.err, HasSubstr("unknown scheme 'fp8'"));
+  EXPECT_THAT(r.err, HasSubstr("unknown scheme 'nf3'"));
   for (const char* family : {"int", "bf16", "f16", "f32", "none"}) EXPECT_THAT(r.err, HasSubstr(family));
 }
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "kvtune/codecs/ggml_blocks.h"
 #include "kvtune/file_io.h"
@@ -170,6 +171,23 @@ TEST(GgmlBlocks, Iq4nlPicksNearestCodebookEntryUpperOnTies) {
   EXPECT_EQ(ggml::iq4nl_nearest(7.0f), 9);   // midway between 1 and 13
   EXPECT_EQ(ggml::iq4nl_nearest(6.9f), 8);
   EXPECT_EQ(ggml::iq4nl_nearest(-4.5f), 8);  // midway between -10 and 1
+}
+
+}  // namespace
+}  // namespace kvtune
+
+namespace kvtune {
+namespace {
+
+// round_half_away is the inlined stand-in for C's roundf in the q8_0 reference quantizer.
+TEST(Rounding, HalfAwayFromZeroMatchesRoundf) {
+  std::mt19937 engine(3);
+  std::uniform_real_distribution<float> any(-300.0f, 300.0f);
+  std::vector<float> values = {0.5f, -0.5f, 1.5f, -1.5f, 2.5f, -2.5f, 126.5f, -126.5f, 0.49999997f, -0.49999997f,
+                               0.0f, -0.0f, 1.0f, 4194303.5f, -4194303.5f};
+  for (int i = 0; i < 200000; ++i) values.push_back(any(engine));
+  for (int k = -300; k <= 300; ++k) values.push_back(float(k) + 0.5f);
+  for (float v : values) ASSERT_EQ(float_bits(round_half_away(v)), float_bits(std::roundf(v))) << v;
 }
 
 }  // namespace

@@ -103,7 +103,7 @@ TEST(Rope, AttentionDependsOnlyOnRelativePosition) {
   const Case c = generate_case(cfg, 8);
   EXPECT_NE(c.keys, c.keys_pre_rope);
   // q_T · k_j after RoPE equals the unrotated query against k_j rotated by j - T.
-  Matrix q = c.queries;
+  Matrix q = copy_of(c.queries.view().row_range(0, 1));
   const int64_t t = c.query_position;
   apply_rope(q, std::span<const int64_t>(&t, 1), cfg.rope, /*inverse=*/true);
   for (int64_t j : {0, 17, 511}) {

@@ -7,7 +7,7 @@
 
 namespace kvtune {
 
-enum class CodecKind : uint8_t { f32 = 0, f16 = 1, bf16 = 2, integer = 3 };
+enum class CodecKind : uint8_t { f32 = 0, f16 = 1, bf16 = 2, integer = 3, fp8_e4m3 = 4, fp8_e5m2 = 5 };
 enum class GroupAxis : uint8_t { tensor = 0, channel = 1, token = 2 };
 enum class ScaleType : uint8_t { f32 = 0, f16 = 1, bf16 = 2 };
 
@@ -18,6 +18,7 @@ struct DeviceFormat {
   int32_t group = 0;                 // elements per group along the other axis; 0 = whole axis
   ScaleType scale_type = ScaleType::f32;
   bool asymmetric = false;           // scale and minimum per group (x = code * scale + min)
+  bool scales_stored = true;         // false: the block holds no scales and the scale is 1 (fp8 scale=unit)
 };
 
 }  // namespace kvtune

@@ -82,20 +82,32 @@ KVTUNE_HD uint32_t fifth_bits(const int* q) {
 
 // ---- q8_0 ------------------------------------------------------------------------------------
 
+// max |x| in eight independent lanes (the order does not change a maximum), so it vectorizes.
+KVTUNE_HD float block_absmax(const float* x) {
+  float lane[8];
+  for (int k = 0; k < 8; ++k) lane[k] = fabsf(x[k]);
+  for (int j = 8; j < kBlock; j += 8) {
+    for (int k = 0; k < 8; ++k) lane[k] = fabsf(x[j + k]) > lane[k] ? fabsf(x[j + k]) : lane[k];
+  }
+  float amax = lane[0];
+  for (int k = 1; k < 8; ++k) amax = lane[k] > amax ? lane[k] : amax;
+  return amax;
+}
+
 // Reference: d = amax / 127, q = roundf(x * (1/d)) (half away from zero).
 KVTUNE_HD void quantize_q8_0(const float* x, uint8_t* block) {
-  float amax;
-  signed_absmax(x, amax);
+  const float amax = block_absmax(x);
   const float d = amax / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   put_half(block, d);
-  for (int j = 0; j < kBlock; ++j) block[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(roundf(x[j] * id)));
+  for (int j = 0; j < kBlock; ++j) {
+    block[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(round_half_away(x[j] * id)));
+  }
 }
 
 // What ggml-cpu's x86 (AVX) path writes: id = 127 / amax, q = round half to even of x * id.
 KVTUNE_HD void quantize_q8_0_x86(const float* x, uint8_t* block) {
-  float amax;
-  signed_absmax(x, amax);
+  const float amax = block_absmax(x);
   put_half(block, amax / 127.0f);
   const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
   for (int j = 0; j < kBlock; ++j) {

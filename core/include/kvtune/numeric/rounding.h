@@ -1,6 +1,8 @@
 // Round half to even for the bounded values a quantizer produces (|v| <= 2^22).
 #pragma once
 
+#include <cmath>
+
 #include "kvtune/hd.h"
 
 namespace kvtune {
@@ -15,6 +17,15 @@ KVTUNE_HD float round_half_even(float v) {
   constexpr float kMagic = 12582912.0f;
   return (v + kMagic) - kMagic;
 #endif
+}
+
+// C's roundf (half away from zero) for |v| <= 2^22, built on round_half_even so it inlines and
+// vectorizes instead of calling libm: only exact ties differ, and those move away from zero.
+KVTUNE_HD float round_half_away(float v) {
+  const float r = round_half_even(v);
+  const float d = v - r;  // exact: r is within 0.5 of v
+  // copysign keeps roundf's signed zero (roundf(-0.3) is -0); other results already carry v's sign.
+  return copysignf((d == 0.5f || d == -0.5f) ? v + (v > 0.0f ? 0.5f : -0.5f) : r, v);
 }
 
 // Clamp that maps onto minps/maxps (and fminf/fmaxf on the device). Inputs are never NaN:

@@ -1,0 +1,204 @@
+// kvtune memory --model NAME | --layers L --kv-heads H --head-dim D, --ctx N, --k SPEC --v SPEC
+//               [--gpu-mem SIZE [--weights SIZE]] [--json]
+#include "kvtune/memory.h"
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "builtin.h"
+#include "commands.h"
+#include "kvtune/error.h"
+#include "kvtune/model_preset.h"
+
+namespace kvtune::cli {
+namespace {
+
+struct MemoryOptions {
+  std::string model;
+  std::optional<int64_t> layers, kv_heads, head_dim, sliding_window, sliding_layers;
+  int64_t ctx = 0;
+  std::string k, v;
+  std::string gpu_mem, weights;
+  bool json = false;
+};
+
+// The model: a preset by name or file, or a shape from --layers/--kv-heads/--head-dim.
+struct Model {
+  std::optional<ModelPreset> preset;
+  ModelShape shape;
+};
+
+Model resolve_model(const MemoryOptions& o) {
+  const bool shape_given = o.layers || o.kv_heads || o.head_dim || o.sliding_window || o.sliding_layers;
+  Model m;
+  if (!o.model.empty()) {
+    if (shape_given) {
+      throw InputError("give either --model or --layers/--kv-heads/--head-dim (and --sliding-*), not both");
+    }
+    // A path names a preset file of the user's own; a bare name is looked up in configs/models.
+    const bool is_file = o.model.find('/') != std::string::npos || o.model.ends_with(".toml");
+    m.preset = is_file ? load_model_preset(o.model)
+                       : find_model_preset(find_config_dir(config_dir_candidates(executable_dir(), KVTUNE_SOURCE_DIR)),
+                                           o.model);
+    m.shape = m.preset->shape;
+    return m;
+  }
+  std::vector<std::string> missing;
+  if (!o.layers) missing.push_back("--layers");
+  if (!o.kv_heads) missing.push_back("--kv-heads");
+  if (!o.head_dim) missing.push_back("--head-dim");
+  if (!missing.empty()) {
+    throw InputError("give --model NAME, or --layers, --kv-heads and --head-dim (missing: " + join(missing) + ")");
+  }
+  if (o.sliding_window.has_value() != o.sliding_layers.has_value()) {
+    throw InputError(
+        "--sliding-window and --sliding-layers go together (the window in tokens and how many layers use it)");
+  }
+  m.shape = {*o.layers, *o.kv_heads, *o.head_dim, o.sliding_window.value_or(0), o.sliding_layers.value_or(0)};
+  if (m.shape.sliding_layers > m.shape.layers) {
+    throw InputError("--sliding-layers " + std::to_string(m.shape.sliding_layers) + " is more than --layers " +
+                     std::to_string(m.shape.layers));
+  }
+  return m;
+}
+
+SchemePtr make_scheme(const std::string& option, const std::string& spec) {
+  try {
+    return builtin_registry().make(spec);
+  } catch (const InputError& e) {
+    throw InputError(option + ": " + e.what());
+  }
+}
+
+// What the weights take: --weights, else bf16 weights of the preset's parameter count.
+struct Weights {
+  uint64_t bytes = 0;
+  std::string origin;
+};
+
+std::optional<Weights> resolve_weights(const MemoryOptions& o, const Model& m) {
+  if (o.gpu_mem.empty()) {
+    if (!o.weights.empty()) throw InputError("--weights needs --gpu-mem (the weights are subtracted from it)");
+    return std::nullopt;
+  }
+  if (!o.weights.empty()) return Weights{parse_size(o.weights, "--weights"), "--weights"};
+  if (m.preset && m.preset->parameters > 0) {
+    // bf16 (2 bytes per parameter) is how these checkpoints are published and most often served.
+    return Weights{2 * static_cast<uint64_t>(m.preset->parameters),
+                   "bf16: 2 bytes x " + std::to_string(m.preset->parameters) + " parameters"};
+  }
+  throw InputError("--gpu-mem needs --weights SIZE" +
+                   std::string(m.preset ? " (the preset '" + m.preset->name + "' gives no parameter count)"
+                                        : " (or --model NAME, whose bf16 weights are the default)"));
+}
+
+std::string describe_shape(const Model& m) {
+  const ModelShape& s = m.shape;
+  std::string text = std::to_string(s.layers) + " layers";
+  if (s.sliding_layers > 0) {
+    text += " (" + std::to_string(s.sliding_layers) + " with a " + std::to_string(s.sliding_window) +
+            "-token sliding window)";
+  }
+  text += ", " + std::to_string(s.kv_heads) + " KV heads, head_dim " + std::to_string(s.head_dim);
+  return m.preset ? m.preset->name + ": " + text : text;
+}
+
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+int run(const MemoryOptions& o) {
+  const Model m = resolve_model(o);
+  const SchemePtr k = make_scheme("--k", o.k), v = make_scheme("--v", o.v);
+  std::optional<uint64_t> gpu_bytes;
+  if (!o.gpu_mem.empty()) {
+    gpu_bytes = parse_size(o.gpu_mem, "--gpu-mem");
+    if (*gpu_bytes == 0) throw InputError("--gpu-mem '" + o.gpu_mem + "': a GPU needs more than 0 bytes");
+  }
+  const std::optional<Weights> weights = resolve_weights(o, m);
+  const MemoryEstimate e = estimate_memory(m.shape, o.ctx, scheme_storage(k), scheme_storage(v));
+  std::optional<uint64_t> sequences;
+  if (gpu_bytes) sequences = max_sequences(*gpu_bytes, weights->bytes, e.total_bytes);
+  if (m.preset && o.ctx > m.preset->max_context) {
+    std::cerr << "kvtune: note: --ctx " << o.ctx << " is beyond " << m.preset->name << "'s max_context "
+              << m.preset->max_context << "\n";
+  }
+
+  if (o.json) {
+    nlohmann::json out = {{"model", m.preset ? nlohmann::json(m.preset->name) : nlohmann::json(nullptr)},
+                          {"layers", m.shape.layers},
+                          {"kv_heads", m.shape.kv_heads},
+                          {"head_dim", m.shape.head_dim},
+                          {"sliding_window", m.shape.sliding_window},
+                          {"sliding_layers", m.shape.sliding_layers},
+                          {"ctx", o.ctx},
+                          {"k", k->spec()},
+                          {"v", v->spec()},
+                          {"k_bits", e.k_bits},
+                          {"v_bits", e.v_bits},
+                          {"bytes_per_token", e.bytes_per_token},
+                          {"total_bytes", e.total_bytes},
+                          {"gpu_mem_bytes", gpu_bytes ? nlohmann::json(*gpu_bytes) : nlohmann::json(nullptr)},
+                          {"weight_bytes", weights ? nlohmann::json(weights->bytes) : nlohmann::json(nullptr)},
+                          {"max_sequences", sequences ? nlohmann::json(*sequences) : nlohmann::json(nullptr)}};
+    if (m.preset) out["source"] = m.preset->source;
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+
+  auto row = [](const std::string& label, const std::string& value) {
+    std::cout << label << std::string(label.size() < 15 ? 15 - label.size() : 1, ' ') << value << "\n";
+  };
+  row("model", describe_shape(m));
+  row("context", std::to_string(o.ctx) + " tokens");
+  row("k_bits", fixed(e.k_bits, 3) + "  (" + k->spec() + ")");
+  row("v_bits", fixed(e.v_bits, 3) + "  (" + v->spec() + ")");
+  row("per token", format_bytes(e.bytes_per_token, 1) + "/token  (" + fixed(e.bytes_per_token, 0) + " bytes" +
+                       (m.shape.sliding_layers > 0 ? ", averaged over the context; sliding layers hold " +
+                                                         std::to_string(e.sliding_tokens) + " tokens"
+                                                   : std::string()) +
+                       ")");
+  row("per sequence", format_bytes(static_cast<double>(e.total_bytes), 2) + "  (" + std::to_string(e.total_bytes) +
+                          " bytes at " + std::to_string(o.ctx) + " tokens)");
+  if (gpu_bytes) {
+    row("gpu memory",
+        format_bytes(static_cast<double>(*gpu_bytes), 2) + "  (" + std::to_string(*gpu_bytes) + " bytes)");
+    row("weights", format_bytes(static_cast<double>(weights->bytes), 2) + "  (" + std::to_string(weights->bytes) +
+                       " bytes, " + weights->origin + ")");
+    row("max sequences",
+        std::to_string(*sequences) + (weights->bytes >= *gpu_bytes ? "  (the weights alone do not fit)"
+                                                                   : "  of " + std::to_string(o.ctx) + " tokens"));
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_memory(CLI::App& app) {
+  auto o = std::make_shared<MemoryOptions>();
+  app.add_option("--model", o->model, "model preset (configs/models/NAME.toml) or the path of a preset .toml");
+  app.add_option("--layers", o->layers, "layers (without --model)")->check(CLI::Range(int64_t(1), int64_t(4096)));
+  app.add_option("--kv-heads", o->kv_heads, "KV heads per layer (without --model)")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)));
+  app.add_option("--head-dim", o->head_dim, "channels per head (without --model)")
+      ->check(CLI::Range(int64_t(1), int64_t(65536)));
+  app.add_option("--sliding-window", o->sliding_window, "tokens a sliding-window layer keeps (with --sliding-layers)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  app.add_option("--sliding-layers", o->sliding_layers, "how many layers use the sliding window")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)));
+  app.add_option("--ctx", o->ctx, "context length in tokens")
+      ->required()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 32));
+  app.add_option("--k", o->k, "key scheme spec, e.g. f16, q8_0, int:bits=4,axis=channel,group=32")->required();
+  app.add_option("--v", o->v, "value scheme spec")->required();
+  app.add_option("--gpu-mem", o->gpu_mem, "GPU memory: 80GiB, 141GB, 512MiB, 1.5TiB or bytes");
+  app.add_option("--weights", o->weights, "weight bytes (default with --model: bf16, 2 bytes x parameters)");
+  app.add_flag("--json", o->json, "print JSON instead of text");
+  return [o] { return run(*o); };
+}
+
+}  // namespace kvtune::cli

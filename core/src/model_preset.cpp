@@ -1,0 +1,193 @@
+#include "kvtune/model_preset.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+#include "kvtune/error.h"
+#include "kvtune/file_io.h"
+
+namespace kvtune {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string where(const std::string& file, const toml::source_region& r) {
+  return file + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
+}
+
+// Reads the flat top-level table of a preset, checking types and ranges, and refuses keys it was
+// not asked about (the same contract as scenario files).
+class PresetReader {
+ public:
+  PresetReader(const toml::table& table, std::string file) : table_(table), file_(std::move(file)) {}
+
+  const toml::node* node(const std::string& key) {
+    known_.insert(key);
+    return table_.get(key);
+  }
+
+  const toml::node& required(const std::string& key, const std::string& expected) {
+    const toml::node* n = node(key);
+    if (n == nullptr) throw InputError(file_ + ": missing key '" + key + "' (" + expected + ")");
+    return *n;
+  }
+
+  int64_t integer(const std::string& key, int64_t min, int64_t max, bool needed) {
+    const std::string expected = "an integer in " + std::to_string(min) + ".." + std::to_string(max);
+    const toml::node* n = needed ? &required(key, expected) : node(key);
+    if (n == nullptr) return 0;
+    const auto v = n->value<int64_t>();
+    if (!n->is_integer() || !v || *v < min || *v > max) fail(*n, "'" + key + "' must be " + expected);
+    return *v;
+  }
+
+  double real(const std::string& key, double min, double max) {
+    std::ostringstream range;
+    range << "a number in " << min << ".." << max;
+    const toml::node& n = required(key, range.str());
+    const auto v = n.value<double>();
+    if (!(n.is_floating_point() || n.is_integer()) || !v || !(*v >= min && *v <= max)) {
+      fail(n, "'" + key + "' must be " + range.str());
+    }
+    return *v;
+  }
+
+  std::string string(const std::string& key) {
+    const toml::node* n = node(key);
+    if (n == nullptr) return "";
+    if (!n->is_string()) fail(*n, "'" + key + "' must be a string");
+    return *n->value<std::string>();
+  }
+
+  std::string choice(const std::string& key, const std::vector<std::string>& valid) {
+    const std::string expected = "one of: " + join(valid);
+    const toml::node& n = required(key, expected);
+    const auto v = n.value<std::string>();
+    if (!n.is_string() || std::find(valid.begin(), valid.end(), *v) == valid.end()) {
+      fail(n, "'" + key + "' must be " + expected);
+    }
+    return *v;
+  }
+
+  void finish() const {
+    for (const auto& [k, v] : table_) {
+      if (!known_.count(std::string(k.str()))) {
+        throw InputError(where(file_, k.source()) + ": unknown key '" + std::string(k.str()) +
+                         "'; valid keys are: " + join(known_));
+      }
+    }
+  }
+
+  [[noreturn]] void fail(const toml::node& n, const std::string& what) const {
+    throw InputError(where(file_, n.source()) + ": " + what);
+  }
+
+ private:
+  const toml::table& table_;
+  std::string file_;
+  std::set<std::string> known_;
+};
+
+}  // namespace
+
+ModelPreset parse_model_preset(std::string_view text, const std::string& source_name, const std::string& name) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source_name);
+  } catch (const toml::parse_error& e) {
+    throw InputError(where(source_name, e.source()) + ": " + std::string(e.description()));
+  }
+  PresetReader r(root, source_name);
+  ModelPreset p;
+  p.name = name;
+  p.title = r.string("name");
+  if (p.title.empty()) p.title = name;
+  p.source = r.string("source");
+  // Bounds are sanity limits, far beyond any published model.
+  p.shape.layers = r.integer("layers", 1, 4096, true);
+  p.shape.kv_heads = r.integer("kv_heads", 1, 4096, true);
+  p.q_heads = r.integer("q_heads", 1, 65536, true);
+  p.shape.head_dim = r.integer("head_dim", 1, 65536, true);
+  if (p.q_heads % p.shape.kv_heads != 0) {
+    r.fail(*r.node("q_heads"), "'q_heads' (" + std::to_string(p.q_heads) + ") must be a multiple of 'kv_heads' (" +
+                                   std::to_string(p.shape.kv_heads) + "): each KV head serves a whole group");
+  }
+  p.rope_theta = r.real("rope_theta", 1.0, 1e12);
+  p.rope_convention = r.choice("rope_convention", {"rotate_half", "interleaved"}) == "interleaved"
+                          ? RopeConvention::interleaved
+                          : RopeConvention::rotate_half;
+  p.max_context = r.integer("max_context", 1, int64_t(1) << 40, true);
+  p.parameters = r.integer("parameters", 1, int64_t(1) << 60, false);
+  p.shape.sliding_window = r.integer("sliding_window", 1, int64_t(1) << 40, false);
+  p.sliding_window_pattern = r.integer("sliding_window_pattern", 2, p.shape.layers, false);
+  if (p.sliding_window_pattern > 0 && p.shape.sliding_window == 0) {
+    r.fail(*r.node("sliding_window_pattern"), "'sliding_window_pattern' needs 'sliding_window'");
+  }
+  if (p.shape.sliding_window > 0) {
+    // Hugging Face: layer i slides unless (i + 1) % pattern == 0, so a pattern of N leaves every
+    // N-th layer global; without a pattern the window applies to every layer (Mistral v0.1).
+    p.shape.sliding_layers =
+        p.sliding_window_pattern == 0 ? p.shape.layers : p.shape.layers - p.shape.layers / p.sliding_window_pattern;
+  }
+  r.finish();
+  return p;
+}
+
+ModelPreset load_model_preset(const fs::path& path) {
+  const std::vector<std::byte> bytes = read_file(path.string());
+  return parse_model_preset(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path.string(),
+                            path.stem().string());
+}
+
+std::vector<fs::path> config_dir_candidates(const fs::path& exe_dir, const fs::path& source_dir) {
+  std::vector<fs::path> out;
+  if (!exe_dir.empty()) {
+    out.push_back((exe_dir / ".." / "share" / "kvtune" / "configs").lexically_normal());
+    out.push_back((exe_dir / ".." / "configs").lexically_normal());
+  }
+  if (!source_dir.empty()) out.push_back((source_dir / "configs").lexically_normal());
+  return out;
+}
+
+fs::path find_config_dir(const std::vector<fs::path>& candidates) {
+  std::vector<std::string> tried;
+  for (const fs::path& dir : candidates) {
+    std::error_code ec;
+    if (fs::is_directory(dir / "models", ec)) return dir;
+    tried.push_back(dir.string());
+  }
+  throw InputError("cannot find kvtune's configs directory (with models/ inside); looked in: " +
+                   (tried.empty() ? std::string("nowhere (the executable's location is unknown)") : join(tried)));
+}
+
+fs::path executable_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+std::vector<std::string> model_preset_names(const fs::path& config_dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(config_dir / "models", ec)) {
+    if (e.path().extension() == ".toml") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+ModelPreset find_model_preset(const fs::path& config_dir, const std::string& name) {
+  const std::vector<std::string> names = model_preset_names(config_dir);
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    throw InputError("unknown model '" + name + "'; the presets in " + (config_dir / "models").string() +
+                     " are: " + (names.empty() ? std::string("(none)") : join(names)) +
+                     " (or give the path of a preset .toml file)");
+  }
+  return load_model_preset(config_dir / "models" / (name + ".toml"));
+}
+
+}  // namespace kvtune

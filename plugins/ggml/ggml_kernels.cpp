@@ -1,0 +1,71 @@
+#include "ggml_kernels.h"
+
+#include "kvtune/codecs/ggml_blocks.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define KVTUNE_MULTIVERSION __attribute__((target_clones("avx2", "default")))
+#else
+#define KVTUNE_MULTIVERSION
+#endif
+
+namespace kvtune::builtin::ggml_kernels {
+namespace {
+
+// Stamps out the three loops of one type, each its own multiversioned function so the codec
+// inlines into it.
+#define KVTUNE_GGML_LOOPS(name, bytes, quantize_block, dequantize_block)                              \
+  KVTUNE_MULTIVERSION void quantize_##name(const float* x, uint8_t* packed, int64_t blocks) {        \
+    for (int64_t i = 0; i < blocks; ++i) quantize_block(x + i * ggml::kBlock, packed + i * (bytes));  \
+  }                                                                                                   \
+  KVTUNE_MULTIVERSION void dequantize_##name(const uint8_t* packed, float* y, int64_t blocks) {      \
+    for (int64_t i = 0; i < blocks; ++i) dequantize_block(packed + i * (bytes), y + i * ggml::kBlock); \
+  }                                                                                                   \
+  KVTUNE_MULTIVERSION void roundtrip_##name(const float* x, float* y, int64_t blocks) {             \
+    uint8_t block[bytes];                                                                             \
+    for (int64_t i = 0; i < blocks; ++i) {                                                            \
+      quantize_block(x + i * ggml::kBlock, block);                                                    \
+      dequantize_block(block, y + i * ggml::kBlock);                                                  \
+    }                                                                                                 \
+  }
+
+// Block sizes from ggml-common.h: sizeof(block_q8_0) = 2 + 32, block_q4_0 = 2 + 16,
+// block_q4_1 = 4 + 16, block_q5_0 = 2 + 4 + 16, block_q5_1 = 4 + 4 + 16, block_iq4_nl = 2 + 16.
+KVTUNE_GGML_LOOPS(q8_0, 34, ggml::quantize_q8_0, ggml::dequantize_q8_0)
+KVTUNE_GGML_LOOPS(q8_0_x86, 34, ggml::quantize_q8_0_x86, ggml::dequantize_q8_0)
+KVTUNE_GGML_LOOPS(q4_0, 18, ggml::quantize_q4_0, ggml::dequantize_q4_0)
+KVTUNE_GGML_LOOPS(q4_1, 20, ggml::quantize_q4_1, ggml::dequantize_q4_1)
+KVTUNE_GGML_LOOPS(q5_0, 22, ggml::quantize_q5_0, ggml::dequantize_q5_0)
+KVTUNE_GGML_LOOPS(q5_1, 24, ggml::quantize_q5_1, ggml::dequantize_q5_1)
+KVTUNE_GGML_LOOPS(iq4_nl, 18, ggml::quantize_iq4_nl, ggml::dequantize_iq4_nl)
+#undef KVTUNE_GGML_LOOPS
+
+struct Loops {
+  int bytes;
+  void (*quantize)(const float*, uint8_t*, int64_t);
+  void (*dequantize)(const uint8_t*, float*, int64_t);
+  void (*roundtrip)(const float*, float*, int64_t);
+};
+
+const Loops& loops(Type type) {
+  static const Loops table[] = {
+      {34, quantize_q8_0, dequantize_q8_0, roundtrip_q8_0},
+      {34, quantize_q8_0_x86, dequantize_q8_0_x86, roundtrip_q8_0_x86},
+      {18, quantize_q4_0, dequantize_q4_0, roundtrip_q4_0},
+      {20, quantize_q4_1, dequantize_q4_1, roundtrip_q4_1},
+      {22, quantize_q5_0, dequantize_q5_0, roundtrip_q5_0},
+      {24, quantize_q5_1, dequantize_q5_1, roundtrip_q5_1},
+      {18, quantize_iq4_nl, dequantize_iq4_nl, roundtrip_iq4_nl},
+  };
+  return table[static_cast<int>(type)];
+}
+
+}  // namespace
+
+int block_bytes(Type type) { return loops(type).bytes; }
+void quantize(Type type, const float* x, uint8_t* packed, int64_t blocks) { loops(type).quantize(x, packed, blocks); }
+void dequantize(Type type, const uint8_t* packed, float* y, int64_t blocks) {
+  loops(type).dequantize(packed, y, blocks);
+}
+void roundtrip(Type type, const float* x, float* y, int64_t blocks) { loops(type).roundtrip(x, y, blocks); }
+
+}  // namespace kvtune::builtin::ggml_kernels

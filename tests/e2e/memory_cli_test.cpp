@@ -1,0 +1,204 @@
+// End-to-end tests of `kvtune memory`: the DESIGN §6 figures through the command line, its JSON
+// keys, the default weights of a preset, and exit status 2 with a clear message for bad input.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli_helpers.h"
+
+namespace kvtune::e2e {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr uint64_t GiB = uint64_t(1) << 30;
+
+class MemoryCliTest : public ScratchDirTest {
+ protected:
+  // Runs `kvtune memory ARGS... --json`, expects success and returns the parsed output.
+  json memory_json(std::vector<std::string> args) {
+    args.insert(args.begin(), "memory");
+    args.push_back("--json");
+    const RunResult r = run(args);
+    EXPECT_EQ(r.status, 0) << r.err;
+    if (r.status != 0) return json::object();
+    return json::parse(r.out);
+  }
+
+  // Runs `kvtune memory ARGS...`, expects exit status 2 and returns stderr.
+  std::string memory_error(std::vector<std::string> args) {
+    args.insert(args.begin(), "memory");
+    const RunResult r = run(args);
+    EXPECT_EQ(r.status, 2) << "stdout: " << r.out << "\nstderr: " << r.err;
+    EXPECT_EQ(r.out, "");
+    return r.err;
+  }
+};
+
+TEST_F(MemoryCliTest, Llama70bAtF16Is320KiBPerTokenAnd40GiB) {
+  const json j = memory_json({"--model", "llama-3.1-70b", "--ctx", "131072", "--k", "f16", "--v", "f16"});
+  EXPECT_EQ(j["k_bits"], 16.0);
+  EXPECT_EQ(j["v_bits"], 16.0);
+  EXPECT_EQ(j["bytes_per_token"], 327680.0);
+  EXPECT_EQ(j["total_bytes"], 40 * GiB);
+  EXPECT_TRUE(j["max_sequences"].is_null());  // no --gpu-mem
+
+  const RunResult text = run({"memory", "--model", "llama-3.1-70b", "--ctx", "131072", "--k", "f16", "--v", "f16"});
+  EXPECT_EQ(text.status, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("320.0 KiB/token"));
+  EXPECT_THAT(text.out, HasSubstr("40.00 GiB"));
+  EXPECT_THAT(text.out, HasSubstr("327680 bytes"));
+}
+
+TEST_F(MemoryCliTest, Llama70bAtFp8Is20GiB) {
+  const json j = memory_json({"--model", "llama-3.1-70b", "--ctx", "131072", "--k", "fp8:format=e4m3,scale=unit", "--v",
+                              "fp8:format=e4m3,scale=unit"});
+  EXPECT_EQ(j["total_bytes"], 20 * GiB);
+}
+
+TEST_F(MemoryCliTest, JsonHasTheDocumentedKeys) {
+  const json j =
+      memory_json({"--model", "llama-3.1-8b", "--ctx", "8192", "--k", "q8_0", "--v", "q4_0", "--gpu-mem", "80GiB"});
+  for (const char* key : {"k_bits", "v_bits", "bytes_per_token", "total_bytes", "max_sequences", "model", "ctx",
+                          "layers", "kv_heads", "head_dim", "k", "v", "gpu_mem_bytes", "weight_bytes"}) {
+    EXPECT_TRUE(j.contains(key)) << key << " missing from " << j.dump();
+  }
+  EXPECT_EQ(j["model"], "llama-3.1-8b");
+  EXPECT_EQ(j["ctx"], 8192);
+  EXPECT_EQ(j["k"], "q8_0");
+  EXPECT_EQ(j["v"], "q4_0");
+  EXPECT_EQ(j["k_bits"], 8.5);
+  EXPECT_EQ(j["v_bits"], 4.5);
+}
+
+// The same 130 KiB/token with int schemes sized exactly like q8_0 and q4_0, from a shape given by hand.
+TEST_F(MemoryCliTest, ShapeFromOptionsGivesTheQ8_0Q4_0Figure) {
+  const json j =
+      memory_json({"--layers", "80", "--kv-heads", "8", "--head-dim", "128", "--ctx", "131072", "--k",
+                   "int:bits=8,axis=token,group=32,scale=f16", "--v", "int:bits=4,axis=token,group=32,scale=f16"});
+  EXPECT_EQ(j["bytes_per_token"], 130.0 * 1024);
+  EXPECT_TRUE(j["model"].is_null());
+}
+
+TEST_F(MemoryCliTest, SequencesThatFitUseGpuMemoryMinusWeights) {
+  const std::vector<std::string> base = {"--layers", "80",  "--kv-heads", "8",   "--head-dim", "128",       "--ctx",
+                                         "131072",   "--k", "f16",        "--v", "f16",        "--gpu-mem", "80GiB"};
+  auto with = [&](const std::string& weights) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--weights", weights});
+    return memory_json(args);
+  };
+  EXPECT_EQ(with("0")["max_sequences"], 2);  // 80 GiB / 40 GiB
+  EXPECT_EQ(with("1")["max_sequences"], 1);
+  EXPECT_EQ(with("40GiB")["max_sequences"], 1);
+  EXPECT_EQ(with("80GiB")["max_sequences"], 0);
+  EXPECT_EQ(with("100GiB")["max_sequences"], 0);
+  EXPECT_EQ(with("40GiB")["weight_bytes"], 40 * GiB);
+  EXPECT_EQ(with("40GiB")["gpu_mem_bytes"], 80 * GiB);
+}
+
+// Without --weights a preset's weights are bf16: 2 bytes per parameter.
+TEST_F(MemoryCliTest, PresetWeightsDefaultToBf16) {
+  const json j =
+      memory_json({"--model", "llama-3.1-8b", "--ctx", "8192", "--k", "f16", "--v", "f16", "--gpu-mem", "80GiB"});
+  const uint64_t weights = 2 * uint64_t(8030261248);
+  EXPECT_EQ(j["weight_bytes"], weights);
+  // 32 layers x 8 KV heads x 128 x 4 bytes x 8192 tokens = 1 GiB per sequence.
+  EXPECT_EQ(j["total_bytes"], GiB);
+  EXPECT_EQ(j["max_sequences"], (80 * GiB - weights) / GiB);
+
+  const RunResult text =
+      run({"memory", "--model", "llama-3.1-70b", "--ctx", "131072", "--k", "f16", "--v", "f16", "--gpu-mem", "141GB"});
+  EXPECT_EQ(text.status, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("bf16"));
+  EXPECT_THAT(text.out, HasSubstr("the weights alone do not fit"));
+}
+
+TEST_F(MemoryCliTest, GemmaSlidingLayersRoughlyHalveTheCacheAtLongContext) {
+  const json j = memory_json({"--model", "gemma-2-9b", "--ctx", "131072", "--k", "f16", "--v", "f16"});
+  EXPECT_EQ(j["sliding_layers"], 21);
+  EXPECT_EQ(j["sliding_window"], 4096);
+  const json all_global = memory_json(
+      {"--layers", "42", "--kv-heads", "8", "--head-dim", "256", "--ctx", "131072", "--k", "f16", "--v", "f16"});
+  const json by_hand = memory_json({"--layers", "42", "--kv-heads", "8", "--head-dim", "256", "--sliding-window",
+                                    "4096", "--sliding-layers", "21", "--ctx", "131072", "--k", "f16", "--v", "f16"});
+  EXPECT_EQ(j["total_bytes"], by_hand["total_bytes"]);
+  EXPECT_NEAR(j["total_bytes"].get<double>() / all_global["total_bytes"].get<double>(), 0.515625, 1e-12);
+}
+
+TEST_F(MemoryCliTest, PresetFileByPath) {
+  write_text(path("tiny.toml"),
+             "layers = 2\nkv_heads = 1\nq_heads = 2\nhead_dim = 64\nrope_theta = 10000.0\n"
+             "rope_convention = \"rotate_half\"\nmax_context = 1024\n");
+  const json j = memory_json({"--model", path("tiny.toml").string(), "--ctx", "1024", "--k", "f16", "--v", "f16"});
+  EXPECT_EQ(j["model"], "tiny");
+  EXPECT_EQ(j["total_bytes"], 2 * 1 * 64 * 4 * 1024);
+}
+
+// --- bad input: exit status 2 and a message naming what is wrong ---------------------------------
+
+TEST_F(MemoryCliTest, UnknownModelListsThePresets) {
+  const std::string err = memory_error({"--model", "llama-9", "--ctx", "1", "--k", "f16", "--v", "f16"});
+  EXPECT_THAT(err, HasSubstr("unknown model 'llama-9'"));
+  EXPECT_THAT(err, HasSubstr("llama-3.1-70b"));
+  EXPECT_THAT(err, HasSubstr("gemma-2-9b"));
+}
+
+TEST_F(MemoryCliTest, BadSizesExit2NamingOptionAndValue) {
+  const std::vector<std::string> base = {"--model", "llama-3.1-8b", "--ctx", "8192", "--k", "f16", "--v", "f16"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return memory_error(args);
+  };
+  EXPECT_THAT(with({"--gpu-mem", "80GX"}), HasSubstr("--gpu-mem '80GX'"));
+  EXPECT_THAT(with({"--gpu-mem", "lots"}), HasSubstr("--gpu-mem 'lots'"));
+  EXPECT_THAT(with({"--gpu-mem", "-80GiB"}), HasSubstr("--gpu-mem '-80GiB'"));
+  EXPECT_THAT(with({"--gpu-mem", "80GiB", "--weights", "16 gigs"}), HasSubstr("--weights '16 gigs'"));
+  EXPECT_THAT(with({"--gpu-mem", "0"}), HasSubstr("--gpu-mem '0'"));
+  const std::string err = with({"--gpu-mem", "80 GB of HBM"});
+  EXPECT_THAT(err, HasSubstr("80GiB, 141GB, 512MiB, 1.5TiB"));  // the accepted forms
+}
+
+TEST_F(MemoryCliTest, InconsistentOptionsExit2) {
+  EXPECT_THAT(memory_error({"--model", "llama-3.1-8b", "--layers", "32", "--ctx", "1", "--k", "f16", "--v", "f16"}),
+              HasSubstr("not both"));
+  EXPECT_THAT(memory_error({"--layers", "32", "--kv-heads", "8", "--ctx", "1", "--k", "f16", "--v", "f16"}),
+              HasSubstr("missing: --head-dim"));
+  EXPECT_THAT(memory_error({"--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--sliding-window", "4096",
+                            "--ctx", "1", "--k", "f16", "--v", "f16"}),
+              HasSubstr("--sliding-layers"));
+  EXPECT_THAT(memory_error({"--model", "llama-3.1-8b", "--ctx", "1", "--k", "f16", "--v", "f16", "--weights", "1GB"}),
+              HasSubstr("--weights needs --gpu-mem"));
+  EXPECT_THAT(memory_error({"--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--ctx", "1", "--k", "f16", "--v",
+                            "f16", "--gpu-mem", "80GiB"}),
+              HasSubstr("--gpu-mem needs --weights"));
+  EXPECT_THAT(memory_error({"--model", "llama-3.1-8b", "--k", "f16", "--v", "f16"}), HasSubstr("--ctx"));
+  EXPECT_THAT(memory_error({"--model", "llama-3.1-8b", "--ctx", "0", "--k", "f16", "--v", "f16"}), HasSubstr("--ctx"));
+}
+
+TEST_F(MemoryCliTest, BadSchemesExit2NamingTheOption) {
+  const std::string err = memory_error({"--model", "llama-3.1-8b", "--ctx", "8", "--k", "int:bits=9", "--v", "f16"});
+  EXPECT_THAT(err, HasSubstr("--k"));
+  EXPECT_THAT(err, HasSubstr("bits"));
+  EXPECT_THAT(memory_error({"--model", "llama-3.1-8b", "--ctx", "8", "--k", "f16", "--v", "q9_9"}), HasSubstr("--v"));
+  // q4_0 blocks are 32 channels; a head_dim of 80 cannot be stored.
+  EXPECT_THAT(
+      memory_error({"--layers", "2", "--kv-heads", "1", "--head-dim", "80", "--ctx", "8", "--k", "q4_0", "--v", "f16"}),
+      HasSubstr("q4_0"));
+}
+
+TEST_F(MemoryCliTest, MalformedPresetFileNamesFileLineAndColumn) {
+  write_text(path("bad.toml"), "layers = 2\nkv_heads = \"one\"\n");
+  const std::string err =
+      memory_error({"--model", path("bad.toml").string(), "--ctx", "8", "--k", "f16", "--v", "f16"});
+  EXPECT_THAT(err, HasSubstr("bad.toml:2:12"));
+  EXPECT_THAT(err, HasSubstr("'kv_heads' must be an integer"));
+}
+
+}  // namespace
+}  // namespace kvtune::e2e

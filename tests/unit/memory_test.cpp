@@ -1,0 +1,338 @@
+// The memory model (DESIGN §6) and the model presets: the design's check figures, sliding-window
+// layers, the sequence arithmetic, size strings, and the preset files under configs/models.
+#include "kvtune/memory.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "kvtune/error.h"
+#include "kvtune/model_preset.h"
+#include "test_support.h"
+
+namespace kvtune {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::make_scheme;
+
+constexpr uint64_t KiB = 1024, GiB = uint64_t(1) << 30;
+
+// Llama-3.1-70B's cache shape, as DESIGN §6 states it (80 layers, 8 KV heads, head_dim 128).
+const ModelShape kLlama70b = {80, 8, 128, 0, 0};
+constexpr int64_t k128k = 131072;
+
+MemoryEstimate estimate(const ModelShape& shape, int64_t ctx, const std::string& k, const std::string& v) {
+  return estimate_memory(shape, ctx, scheme_storage(make_scheme(k)), scheme_storage(make_scheme(v)));
+}
+
+fs::path config_dir() { return fs::path(KVTUNE_SOURCE_DIR) / "configs"; }
+
+// InputError's message, or a failure when `f` does not throw one.
+template <class F>
+std::string input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an InputError";
+  return "";
+}
+
+// --- DESIGN §6 check figures ---------------------------------------------------------------------
+
+TEST(MemoryModelTest, Llama70bAtF16Is320KiBPerTokenAnd40GiBAt128k) {
+  const MemoryEstimate e = estimate(kLlama70b, k128k, "f16", "f16");
+  EXPECT_EQ(e.k_bits, 16.0);
+  EXPECT_EQ(e.v_bits, 16.0);
+  EXPECT_EQ(e.bytes_per_token, 320.0 * KiB);
+  EXPECT_EQ(e.bytes_per_token, 327680.0);
+  EXPECT_EQ(e.total_bytes, 40 * GiB);
+}
+
+// Exact stand-ins for q8_0 and q4_0's sizes: 32 codes plus one f16 scale per 32 channels of a token
+// are 8.5 and 4.5 bits per element.
+TEST(MemoryModelTest, Llama70bAtQ8_0AndQ4_0SizedIntIs130KiBPerToken) {
+  const MemoryEstimate e = estimate(kLlama70b, k128k, "int:bits=8,axis=token,group=32,scale=f16",
+                                    "int:bits=4,axis=token,group=32,scale=f16");
+  EXPECT_EQ(e.k_bits, 8.5);
+  EXPECT_EQ(e.v_bits, 4.5);
+  EXPECT_EQ(e.bytes_per_token, 130.0 * KiB);
+  EXPECT_EQ(e.total_bytes, uint64_t(130) * KiB * k128k);
+}
+
+TEST(MemoryModelTest, Llama70bAtLlamaCppQ8_0AndQ4_0Is130KiBPerToken) {
+  const MemoryEstimate e = estimate(kLlama70b, k128k, "q8_0", "q4_0");
+  EXPECT_EQ(e.k_bits, 8.5);
+  EXPECT_EQ(e.v_bits, 4.5);
+  EXPECT_EQ(e.bytes_per_token, 130.0 * KiB);
+}
+
+// FP8 stores 8 bits per element; with a unit scale there is no metadata at all.
+TEST(MemoryModelTest, Llama70bAtFp8Is20GiBAt128k) {
+  ASSERT_NE(builtin_registry().find("fp8"), nullptr) << "the fp8 family is not registered";
+  const MemoryEstimate e = estimate(kLlama70b, k128k, "fp8:format=e4m3,scale=unit", "fp8:format=e4m3,scale=unit");
+  EXPECT_EQ(e.k_bits, 8.0);
+  EXPECT_EQ(e.v_bits, 8.0);
+  EXPECT_EQ(e.bytes_per_token, 160.0 * KiB);
+  EXPECT_EQ(e.total_bytes, 20 * GiB);
+}
+
+// Without sliding layers bytes/token is exactly layers x kv_heads x head_dim x (k_bits + v_bits) / 8,
+// here with scheme metadata (per-channel scales over the whole context) that is not a whole byte count.
+TEST(MemoryModelTest, BytesPerTokenFollowsTheDesignFormulaWithMetadata) {
+  const ModelShape shape = {32, 8, 128, 0, 0};
+  const MemoryEstimate e = estimate(shape, 4096, "int:bits=4,axis=channel,group=64,asym", "int:bits=8,axis=token");
+  EXPECT_GT(e.k_bits, 4.0);
+  EXPECT_GT(e.v_bits, 8.0);
+  EXPECT_NEAR(e.bytes_per_token, 32.0 * 8 * 128 * (e.k_bits + e.v_bits) / 8.0, 1e-6);
+}
+
+// --- sliding-window layers -----------------------------------------------------------------------
+
+TEST(MemoryModelTest, GemmaSlidingLayersHoldOnlyTheirWindowAtLongContext) {
+  const ModelShape gemma = {42, 8, 256, 4096, 21};
+  const ModelShape all_global = {42, 8, 256, 0, 0};
+  const MemoryEstimate e = estimate(gemma, k128k, "f16", "f16");
+  const MemoryEstimate full = estimate(all_global, k128k, "f16", "f16");
+  EXPECT_EQ(e.sliding_tokens, 4096);
+  // 21 layers hold 131072 tokens, 21 hold 4096; f16 K and V are 2 x 2 bytes per channel.
+  EXPECT_EQ(e.total_bytes, uint64_t(8) * 256 * 4 * (21 * uint64_t(k128k) + 21 * 4096));
+  EXPECT_EQ(full.total_bytes, uint64_t(8) * 256 * 4 * 42 * uint64_t(k128k));
+  // About half: (131072 + 4096) / (2 x 131072).
+  EXPECT_NEAR(static_cast<double>(e.total_bytes) / static_cast<double>(full.total_bytes), 0.515625, 1e-12);
+  EXPECT_LT(e.bytes_per_token, full.bytes_per_token);
+  // k_bits/v_bits describe a full-context block; sliding only changes how many tokens are kept.
+  EXPECT_EQ(e.k_bits, 16.0);
+}
+
+TEST(MemoryModelTest, SlidingLayersCostTheSameWithinTheWindow) {
+  const ModelShape gemma = {42, 8, 256, 4096, 21};
+  const ModelShape all_global = {42, 8, 256, 0, 0};
+  for (int64_t ctx : {1, 1000, 4096}) {
+    EXPECT_EQ(estimate(gemma, ctx, "q8_0", "q4_0").total_bytes, estimate(all_global, ctx, "q8_0", "q4_0").total_bytes)
+        << ctx;
+  }
+}
+
+// --- the storage seam the cache policy will use ----------------------------------------------------
+
+// A policy keeping 4 sink tokens as f16 beside the quantized rest plugs in as a RoleStorage.
+TEST(MemoryModelTest, CustomRoleStorageIsWhatGetsCounted) {
+  const SchemePtr q4 = make_scheme("q4_0"), f16 = make_scheme("f16");
+  const RoleStorage with_sinks = [&](int64_t tokens, int64_t d) -> uint64_t {
+    const int64_t sinks = std::min<int64_t>(4, tokens);
+    return f16->footprint(sinks, d) + (tokens > sinks ? q4->footprint(tokens - sinks, d) : 0);
+  };
+  const MemoryEstimate plain = estimate_memory(kLlama70b, 1028, scheme_storage(q4), scheme_storage(q4));
+  const MemoryEstimate sinks = estimate_memory(kLlama70b, 1028, with_sinks, scheme_storage(q4));
+  // In each of 80 x 8 K heads, 4 tokens move from q4_0 (4 blocks of 18 bytes per token) to f16.
+  EXPECT_EQ(sinks.total_bytes - plain.total_bytes, uint64_t(80) * 8 * (4 * 128 * 2 - 4 * 4 * 18));
+  EXPECT_GT(sinks.k_bits, plain.k_bits);
+  EXPECT_EQ(sinks.v_bits, plain.v_bits);
+}
+
+// --- bad input ---------------------------------------------------------------------------------------
+
+TEST(MemoryModelTest, SchemeThatCannotTakeTheHeadDimNamesItself) {
+  const std::string what = input_error([] { estimate({32, 8, 80, 0, 0}, 4096, "q4_0", "f16"); });
+  EXPECT_THAT(what, HasSubstr("q4_0"));
+  EXPECT_THAT(what, HasSubstr("80"));
+}
+
+TEST(MemoryModelTest, RejectsBadShapesAndContexts) {
+  EXPECT_THAT(input_error([] { estimate({0, 8, 128, 0, 0}, 10, "f16", "f16"); }), HasSubstr("layers"));
+  EXPECT_THAT(input_error([] { estimate({32, 0, 128, 0, 0}, 10, "f16", "f16"); }), HasSubstr("kv_heads"));
+  EXPECT_THAT(input_error([] { estimate({32, 8, 128, 4096, 40}, 10, "f16", "f16"); }), HasSubstr("sliding"));
+  EXPECT_THAT(input_error([] { estimate({32, 8, 128, 4096, 0}, 10, "f16", "f16"); }), HasSubstr("sliding"));
+  EXPECT_THAT(input_error([] { estimate(kLlama70b, 0, "f16", "f16"); }), HasSubstr("context"));
+}
+
+TEST(MemoryModelTest, OverflowIsAnInputErrorNotAWrap) {
+  const ModelShape huge = {4096, 4096, 65536, 0, 0};
+  EXPECT_THAT(input_error([&] { estimate(huge, int64_t(1) << 32, "f32", "f32"); }), HasSubstr("64 bits"));
+}
+
+// --- sequences that fit ------------------------------------------------------------------------------
+
+TEST(MemoryModelTest, MaxSequencesIsTheFloorOfWhatTheWeightsLeave) {
+  EXPECT_EQ(max_sequences(80 * GiB, 0, 40 * GiB), 2u);
+  EXPECT_EQ(max_sequences(80 * GiB, 1, 40 * GiB), 1u);
+  EXPECT_EQ(max_sequences(80 * GiB, 10 * GiB, 10 * GiB), 7u);
+  EXPECT_EQ(max_sequences(30, 10, 10), 2u);
+  EXPECT_EQ(max_sequences(29, 10, 10), 1u);
+  EXPECT_EQ(max_sequences(19, 10, 10), 0u);
+  EXPECT_EQ(max_sequences(10, 10, 1), 0u);  // weights fill the GPU exactly
+  EXPECT_EQ(max_sequences(10, 20, 1), 0u);  // weights do not fit at all
+  // Llama-3.1-70B in bf16 on a 141 GB H200 (141e9 bytes): the weights alone do not fit.
+  EXPECT_EQ(max_sequences(141000000000ull, 2 * 70553706496ull, 40 * GiB), 0u);
+}
+
+// --- size strings -------------------------------------------------------------------------------------
+
+TEST(MemorySizeTest, ParsesDecimalAndBinaryUnits) {
+  EXPECT_EQ(parse_size("80GiB", "--gpu-mem"), 80 * GiB);
+  EXPECT_EQ(parse_size("141GB", "--gpu-mem"), 141000000000ull);
+  EXPECT_EQ(parse_size("512MiB", "--gpu-mem"), 512ull << 20);
+  EXPECT_EQ(parse_size("1.5TiB", "--gpu-mem"), 3ull << 39);
+  EXPECT_EQ(parse_size("1000", "--gpu-mem"), 1000u);
+  EXPECT_EQ(parse_size("0", "--weights"), 0u);
+  EXPECT_EQ(parse_size("64 KB", "--gpu-mem"), 64000u);
+  EXPECT_EQ(parse_size("2gib", "--gpu-mem"), 2 * GiB);
+  EXPECT_EQ(parse_size("12B", "--gpu-mem"), 12u);
+  EXPECT_EQ(parse_size("0.5KiB", "--gpu-mem"), 512u);
+  EXPECT_EQ(parse_size(".25GiB", "--gpu-mem"), GiB / 4);
+  EXPECT_EQ(parse_size("3TB", "--gpu-mem"), 3000000000000ull);
+}
+
+TEST(MemorySizeTest, BadSizesNameTheOptionTheValueAndTheAcceptedForms) {
+  for (const char* bad : {"", "GiB", "80GX", "-1GB", "1e9", "80 GiB x", "1.2.3GB", "80 G", "99999999999TB"}) {
+    const std::string what = input_error([&] { parse_size(bad, "--gpu-mem"); });
+    EXPECT_THAT(what, HasSubstr("--gpu-mem '" + std::string(bad) + "'")) << bad;
+    EXPECT_THAT(what, HasSubstr("GiB")) << bad;
+    EXPECT_THAT(what, HasSubstr("powers of 1024")) << bad;
+  }
+  EXPECT_THAT(input_error([] { parse_size("80GX", "--weights"); }), HasSubstr("unknown unit 'GX'"));
+}
+
+TEST(MemorySizeTest, FormatsWithTheLargestBinaryUnit) {
+  EXPECT_EQ(format_bytes(327680, 1), "320.0 KiB");
+  EXPECT_EQ(format_bytes(40.0 * GiB, 2), "40.00 GiB");
+  EXPECT_EQ(format_bytes(512, 2), "512 B");
+  EXPECT_EQ(format_bytes(1.5 * 1024 * GiB, 2), "1.50 TiB");
+}
+
+// --- model presets ---------------------------------------------------------------------------------
+
+TEST(ModelPresetTest, EveryListedModelHasAPreset) {
+  const std::vector<std::string> names = model_preset_names(config_dir());
+  const std::set<std::string> expected = {"llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "llama-3.2-1b",
+                                          "llama-3.2-3b", "mistral-7b",    "qwen2.5-7b",     "qwen2.5-72b",
+                                          "qwen3-8b",     "gemma-2-9b"};
+  for (const std::string& name : expected) {
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  }
+  for (const std::string& name : names) {
+    const ModelPreset p = find_model_preset(config_dir(), name);
+    EXPECT_EQ(p.name, name);
+    EXPECT_TRUE(p.source.starts_with("https://huggingface.co/")) << name << ": " << p.source;
+    EXPECT_TRUE(p.source.ends_with("/config.json")) << name << ": " << p.source;
+    EXPECT_EQ(p.q_heads % p.shape.kv_heads, 0) << name;
+    EXPECT_GT(p.parameters, 0) << name;
+    EXPECT_EQ(p.rope_convention, RopeConvention::rotate_half) << name;  // all are Hugging Face checkpoints
+    EXPECT_EQ(check_model_shape(p.shape), "") << name;
+  }
+}
+
+// The check values the task was given, independently of the files' own comments.
+TEST(ModelPresetTest, ShapesMatchThePublishedConfigs) {
+  const ModelPreset l70 = find_model_preset(config_dir(), "llama-3.1-70b");
+  EXPECT_EQ(l70.shape.layers, 80);
+  EXPECT_EQ(l70.shape.kv_heads, 8);
+  EXPECT_EQ(l70.shape.head_dim, 128);
+  const ModelPreset l8 = find_model_preset(config_dir(), "llama-3.1-8b");
+  EXPECT_EQ(l8.shape.layers, 32);
+  EXPECT_EQ(l8.shape.kv_heads, 8);
+  EXPECT_EQ(l8.shape.head_dim, 128);
+  EXPECT_EQ(l8.rope_theta, 500000.0);
+  const ModelPreset gemma = find_model_preset(config_dir(), "gemma-2-9b");
+  EXPECT_EQ(gemma.shape.head_dim, 256);
+  EXPECT_EQ(gemma.shape.layers, 42);
+  EXPECT_EQ(gemma.shape.kv_heads, 8);
+  EXPECT_EQ(gemma.shape.sliding_window, 4096);
+  EXPECT_EQ(gemma.shape.sliding_layers, 21);
+  const ModelPreset qwen7 = find_model_preset(config_dir(), "qwen2.5-7b");
+  EXPECT_EQ(qwen7.shape.layers, 28);
+  EXPECT_EQ(qwen7.shape.kv_heads, 4);
+  EXPECT_EQ(qwen7.shape.head_dim, 128);
+  const ModelPreset qwen3 = find_model_preset(config_dir(), "qwen3-8b");
+  EXPECT_EQ(qwen3.shape.layers, 36);
+  EXPECT_EQ(qwen3.shape.kv_heads, 8);
+  EXPECT_EQ(qwen3.shape.head_dim, 128);
+  // Only Gemma 2 slides among these.
+  for (const std::string& name : model_preset_names(config_dir())) {
+    if (name != "gemma-2-9b") {
+      EXPECT_EQ(find_model_preset(config_dir(), name).shape.sliding_layers, 0) << name;
+    }
+  }
+}
+
+TEST(ModelPresetTest, Llama70bPresetGivesTheDesignFigure) {
+  const ModelPreset p = find_model_preset(config_dir(), "llama-3.1-70b");
+  EXPECT_EQ(estimate(p.shape, k128k, "f16", "f16").total_bytes, 40 * GiB);
+}
+
+TEST(ModelPresetTest, UnknownModelListsTheAvailableNames) {
+  const std::string what = input_error([] { find_model_preset(config_dir(), "llama-9"); });
+  EXPECT_THAT(what, HasSubstr("unknown model 'llama-9'"));
+  EXPECT_THAT(what, HasSubstr("llama-3.1-70b"));
+  EXPECT_THAT(what, HasSubstr("gemma-2-9b"));
+  EXPECT_THAT(what, HasSubstr("qwen3-8b"));
+}
+
+constexpr const char* kMinimalPreset =
+    "layers = 4\nkv_heads = 2\nq_heads = 8\nhead_dim = 64\nrope_theta = 10000.0\n"
+    "rope_convention = \"interleaved\"\nmax_context = 2048\n";
+
+TEST(ModelPresetTest, ParsesAMinimalFileAndDefaultsTheRest) {
+  const ModelPreset p = parse_model_preset(kMinimalPreset, "mine.toml", "mine");
+  EXPECT_EQ(p.name, "mine");
+  EXPECT_EQ(p.title, "mine");
+  EXPECT_EQ(p.shape.layers, 4);
+  EXPECT_EQ(p.rope_convention, RopeConvention::interleaved);
+  EXPECT_EQ(p.parameters, 0);
+  EXPECT_EQ(p.shape.sliding_layers, 0);
+}
+
+TEST(ModelPresetTest, SlidingWindowWithoutPatternSlidesEveryLayer) {
+  const ModelPreset p = parse_model_preset(std::string(kMinimalPreset) + "sliding_window = 512\n", "mine.toml", "mine");
+  EXPECT_EQ(p.shape.sliding_layers, 4);
+  const ModelPreset every_third = parse_model_preset(
+      std::string(kMinimalPreset) + "sliding_window = 512\nsliding_window_pattern = 3\n", "mine.toml", "mine");
+  EXPECT_EQ(every_third.shape.sliding_layers, 3);  // layers 0, 1, 3 slide; layer 2 is global
+}
+
+TEST(ModelPresetTest, BadFilesNameFileLineColumnAndKey) {
+  auto parse = [](const std::string& text) { return input_error([&] { parse_model_preset(text, "m.toml", "m"); }); };
+  const std::string unknown = parse(std::string(kMinimalPreset) + "kv_head = 8\n");
+  EXPECT_THAT(unknown, HasSubstr("m.toml:8:1"));
+  EXPECT_THAT(unknown, HasSubstr("unknown key 'kv_head'"));
+  EXPECT_THAT(unknown, HasSubstr("kv_heads"));  // the valid keys are listed
+  EXPECT_THAT(parse("layers = 4\n"), HasSubstr("missing key 'kv_heads'"));
+  EXPECT_THAT(parse("layers = \"four\"\n"), HasSubstr("m.toml:1:10: 'layers' must be an integer"));
+  EXPECT_THAT(parse("layers = 0\n"), HasSubstr("'layers' must be an integer in 1..4096"));
+  EXPECT_THAT(parse("layers = [\n"), HasSubstr("m.toml:"));
+  const std::string bad_groups = parse(
+      "layers = 4\nkv_heads = 3\nq_heads = 8\nhead_dim = 64\nrope_theta = 1e4\nrope_convention = \"rotate_half\"\n"
+      "max_context = 8\n");
+  EXPECT_THAT(bad_groups, HasSubstr("m.toml:3:11"));
+  EXPECT_THAT(bad_groups, HasSubstr("multiple of 'kv_heads'"));
+  EXPECT_THAT(parse(std::string(kMinimalPreset) + "sliding_window_pattern = 2\n"),
+              HasSubstr("'sliding_window_pattern' needs 'sliding_window'"));
+  EXPECT_THAT(
+      parse("layers = 4\nkv_heads = 2\nq_heads = 8\nhead_dim = 64\nrope_theta = 1e4\nrope_convention = \"neox\"\n"),
+      HasSubstr("m.toml:6:19: 'rope_convention' must be one of: rotate_half, interleaved"));
+}
+
+TEST(ModelPresetTest, ConfigDirIsFoundBesideTheExecutableOrInTheSourceTree) {
+  const std::vector<fs::path> c = config_dir_candidates("/opt/kvtune/bin", "/src/kvtune");
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0], fs::path("/opt/kvtune/share/kvtune/configs"));
+  EXPECT_EQ(c[1], fs::path("/opt/kvtune/configs"));
+  EXPECT_EQ(c[2], fs::path("/src/kvtune/configs"));
+  EXPECT_EQ(config_dir_candidates("/opt/kvtune/bin", "").size(), 2u);
+
+  EXPECT_EQ(find_config_dir({"/nonexistent/a", config_dir()}), config_dir());
+  const std::string what = input_error([] { find_config_dir({"/nonexistent/a", "/nonexistent/b"}); });
+  EXPECT_THAT(what, HasSubstr("/nonexistent/a"));
+  EXPECT_THAT(what, HasSubstr("/nonexistent/b"));
+}
+
+}  // namespace
+}  // namespace kvtune
