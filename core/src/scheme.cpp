@@ -23,7 +23,7 @@ std::string ParamDomain::describe() const {
 }
 
 std::string Scheme::check_shape(int64_t tokens, int64_t head_dim) const {
-  if (tokens < 1 || head_dim < 1) return "a block needs at least one token and one channel";
+  if (tokens < 1 || head_dim < 1) return "'" + spec() + "': a block needs at least one token and one channel";
   return {};
 }
 
@@ -45,6 +45,20 @@ void Scheme::logits(ConstMatrixView queries, std::span<const std::byte> packed, 
       for (int64_t c = 0; c < queries.cols; ++c) dot += double(queries(i, c)) * double(keys(j, c));
       logits(i, j) = static_cast<float>(dot);
     }
+  }
+}
+
+void Scheme::require_shape(int64_t tokens, int64_t head_dim) const {
+  const std::string why = check_shape(tokens, head_dim);
+  if (!why.empty()) throw InputError(why);
+}
+
+void Scheme::require_packed(std::span<const std::byte> packed, int64_t tokens, int64_t head_dim) const {
+  require_shape(tokens, head_dim);
+  const size_t expected = footprint(tokens, head_dim);
+  if (packed.size() != expected) {
+    throw InputError("'" + spec() + "': packed block has " + std::to_string(packed.size()) + " bytes, expected " +
+                     std::to_string(expected));
   }
 }
 

@@ -35,10 +35,7 @@ class FloatScheme final : public Scheme {
   }
 
   void dequantize(std::span<const std::byte> packed, const QuantContext&, MatrixView out) const override {
-    if (packed.size() != footprint(out.rows, out.cols)) {
-      throw InputError("'" + name_ + "': packed block has " + std::to_string(packed.size()) + " bytes, expected " +
-                       std::to_string(footprint(out.rows, out.cols)));
-    }
+    require_packed(packed, out.rows, out.cols);
     const int64_t n = out.size();
     if (kind_ == CodecKind::f32) {
       std::memcpy(out.data, packed.data(), packed.size());

@@ -65,11 +65,7 @@ class Fp8Scheme final : public Scheme {
   }
 
   void dequantize(std::span<const std::byte> packed, const QuantContext&, MatrixView out) const override {
-    require_shape(out.rows, out.cols);
-    if (packed.size() != footprint(out.rows, out.cols)) {
-      throw InputError("'" + spec_ + "': packed block has " + std::to_string(packed.size()) + " bytes, expected " +
-                       std::to_string(footprint(out.rows, out.cols)));
-    }
+    require_packed(packed, out.rows, out.cols);
     const auto* scales = reinterpret_cast<const uint8_t*>(packed.data());
     const int64_t groups = stored_scales(out.rows);
     const uint8_t* codes = scales + 4 * groups;
@@ -121,11 +117,6 @@ class Fp8Scheme final : public Scheme {
   int64_t stored_scales(int64_t tokens) const {
     if (config_.scale == Fp8ScaleMode::unit) return 0;
     return per_token() ? tokens : 1;
-  }
-
-  void require_shape(int64_t tokens, int64_t head_dim) const {
-    const std::string why = check_shape(tokens, head_dim);
-    if (!why.empty()) throw InputError("'" + spec_ + "': " + why);
   }
 
   // Calls f(group, first row, end row, scale) for each group of rows sharing one scale. An

@@ -50,11 +50,7 @@ class GgmlBlockScheme final : public Scheme {
   }
 
   void dequantize(std::span<const std::byte> packed, const QuantContext&, MatrixView out) const override {
-    require_shape(out.rows, out.cols);
-    if (packed.size() != footprint(out.rows, out.cols)) {
-      throw InputError("'" + spec_ + "': packed block has " + std::to_string(packed.size()) + " bytes, expected " +
-                       std::to_string(footprint(out.rows, out.cols)));
-    }
+    require_packed(packed, out.rows, out.cols);
     ggml_kernels::dequantize(type_, reinterpret_cast<const uint8_t*>(packed.data()), out.data,
                              out.size() / ggml::kBlock);
   }
@@ -65,11 +61,6 @@ class GgmlBlockScheme final : public Scheme {
   }
 
  private:
-  void require_shape(int64_t tokens, int64_t head_dim) const {
-    const std::string why = check_shape(tokens, head_dim);
-    if (!why.empty()) throw InputError(why);
-  }
-
   std::string spec_;
   std::string family_;
   Type type_;

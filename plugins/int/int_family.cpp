@@ -44,7 +44,7 @@ class IntScheme final : public Scheme {
   }
 
   std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext&) const override {
-    require_shape(x);
+    require_shape(x.rows, x.cols);
     const Tiling t = tiling(x.rows, x.cols);
     std::vector<std::byte> packed(footprint(x.rows, x.cols));
     auto* scales = reinterpret_cast<uint8_t*>(packed.data());
@@ -70,11 +70,7 @@ class IntScheme final : public Scheme {
   }
 
   void dequantize(std::span<const std::byte> packed, const QuantContext&, MatrixView out) const override {
-    require_shape(out);
-    if (packed.size() != footprint(out.rows, out.cols)) {
-      throw InputError("'" + spec_ + "': packed block has " + std::to_string(packed.size()) + " bytes, expected " +
-                       std::to_string(footprint(out.rows, out.cols)));
-    }
+    require_packed(packed, out.rows, out.cols);
     const Tiling t = tiling(out.rows, out.cols);
     const auto* scales = reinterpret_cast<const uint8_t*>(packed.data());
     const uint8_t* mins = scales + t.groups() * codec::scale_bytes(scale_type_);
@@ -93,7 +89,7 @@ class IntScheme final : public Scheme {
   }
 
   void roundtrip(ConstMatrixView x, const QuantContext&, MatrixView out) const override {
-    require_shape(x);
+    require_shape(x.rows, x.cols);
     const Tiling t = tiling(x.rows, x.cols);
     BlockParams p(t, x.cols);
     for (int64_t block = 0; block < t.token_blocks; ++block) {
@@ -132,11 +128,6 @@ class IntScheme final : public Scheme {
       cols = group_ > 0 ? group_ : head_dim;
     }
     return {rows, cols, head_dim / cols, (tokens + rows - 1) / rows};
-  }
-
-  void require_shape(ConstMatrixView x) const {
-    const std::string why = check_shape(x.rows, x.cols);
-    if (!why.empty()) throw InputError(why);
   }
 
   // Stored parameters of the groups of one token block, one entry per group in a row (per channel

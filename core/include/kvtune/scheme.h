@@ -82,6 +82,12 @@ class Scheme : public std::enable_shared_from_this<Scheme> {
 
   // Bits per element measured from the footprint.
   double bits_per_element(int64_t tokens, int64_t head_dim) const;
+
+ protected:
+  // For implementations: throw InputError with check_shape's message, or when a packed buffer is
+  // not exactly footprint(tokens, head_dim) bytes.
+  void require_shape(int64_t tokens, int64_t head_dim) const;
+  void require_packed(std::span<const std::byte> packed, int64_t tokens, int64_t head_dim) const;
 };
 
 using SchemePtr = std::shared_ptr<const Scheme>;

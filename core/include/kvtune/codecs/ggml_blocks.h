@@ -122,16 +122,22 @@ KVTUNE_HD void dequantize_q8_0(const uint8_t* block, float* y) {
 
 // ---- q4_0 / q5_0: d = (signed absmax) / -2^(b-1), q = min(2^b - 1, trunc(x/d + 2^(b-1) + 0.5)) ----
 
-KVTUNE_HD void quantize_q4_0(const float* x, uint8_t* block) {
+// The codes of a q4_0 / q5_0 block (`half` = 2^(b-1)); returns d.
+KVTUNE_HD float signed_max_codes(const float* x, float half, int* q) {
   float amax;
-  const float d = signed_absmax(x, amax) / -8.0f;
+  const float d = signed_absmax(x, amax) / -half;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  put_half(block, d);
-  int q[kBlock];
+  const int top = 2 * static_cast<int>(half) - 1;
   for (int j = 0; j < kBlock; ++j) {
-    const int v = truncate_to_int(x[j] * id + 8.5f);
-    q[j] = v < 15 ? v : 15;
+    const int v = truncate_to_int(x[j] * id + (half + 0.5f));
+    q[j] = v < top ? v : top;
   }
+  return d;
+}
+
+KVTUNE_HD void quantize_q4_0(const float* x, uint8_t* block) {
+  int q[kBlock];
+  put_half(block, signed_max_codes(x, 8.0f, q));
   pack_nibbles(q, block + 2);
 }
 
@@ -141,15 +147,8 @@ KVTUNE_HD void dequantize_q4_0(const uint8_t* block, float* y) {
 }
 
 KVTUNE_HD void quantize_q5_0(const float* x, uint8_t* block) {
-  float amax;
-  const float d = signed_absmax(x, amax) / -16.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  put_half(block, d);
   int q[kBlock];
-  for (int j = 0; j < kBlock; ++j) {
-    const int v = truncate_to_int(x[j] * id + 16.5f);
-    q[j] = v < 31 ? v : 31;
-  }
+  put_half(block, signed_max_codes(x, 16.0f, q));
   const uint32_t qh = fifth_bits(q);
   memcpy(block + 2, &qh, 4);
   pack_nibbles(q, block + 6);
@@ -167,18 +166,26 @@ KVTUNE_HD void dequantize_q5_0(const uint8_t* block, float* y) {
 
 // ---- q4_1 / q5_1: d = (max - min) / (2^b - 1), m = min, q = trunc((x - min)/d + 0.5) -----------
 
-KVTUNE_HD void quantize_q4_1(const float* x, uint8_t* block) {
-  float lo, hi;
-  block_min_max(x, lo, hi);
-  const float d = (hi - lo) / 15.0f;
+// The codes of a q4_1 / q5_1 block; writes d and m. q4_1 clamps codes to 15; q5_1 has no clamp
+// in ggml (its uint8_t conversion keeps whatever bits the value has), hence `clamp_top`.
+KVTUNE_HD void min_max_codes(const float* x, float levels, bool clamp_top, int* q, float& d, float& m) {
+  float hi;
+  block_min_max(x, m, hi);
+  d = (hi - m) / levels;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  put_half(block, d);
-  put_half(block + 2, lo);
-  int q[kBlock];
+  const int top = static_cast<int>(levels);
   for (int j = 0; j < kBlock; ++j) {
-    const int v = truncate_to_int((x[j] - lo) * id + 0.5f);
-    q[j] = v < 15 ? v : 15;
+    const int v = truncate_to_int((x[j] - m) * id + 0.5f);
+    q[j] = clamp_top ? (v < top ? v : top) : static_cast<uint8_t>(v);
   }
+}
+
+KVTUNE_HD void quantize_q4_1(const float* x, uint8_t* block) {
+  int q[kBlock];
+  float d, m;
+  min_max_codes(x, 15.0f, true, q, d, m);
+  put_half(block, d);
+  put_half(block + 2, m);
   pack_nibbles(q, block + 4);
 }
 
@@ -187,16 +194,12 @@ KVTUNE_HD void dequantize_q4_1(const uint8_t* block, float* y) {
   for (int j = 0; j < kBlock; ++j) y[j] = static_cast<float>(low_nibble(block + 4, j)) * d + m;
 }
 
-// q5_1 has no upper clamp in ggml: the uint8_t conversion keeps whatever bits the value has.
 KVTUNE_HD void quantize_q5_1(const float* x, uint8_t* block) {
-  float lo, hi;
-  block_min_max(x, lo, hi);
-  const float d = (hi - lo) / 31.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  put_half(block, d);
-  put_half(block + 2, lo);
   int q[kBlock];
-  for (int j = 0; j < kBlock; ++j) q[j] = static_cast<uint8_t>(truncate_to_int((x[j] - lo) * id + 0.5f));
+  float d, m;
+  min_max_codes(x, 31.0f, false, q, d, m);
+  put_half(block, d);
+  put_half(block + 2, m);
   const uint32_t qh = fifth_bits(q);
   memcpy(block + 4, &qh, 4);
   pack_nibbles(q, block + 8);
