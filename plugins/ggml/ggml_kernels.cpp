@@ -13,7 +13,7 @@ namespace {
 
 // Stamps out the three loops of one type, each its own multiversioned function so the codec
 // inlines into it.
-#define KVTUNE_GGML_LOOPS(name, bytes, quantize_block, dequantize_block)                              \
+#define KVTUNE_GGML_LOOPS(name, bytes, quantize_block, dequantize_block, roundtrip_block)           \
   KVTUNE_MULTIVERSION void quantize_##name(const float* x, uint8_t* packed, int64_t blocks) {        \
     for (int64_t i = 0; i < blocks; ++i) quantize_block(x + i * ggml::kBlock, packed + i * (bytes));  \
   }                                                                                                   \
@@ -21,22 +21,30 @@ namespace {
     for (int64_t i = 0; i < blocks; ++i) dequantize_block(packed + i * (bytes), y + i * ggml::kBlock); \
   }                                                                                                   \
   KVTUNE_MULTIVERSION void roundtrip_##name(const float* x, float* y, int64_t blocks) {             \
-    uint8_t block[bytes];                                                                             \
-    for (int64_t i = 0; i < blocks; ++i) {                                                            \
-      quantize_block(x + i * ggml::kBlock, block);                                                    \
-      dequantize_block(block, y + i * ggml::kBlock);                                                  \
-    }                                                                                                 \
+    for (int64_t i = 0; i < blocks; ++i) roundtrip_block(x + i * ggml::kBlock, y + i * ggml::kBlock); \
   }
+
+// A round trip through the packed block, for types without a fused one.
+template <void (*Quantize)(const float*, uint8_t*), void (*Dequantize)(const uint8_t*, float*)>
+inline void through_block(const float* x, float* y) {
+  uint8_t block[34];
+  Quantize(x, block);
+  Dequantize(block, y);
+}
+
+inline void fused_q8_0_ref(const float* x, float* y) { ggml::roundtrip_q8_0(x, y, false); }
+inline void fused_q8_0_x86(const float* x, float* y) { ggml::roundtrip_q8_0(x, y, true); }
 
 // Block sizes from ggml-common.h: sizeof(block_q8_0) = 2 + 32, block_q4_0 = 2 + 16,
 // block_q4_1 = 4 + 16, block_q5_0 = 2 + 4 + 16, block_q5_1 = 4 + 4 + 16, block_iq4_nl = 2 + 16.
-KVTUNE_GGML_LOOPS(q8_0, 34, ggml::quantize_q8_0, ggml::dequantize_q8_0)
-KVTUNE_GGML_LOOPS(q8_0_x86, 34, ggml::quantize_q8_0_x86, ggml::dequantize_q8_0)
-KVTUNE_GGML_LOOPS(q4_0, 18, ggml::quantize_q4_0, ggml::dequantize_q4_0)
-KVTUNE_GGML_LOOPS(q4_1, 20, ggml::quantize_q4_1, ggml::dequantize_q4_1)
-KVTUNE_GGML_LOOPS(q5_0, 22, ggml::quantize_q5_0, ggml::dequantize_q5_0)
-KVTUNE_GGML_LOOPS(q5_1, 24, ggml::quantize_q5_1, ggml::dequantize_q5_1)
-KVTUNE_GGML_LOOPS(iq4_nl, 18, ggml::quantize_iq4_nl, ggml::dequantize_iq4_nl)
+KVTUNE_GGML_LOOPS(q8_0, 34, ggml::quantize_q8_0, ggml::dequantize_q8_0, fused_q8_0_ref)
+KVTUNE_GGML_LOOPS(q8_0_x86, 34, ggml::quantize_q8_0_x86, ggml::dequantize_q8_0, fused_q8_0_x86)
+KVTUNE_GGML_LOOPS(q4_0, 18, ggml::quantize_q4_0, ggml::dequantize_q4_0, ggml::roundtrip_q4_0)
+KVTUNE_GGML_LOOPS(q4_1, 20, ggml::quantize_q4_1, ggml::dequantize_q4_1, ggml::roundtrip_q4_1)
+KVTUNE_GGML_LOOPS(q5_0, 22, ggml::quantize_q5_0, ggml::dequantize_q5_0, ggml::roundtrip_q5_0)
+KVTUNE_GGML_LOOPS(q5_1, 24, ggml::quantize_q5_1, ggml::dequantize_q5_1, ggml::roundtrip_q5_1)
+KVTUNE_GGML_LOOPS(iq4_nl, 18, ggml::quantize_iq4_nl, ggml::dequantize_iq4_nl,
+                  (through_block<ggml::quantize_iq4_nl, ggml::dequantize_iq4_nl>))
 #undef KVTUNE_GGML_LOOPS
 
 struct Loops {

@@ -10,7 +10,7 @@
 //   q4_1    20     d, m, qs[16]                        q * d + m
 //   q5_0    22     d, qh (u32), qs[16]                 (q - 16) * d
 //   q5_1    24     d, m, qh (u32), qs[16]              q * d + m
-//   iq4_nl  18     d, qs[16]                           kIq4nlValues[q] * d
+//   iq4_nl  18     d, qs[16]                           iq4nl_value(q) * d
 //
 // Nibble packing: byte j holds element j in its low nibble and element j + 16 in its high nibble.
 // q5 fifth bits: bit j of the little-endian qh holds element j's, bit j + 16 element (j + 16)'s.
@@ -28,9 +28,12 @@ namespace kvtune::ggml {
 
 inline constexpr int kBlock = 32;  // QK8_0 = QK4_0 = QK4_1 = QK5_0 = QK5_1 = QK4_NL (ggml-common.h)
 
-// The iq4_nl codebook (ggml-common.h, kvalues_iq4nl).
-inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                            1,    13,   25,  38,  53,  69,  89,  113};
+// The iq4_nl codebook (ggml-common.h, kvalues_iq4nl). A function rather than a namespace-scope
+// array so device code can read it too.
+KVTUNE_HD float iq4nl_value(int i) {
+  constexpr int8_t kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  return static_cast<float>(kValues[i]);
+}
 
 KVTUNE_HD void put_half(uint8_t* p, float v) {
   const uint16_t h = f32_to_f16_bits(v);
@@ -215,22 +218,64 @@ KVTUNE_HD void dequantize_q5_1(const uint8_t* block, float* y) {
   }
 }
 
+// ---- fused round trips: dequantize(quantize(x)) without packing, for fake quantization ------
+// Each computes exactly the codes and f16 scales of the packed path and decodes them the same
+// way, so the results are bit-identical; only the byte packing is skipped, which lets the
+// per-element loops vectorize.
+
+KVTUNE_HD void roundtrip_q8_0(const float* x, float* y, bool x86) {
+  const float amax = block_absmax(x);
+  const float d = round_to_f16(amax / 127.0f);
+  if (x86) {
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    for (int j = 0; j < kBlock; ++j) y[j] = static_cast<float>(static_cast<int>(round_half_even(x[j] * id))) * d;
+  } else {
+    // Through int like the int8 code, so a rounded -0 decodes as +0 (code 0), as in ggml.
+    const float d_exact = amax / 127.0f;
+    const float id = d_exact != 0.0f ? 1.0f / d_exact : 0.0f;
+    for (int j = 0; j < kBlock; ++j) y[j] = static_cast<float>(static_cast<int>(round_half_away(x[j] * id))) * d;
+  }
+}
+
+KVTUNE_HD void roundtrip_signed_max(const float* x, float* y, float half) {
+  int q[kBlock];
+  const float d = round_to_f16(signed_max_codes(x, half, q));
+  const int offset = static_cast<int>(half);
+  for (int j = 0; j < kBlock; ++j) y[j] = static_cast<float>(q[j] - offset) * d;
+}
+
+KVTUNE_HD void roundtrip_min_max(const float* x, float* y, float levels, bool clamp_top) {
+  int q[kBlock];
+  float d, m;
+  min_max_codes(x, levels, clamp_top, q, d, m);
+  d = round_to_f16(d);
+  m = round_to_f16(m);
+  // q5_1 keeps only five bits of a code (qs nibble + qh bit), q4_1 four.
+  const int mask = clamp_top ? 0x0f : 0x1f;
+  for (int j = 0; j < kBlock; ++j) y[j] = static_cast<float>(q[j] & mask) * d + m;
+}
+
+KVTUNE_HD void roundtrip_q4_0(const float* x, float* y) { roundtrip_signed_max(x, y, 8.0f); }
+KVTUNE_HD void roundtrip_q5_0(const float* x, float* y) { roundtrip_signed_max(x, y, 16.0f); }
+KVTUNE_HD void roundtrip_q4_1(const float* x, float* y) { roundtrip_min_max(x, y, 15.0f, true); }
+KVTUNE_HD void roundtrip_q5_1(const float* x, float* y) { roundtrip_min_max(x, y, 31.0f, false); }
+
 // ---- iq4_nl ----------------------------------------------------------------------------------
 
 // Index of the codebook value nearest to v, as ggml's best_index_int8 (a tie goes to the upper entry).
 KVTUNE_HD int iq4nl_nearest(float v) {
-  if (v <= kIq4nlValues[0]) return 0;
-  if (v >= kIq4nlValues[15]) return 15;
+  if (v <= iq4nl_value(0)) return 0;
+  if (v >= iq4nl_value(15)) return 15;
   int lo = 0, hi = 15;
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    if (v < kIq4nlValues[mid]) {
+    if (v < iq4nl_value(mid)) {
       hi = mid;
     } else {
       lo = mid;
     }
   }
-  return v - kIq4nlValues[hi - 1] < kIq4nlValues[hi] - v ? hi - 1 : hi;
+  return v - iq4nl_value(hi - 1) < iq4nl_value(hi) - v ? hi - 1 : hi;
 }
 
 // What ggml writes into a cache (quantize_row_iq4_nl_ref, ntry = -1): d0 = signed absmax / -127,
@@ -242,11 +287,11 @@ KVTUNE_HD void quantize_iq4_nl(const float* x, uint8_t* block) {
   int q[kBlock] = {};
   float d = 0.0f;
   if (amax >= 1e-15f) {  // GROUP_MAX_EPS in ggml-quants.c
-    const float id = 1.0f / (max / static_cast<float>(kIq4nlValues[0]));
+    const float id = 1.0f / (max / iq4nl_value(0));
     float sumqx = 0.0f, sumq2 = 0.0f;
     for (int j = 0; j < kBlock; ++j) {
       q[j] = iq4nl_nearest(id * x[j]);
-      const float v = kIq4nlValues[q[j]];
+      const float v = iq4nl_value(q[j]);
       const float w = x[j] * x[j];
       sumqx += w * v * x[j];
       sumq2 += w * v * v;
@@ -259,7 +304,7 @@ KVTUNE_HD void quantize_iq4_nl(const float* x, uint8_t* block) {
 
 KVTUNE_HD void dequantize_iq4_nl(const uint8_t* block, float* y) {
   const float d = get_half(block);
-  for (int j = 0; j < kBlock; ++j) y[j] = d * static_cast<float>(kIq4nlValues[low_nibble(block + 2, j)]);
+  for (int j = 0; j < kBlock; ++j) y[j] = d * iq4nl_value(low_nibble(block + 2, j));
 }
 
 }  // namespace kvtune::ggml

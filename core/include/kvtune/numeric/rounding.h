@@ -20,12 +20,12 @@ KVTUNE_HD float round_half_even(float v) {
 }
 
 // C's roundf (half away from zero) for |v| <= 2^22, built on round_half_even so it inlines and
-// vectorizes instead of calling libm: only exact ties differ, and those move away from zero.
+// vectorizes instead of calling libm: round |v| to even, bump the exact ties up, restore the sign
+// (copysign also keeps roundf's signed zero, roundf(-0.3) = -0).
 KVTUNE_HD float round_half_away(float v) {
-  const float r = round_half_even(v);
-  const float d = v - r;  // exact: r is within 0.5 of v
-  // copysign keeps roundf's signed zero (roundf(-0.3) is -0); other results already carry v's sign.
-  return copysignf((d == 0.5f || d == -0.5f) ? v + (v > 0.0f ? 0.5f : -0.5f) : r, v);
+  const float a = fabsf(v);
+  const float r = round_half_even(a);
+  return copysignf(r + (a - r == 0.5f ? 1.0f : 0.0f), v);  // a - r is exact: r is within 0.5 of a
 }
 
 // Clamp that maps onto minps/maxps (and fminf/fmaxf on the device). Inputs are never NaN:
