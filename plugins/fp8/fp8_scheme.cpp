@@ -5,14 +5,12 @@
 //
 // A static scale is stored too, once per block: a runtime keeps one float per layer and role, and
 // per block is the honest upper bound for a simulator that sees one head at a time.
-#include <algorithm>
-#include <array>
-#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "fp8_config.h"
+#include "fp8_kernels.h"
 #include "kvtune/codecs/fp8_codec.h"
 #include "kvtune/error.h"
 
@@ -20,24 +18,6 @@ namespace kvtune::builtin {
 namespace {
 
 using codec::Fp8Format;
-
-// Every code's value, so the hot loops decode with a load; equal to fp8_to_f32 by construction.
-const std::array<float, 256>& decode_table(Fp8Format format) {
-  static const auto make = [](Fp8Format f) {
-    std::array<float, 256> t{};
-    for (uint32_t c = 0; c < 256; ++c) t[c] = codec::fp8_to_f32(static_cast<uint8_t>(c), f);
-    return t;
-  };
-  static const std::array<float, 256> e4m3 = make(Fp8Format::e4m3);
-  static const std::array<float, 256> e5m2 = make(Fp8Format::e5m2);
-  return format == Fp8Format::e4m3 ? e4m3 : e5m2;
-}
-
-float abs_max(const float* x, int64_t n) {
-  float amax = 0.0f;
-  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::abs(x[i]));
-  return amax;
-}
 
 class Fp8Scheme final : public Scheme {
  public:
@@ -57,9 +37,7 @@ class Fp8Scheme final : public Scheme {
     uint8_t* codes = scales + 4 * stored_scales(x.rows);
     for_each_group(x, [&](int64_t group, int64_t r0, int64_t r1, float scale) {
       if (stored_scales(x.rows) > 0) std::memcpy(scales + 4 * group, &scale, 4);
-      for (int64_t i = r0 * x.cols; i < r1 * x.cols; ++i) {
-        codes[i] = codec::fp8_quantize(x.data[i], scale, config_.format);
-      }
+      fp8_kernels::quantize(x.data + r0 * x.cols, scale, codes + r0 * x.cols, (r1 - r0) * x.cols, config_.format);
     });
     return packed;
   }
@@ -69,22 +47,27 @@ class Fp8Scheme final : public Scheme {
     const auto* scales = reinterpret_cast<const uint8_t*>(packed.data());
     const int64_t groups = stored_scales(out.rows);
     const uint8_t* codes = scales + 4 * groups;
-    const std::array<float, 256>& value = decode_table(config_.format);
-    const int64_t rows_per_group = groups == out.rows ? 1 : out.rows;
-    for (int64_t r = 0; r < out.rows; ++r) {
+    if (groups <= 1) {
       float scale = 1.0f;
-      if (groups > 0) std::memcpy(&scale, scales + 4 * (r / rows_per_group), 4);
-      for (int64_t i = r * out.cols; i < (r + 1) * out.cols; ++i) out.data[i] = value[codes[i]] * scale;
+      if (groups == 1) std::memcpy(&scale, scales, 4);
+      fp8_kernels::dequantize(codes, scale, out.data, out.size(), config_.format);
+      return;
+    }
+    for (int64_t r = 0; r < out.rows; ++r) {  // one scale per row
+      float scale;
+      std::memcpy(&scale, scales + 4 * r, 4);
+      fp8_kernels::dequantize(codes + r * out.cols, scale, out.row(r), out.cols, config_.format);
     }
   }
 
   void roundtrip(ConstMatrixView x, const QuantContext&, MatrixView out) const override {
     require_shape(x.rows, x.cols);
-    const std::array<float, 256>& value = decode_table(config_.format);
+    if (per_token()) {  // fused: a call per row costs as much as the row's arithmetic
+      fp8_kernels::roundtrip_per_row(x.data, x.rows, x.cols, out.data, config_.format);
+      return;
+    }
     for_each_group(x, [&](int64_t, int64_t r0, int64_t r1, float scale) {
-      for (int64_t i = r0 * x.cols; i < r1 * x.cols; ++i) {
-        out.data[i] = value[codec::fp8_quantize(x.data[i], scale, config_.format)] * scale;
-      }
+      fp8_kernels::roundtrip(x.data + r0 * x.cols, scale, out.data + r0 * x.cols, (r1 - r0) * x.cols, config_.format);
     });
   }
 
@@ -94,7 +77,7 @@ class Fp8Scheme final : public Scheme {
     if (config_.scale != Fp8ScaleMode::calibrated) return shared_from_this();
     Fp8Config fitted = config_;
     fitted.scale = Fp8ScaleMode::fixed;
-    fitted.value = codec::fp8_fit_scale(abs_max(sample.data, sample.size()), config_.format);
+    fitted.value = codec::fp8_fit_scale(fp8_kernels::abs_max(sample.data, sample.size()), config_.format);
     return make_fp8_scheme(fitted);
   }
 
@@ -130,9 +113,10 @@ class Fp8Scheme final : public Scheme {
         return f(0, 0, x.rows, config_.value);
       case Fp8ScaleMode::calibrated:
       case Fp8ScaleMode::dynamic:
-        if (!per_token()) return f(0, 0, x.rows, codec::fp8_fit_scale(abs_max(x.data, x.size()), config_.format));
+        if (!per_token())
+          return f(0, 0, x.rows, codec::fp8_fit_scale(fp8_kernels::abs_max(x.data, x.size()), config_.format));
         for (int64_t r = 0; r < x.rows; ++r) {
-          f(r, r, r + 1, codec::fp8_fit_scale(abs_max(x.row(r), x.cols), config_.format));
+          f(r, r, r + 1, codec::fp8_fit_scale(fp8_kernels::abs_max(x.row(r), x.cols), config_.format));
         }
         return;
     }

@@ -31,6 +31,8 @@ KVTUNE_HD int int_sym_offset(int bits) { return 1 << (bits - 1); }
 // by less than one step). Then top * s is exact and re-quantizing the round trip recomputes the
 // same scale: the codec is a projection.
 KVTUNE_HD float reach_top_code(float s, float span, float top, ScaleType t) {
+  // A float32 scale s = fl(span / top) gives span / s = top * (1 +- 2^-23): always the top code.
+  if (t == ScaleType::f32) return s;
   if (s > 0.0f && round_half_even(span / s) < top) return next_scale_below(s, t);
   return s;
 }

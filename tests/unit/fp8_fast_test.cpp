@@ -1,0 +1,178 @@
+// The fp8 family's vectorized loops (plugins/fp8/fp8_kernels.cpp) against the codec they replace in
+// the hot path: the same codes and the same floats, bit for bit, for every one of the 2^32 float32
+// inputs at scale 1 (which covers the per-element rounding completely), and on ties, specials and
+// random values at scales that take the division path and the exact-reciprocal path.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "fp8/fp8_kernels.h"
+#include "kvtune/codecs/fp8_codec.h"
+#include "kvtune/numeric/bits.h"
+
+namespace kvtune::builtin::fp8_kernels {
+namespace {
+
+using codec::Fp8Format;
+
+class Fp8FastTest : public ::testing::TestWithParam<Fp8Format> {};
+
+// Checks all three loops on x at one scale against the codec, element by element.
+void expect_matches_codec(const std::vector<float>& x, float scale, Fp8Format format) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> y(x.size()), back(x.size());
+  std::vector<uint8_t> codes(x.size());
+  roundtrip(x.data(), scale, y.data(), n, format);
+  quantize(x.data(), scale, codes.data(), n, format);
+  dequantize(codes.data(), scale, back.data(), n, format);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint8_t code = codec::fp8_quantize(x[i], scale, format);
+    const uint32_t want = float_bits(codec::fp8_dequantize(code, scale, format));
+    ASSERT_EQ(codes[i], code) << "x bits " << std::hex << float_bits(x[i]) << " scale " << scale;
+    ASSERT_EQ(float_bits(y[i]), want) << "x bits " << std::hex << float_bits(x[i]) << " scale " << scale;
+    ASSERT_EQ(float_bits(back[i]), want) << "x bits " << std::hex << float_bits(x[i]) << " scale " << scale;
+  }
+}
+
+// Both signs, every float32 exponent (subnormals, inf and NaN included) and, per exponent, every
+// combination of the top 10 mantissa bits with low bits 0, 1 and just below, at and above the
+// 2^12 boundary: every rounding position the conversion uses (bit 20 or 21 for normals, higher
+// ones for the format's subnormals) then sees its exact midpoint and both neighbouring floats.
+TEST_P(Fp8FastTest, DenseSweep) {
+  const Fp8Format format = GetParam();
+  std::vector<float> x;
+  for (uint32_t sign_exponent = 0; sign_exponent < 512; ++sign_exponent) {
+    for (uint32_t top = 0; top < 1024; ++top) {
+      for (uint32_t low : {0x0u, 0x1u, 0xfffu, 0x1000u, 0x1001u, 0x1fffu}) {
+        x.push_back(bits_float((sign_exponent << 23) | (top << 13) | low));
+      }
+    }
+  }
+  expect_matches_codec(x, 1.0f, format);
+  expect_matches_codec(x, 0.37f, format);
+}
+
+// Each format value and the midpoints between neighbours, with their float neighbours, signs,
+// specials and the subnormal/normal boundaries of both float32 and the format; scaled by scales
+// that divide (non powers of two, a float32 subnormal) and that multiply by an exact reciprocal.
+TEST_P(Fp8FastTest, StructuredValuesAtManyScales) {
+  const Fp8Format format = GetParam();
+  std::vector<float> base;
+  for (uint32_t c = 0; c < 128; ++c) {
+    const float v = codec::fp8_to_f32(static_cast<uint8_t>(c), format);
+    const float next = codec::fp8_to_f32(static_cast<uint8_t>(c + 1), format);
+    base.push_back(v);
+    if (std::isfinite(v) && std::isfinite(next)) base.push_back(v + (next - v) / 2);  // exact midpoint
+  }
+  for (float v : {0.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                  std::numeric_limits<float>::signaling_NaN(), std::numeric_limits<float>::denorm_min(),
+                  std::numeric_limits<float>::min(), std::numeric_limits<float>::max(), 480.0f, 61440.0f}) {
+    base.push_back(v);
+  }
+  std::vector<float> x;
+  for (float v : base) {
+    for (int d = -3; d <= 3; ++d) {
+      const float w = bits_float(static_cast<uint32_t>(static_cast<int64_t>(float_bits(v)) + d));
+      x.push_back(w);
+      x.push_back(-w);
+    }
+  }
+  for (float scale : {1.0f, 0.5f, 0x1p-20f, 0x1p100f, 0x1p-126f, 0x1p127f, 0.37f, 3.0f, 1.7e-3f, 2.5e5f, 1e-40f,
+                      codec::fp8_fit_scale(1.0f, format), codec::fp8_fit_scale(123.456f, format)}) {
+    std::vector<float> scaled(x.size());
+    for (size_t i = 0; i < x.size(); ++i) scaled[i] = x[i] * scale;  // the grid at this scale
+    expect_matches_codec(scaled, scale, format);
+    expect_matches_codec(x, scale, format);
+  }
+}
+
+TEST_P(Fp8FastTest, RandomBitPatternsAndScales) {
+  const Fp8Format format = GetParam();
+  std::mt19937 rng(20240607);
+  std::vector<float> x(1 << 20);
+  for (int round = 0; round < 12; ++round) {
+    for (float& v : x) v = bits_float(static_cast<uint32_t>(rng()));
+    // A random positive finite scale each round, so the division path sees many.
+    float scale;
+    do {
+      scale = bits_float(static_cast<uint32_t>(rng()) & 0x7fffffffu);
+    } while (!std::isfinite(scale) || scale == 0.0f);
+    expect_matches_codec(x, round == 0 ? 1.0f : scale, format);
+  }
+}
+
+TEST_P(Fp8FastTest, DequantizeEveryCode) {
+  const Fp8Format format = GetParam();
+  for (float scale : {1.0f, 0.37f, 0x1p-30f, 1e-40f, 3.0e38f}) {
+    std::vector<uint8_t> codes(256);
+    for (uint32_t c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
+    std::vector<float> y(256);
+    dequantize(codes.data(), scale, y.data(), 256, format);
+    for (uint32_t c = 0; c < 256; ++c) {
+      ASSERT_EQ(float_bits(y[c]), float_bits(codec::fp8_dequantize(static_cast<uint8_t>(c), scale, format)))
+          << "code " << c << " scale " << scale;
+    }
+  }
+}
+
+// The fused per-token loop: each row at fp8_fit_scale of its own maximum, NaN and inf included.
+TEST_P(Fp8FastTest, RoundtripPerRowMatchesCodec) {
+  const Fp8Format format = GetParam();
+  std::mt19937 rng(99);
+  constexpr int64_t kRows = 257, kCols = 77;
+  std::vector<float> x(kRows * kCols), y(x.size());
+  for (float& v : x)
+    v = rng() % 50 == 0 ? bits_float(static_cast<uint32_t>(rng()))
+                        : std::ldexp(float(rng() % 4001) - 2000.0f, int(rng() % 30) - 20);
+  for (int64_t c = 0; c < kCols; ++c) x[5 * kCols + c] = 0.0f;  // an all-zero row: scale 1
+  roundtrip_per_row(x.data(), kRows, kCols, y.data(), format);
+  for (int64_t r = 0; r < kRows; ++r) {
+    float amax = 0.0f;
+    for (int64_t c = 0; c < kCols; ++c) amax = std::max(amax, std::abs(x[r * kCols + c]));
+    const float scale = codec::fp8_fit_scale(amax, format);
+    for (int64_t c = 0; c < kCols; ++c) {
+      const size_t i = static_cast<size_t>(r * kCols + c);
+      ASSERT_EQ(float_bits(y[i]),
+                float_bits(codec::fp8_dequantize(codec::fp8_quantize(x[i], scale, format), scale, format)))
+          << "row " << r << " col " << c;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, Fp8FastTest, ::testing::Values(Fp8Format::e4m3, Fp8Format::e5m2),
+                         [](const auto& p) { return p.param == Fp8Format::e4m3 ? "e4m3" : "e5m2"; });
+
+// The vectorized maximum equals the sequential std::max(amax, |x|) from 0 on data with NaN, ±inf,
+// ±0 and subnormals, at every length up to a few vectors (tails included).
+TEST(Fp8FastAbsMax, MatchesSequentialMax) {
+  std::mt19937 rng(7);
+  const std::array<float, 8> specials = {std::numeric_limits<float>::quiet_NaN(),
+                                         -std::numeric_limits<float>::quiet_NaN(),
+                                         std::numeric_limits<float>::infinity(),
+                                         -std::numeric_limits<float>::infinity(),
+                                         -0.0f,
+                                         0.0f,
+                                         std::numeric_limits<float>::denorm_min(),
+                                         -1e-39f};
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int64_t n = 1 + trial % 67;
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) {
+      const uint32_t pick = rng() % 16;
+      v = pick < specials.size() ? specials[pick]
+                                 : std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, int(rng() % 40) - 20);
+    }
+    float want = 0.0f;
+    for (float v : x) want = std::max(want, std::abs(v));
+    ASSERT_EQ(float_bits(abs_max(x.data(), n)), float_bits(want)) << "trial " << trial;
+  }
+}
+
+}  // namespace
+}  // namespace kvtune::builtin::fp8_kernels
