@@ -4,6 +4,7 @@
 #include <string>
 
 #include "builtin.h"
+#include "half_kernels.h"
 #include "kvtune/error.h"
 #include "kvtune/numeric/half.h"
 #include "kvtune/registry.h"
@@ -30,7 +31,7 @@ class FloatScheme final : public Scheme {
       return packed;
     }
     auto* out = reinterpret_cast<uint16_t*>(packed.data());
-    for (int64_t i = 0; i < n; ++i) out[i] = to_bits(x.data[i]);
+    (kind_ == CodecKind::f16 ? half_kernels::f32_to_f16 : half_kernels::f32_to_bf16)(x.data, out, n);
     return packed;
   }
 
@@ -42,7 +43,7 @@ class FloatScheme final : public Scheme {
       return;
     }
     const auto* in = reinterpret_cast<const uint16_t*>(packed.data());
-    for (int64_t i = 0; i < n; ++i) out.data[i] = from_bits(in[i]);
+    (kind_ == CodecKind::f16 ? half_kernels::f16_to_f32 : half_kernels::bf16_to_f32)(in, out.data, n);
   }
 
   void roundtrip(ConstMatrixView x, const QuantContext&, MatrixView out) const override {
@@ -51,7 +52,7 @@ class FloatScheme final : public Scheme {
       std::memcpy(out.data, x.data, static_cast<size_t>(n) * sizeof(float));
       return;
     }
-    for (int64_t i = 0; i < n; ++i) out.data[i] = from_bits(to_bits(x.data[i]));
+    (kind_ == CodecKind::f16 ? half_kernels::round_to_f16 : half_kernels::round_to_bf16)(x.data, out.data, n);
   }
 
   std::optional<DeviceFormat> device_format() const override {
@@ -63,8 +64,6 @@ class FloatScheme final : public Scheme {
 
  private:
   int64_t element_bytes() const { return kind_ == CodecKind::f32 ? 4 : 2; }
-  uint16_t to_bits(float v) const { return kind_ == CodecKind::f16 ? f32_to_f16_bits(v) : f32_to_bf16_bits(v); }
-  float from_bits(uint16_t b) const { return kind_ == CodecKind::f16 ? f16_bits_to_f32(b) : bf16_bits_to_f32(b); }
 
   std::string name_;
   CodecKind kind_;
