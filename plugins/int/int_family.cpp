@@ -91,6 +91,10 @@ class IntScheme final : public Scheme {
   void roundtrip(ConstMatrixView x, const QuantContext&, MatrixView out) const override {
     require_shape(x.rows, x.cols);
     const Tiling t = tiling(x.rows, x.cols);
+    if (axis_ == GroupAxis::token && scale_type_ == ScaleType::f32 &&
+        int_kernels::token_groups_f32(x.data, x.rows, x.cols, t.cols_per_group, bits_, asym_, out.data)) {
+      return;
+    }
     BlockParams p(t, x.cols);
     for (int64_t block = 0; block < t.token_blocks; ++block) {
       const auto [r0, r1] = fit_block(x, t, block, p);

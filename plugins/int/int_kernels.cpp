@@ -258,4 +258,81 @@ void min_max(const float* x, int64_t n, float& lo, float& hi) {
   min_max_portable(x, n, lo, hi);
 }
 
+#if KVTUNE_HAVE_AVX2_PATH
+namespace {
+
+__attribute__((target("avx2"))) inline void segment_min_max8(const float* x, int64_t n, float& lo, float& hi) {
+  __m256 l0 = _mm256_loadu_ps(x), h0 = l0;
+  __m256 l1 = l0, h1 = l0;
+  int64_t i = 8;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+    l0 = _mm256_min_ps(l0, a), h0 = _mm256_max_ps(h0, a);
+    l1 = _mm256_min_ps(l1, b), h1 = _mm256_max_ps(h1, b);
+  }
+  for (; i < n; i += 8) {
+    const __m256 a = _mm256_loadu_ps(x + i);
+    l0 = _mm256_min_ps(l0, a), h0 = _mm256_max_ps(h0, a);
+  }
+  alignas(32) float ls[8], hs[8];
+  _mm256_store_ps(ls, _mm256_min_ps(l0, l1));
+  _mm256_store_ps(hs, _mm256_max_ps(h0, h1));
+  lo = ls[0], hi = hs[0];
+  for (int k = 1; k < 8; ++k) lo = ls[k] < lo ? ls[k] : lo, hi = hs[k] > hi ? hs[k] : hi;
+}
+
+// The per-token path in one sweep per group: min/max, the group's float32 parameters (the same
+// codec functions the generic path calls) and the levels, without parameter arrays or calls.
+__attribute__((target("avx2"))) void token_groups_f32_avx2(const float* x, int64_t rows, int64_t d, int64_t group,
+                                                           int bits, bool asym, float* y) {
+  const float qmax = codec::int_sym_qmax(bits), top = codec::int_asym_top(bits);
+  const __m256 lo_bound = _mm256_set1_ps(asym ? 0.0f : -qmax), hi_bound = _mm256_set1_ps(asym ? top : qmax);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c0 = 0; c0 < d; c0 += group) {
+      const float* xs = x + r * d + c0;
+      float* ys = y + r * d + c0;
+      float lo, hi;
+      segment_min_max8(xs, group, lo, hi);
+      const float m = asym ? codec::stored_minimum(lo, ScaleType::f32) : 0.0f;
+      const float s = asym ? codec::int_asym_scale(m, hi, bits, ScaleType::f32)
+                           : codec::int_sym_scale(hi > -lo ? hi : -lo, bits, ScaleType::f32);
+      const float divisor = codec::int_divisor(s);
+      const float recip = fast_reciprocal(divisor);
+      if (recip == 0.0f) {  // subnormal scale: divide, as the generic path does
+        if (asym) {
+          asym_segment_exact(xs, m, divisor, s, m, top, ys, group);
+        } else {
+          sym_segment_exact(xs, divisor, s, qmax, ys, group);
+        }
+        continue;
+      }
+      const __m256 rv = _mm256_set1_ps(recip), dv = _mm256_set1_ps(divisor), sv = _mm256_set1_ps(s);
+      const __m256 mv = _mm256_set1_ps(m);
+      for (int64_t c = 0; c < group; c += 8) {
+        const __m256 v = _mm256_loadu_ps(xs + c);
+        if (asym) {
+          const __m256 level = levels8(_mm256_sub_ps(v, mv), rv, dv, lo_bound, hi_bound);
+          _mm256_storeu_ps(ys + c, _mm256_add_ps(_mm256_mul_ps(level, sv), mv));
+        } else {
+          _mm256_storeu_ps(ys + c, _mm256_mul_ps(levels8(v, rv, dv, lo_bound, hi_bound), sv));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+#endif
+
+bool token_groups_f32(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym, float* y) {
+#if KVTUNE_HAVE_AVX2_PATH
+  if (have_avx2() && group % 8 == 0 && d % group == 0) {
+    token_groups_f32_avx2(x, rows, d, group, bits, asym, y);
+    return true;
+  }
+#endif
+  (void)x, (void)rows, (void)d, (void)group, (void)bits, (void)asym, (void)y;
+  return false;
+}
+
 }  // namespace kvtune::builtin::int_kernels
