@@ -89,7 +89,7 @@ Runner add_simulate(CLI::App& app) {
   app.add_option("--q", o->q_path, "queries .npy [D] or [Nq, D]");
   app.add_option("--pair", o->pairs, "KSPEC/VSPEC, repeatable (with --k/--v/--q)");
   app.add_option("--topk", o->topk, "k of topk_overlap")->check(CLI::PositiveNumber);
-  app.add_option("--threads", o->threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", o->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   app.add_flag("--json", o->json, "print JSON instead of a table");
   return [o] { return run(*o); };
 }

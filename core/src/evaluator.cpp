@@ -68,15 +68,29 @@ void key_metrics(const Case& c, const AttentionScores& ref, const AttentionScore
   }
 }
 
+// A finite input can still leave a scheme's range (f16 overflows above 65504, a ggml scale beyond
+// f16 becomes infinite): that is bad input for the chosen scheme, not a result to average.
+void require_finite(ConstMatrixView m, const Scheme& scheme, Role role) {
+  for (int64_t i = 0; i < m.size(); ++i) {
+    if (!std::isfinite(m.data[i])) {
+      throw InputError(std::string(role == Role::key ? "keys" : "values") + " through '" + scheme.spec() +
+                       "' are not finite at [" + std::to_string(i / m.cols) + ", " + std::to_string(i % m.cols) +
+                       "]: the input exceeds the scheme's range");
+    }
+  }
+}
+
 AttentionScores key_scores(const Scheme& scheme, const Case& c, const QuantContext& ctx) {
   if (scheme.estimates_logits()) {
     const auto packed = scheme.quantize(c.keys, ctx);
     Matrix raw(c.queries.rows(), c.keys.rows());
     scheme.logits(c.queries, packed, c.keys.rows(), ctx, raw);
+    require_finite(raw, scheme, Role::key);
     return scores_from_raw_logits(raw, c.keys.cols());
   }
   Matrix keys(c.keys.rows(), c.keys.cols());
   scheme.roundtrip(c.keys, ctx, keys);
+  require_finite(keys, scheme, Role::key);
   return attention_scores(c.queries, keys);
 }
 
@@ -100,6 +114,7 @@ std::vector<Samples> evaluate_case(const EvalPlan& plan, const Case& c) {
   Matrix values(c.values.rows(), c.values.cols());
   for (const SchemePtr& v : plan.v_schemes) {
     v->roundtrip(c.values, vctx, values);
+    require_finite(values, *v, Role::value);
     v_wide.push_back(widen(values));
   }
 
@@ -138,7 +153,7 @@ EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& s
   std::vector<std::vector<Samples>> per_case(case_count);
   std::vector<std::exception_ptr> errors(case_count);
   std::vector<std::array<int64_t, 3>> shapes(case_count);  // tokens, head_dim, queries
-  const int n = threads > 0 ? threads : omp_get_max_threads();
+  const int n = static_cast<int>(std::max<size_t>(1, std::min<size_t>(case_count, threads > 0 ? threads : omp_get_max_threads())));
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n)
   for (size_t i = 0; i < case_count; ++i) {
     try {

@@ -20,6 +20,7 @@ std::vector<std::byte> read_file(const std::string& path) {
   if (!in) throw InputError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
+  if (size < 0) throw InputError(path + ": not a regular file (cannot determine its size)");
   in.seekg(0);
   std::vector<std::byte> bytes(static_cast<size_t>(size));
   in.read(reinterpret_cast<char*>(bytes.data()), size);

@@ -45,6 +45,7 @@ class RotatedScheme final : public Scheme {
   }
 
   void dequantize(std::span<const std::byte> packed, const QuantContext& ctx, MatrixView out) const override {
+    require_shape(out.rows, out.cols);  // the wrapper's own check: the group must divide head_dim
     inner_->dequantize(packed, ctx, out);
     unrotate(out, ctx);
   }

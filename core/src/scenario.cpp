@@ -206,6 +206,11 @@ Scenario parse_scenario(std::string_view text, const std::string& source_name) {
   sc.name = top.string("name", source_name);
   top.string("description", "");
   sc.workload = read_workload(top.table("workload"));
+  try {
+    validate(sc.workload);
+  } catch (const InputError& e) {
+    throw InputError(source_name + ": [workload]: " + e.what());
+  }
 
   if (const toml::node* seeds = top.node("seeds")) {
     if (seeds->is_integer()) {

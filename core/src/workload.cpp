@@ -10,6 +10,8 @@
 namespace kvtune {
 namespace {
 
+// SplitMix64 (Steele, Lea, Flood 2014; constants as in Vigna's splitmix64.c): mixes (seed, layer,
+// head) into independent engine seeds.
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -131,6 +133,10 @@ void plant_needles(Case& c, const WorkloadConfig& cfg) {
     const double m = cfg.needles.mass;
     const double target = std::log(m / (1.0 - m)) + logsumexp(l, pos);
     const double qq = dot(q, q, d);
+    if (qq == 0.0) {  // a zero query attends uniformly: no key can be made to stand out
+      c.needles[i] = -1;
+      continue;
+    }
     const double step = (target - l[pos]) * std::sqrt(double(d)) / qq;
     float* k = c.keys.row(pos);
     for (int64_t e = 0; e < d; ++e) k[e] = static_cast<float>(k[e] + step * q[e]);
@@ -174,6 +180,15 @@ void validate(const WorkloadConfig& cfg) {
   }
   if (cfg.sinks.mass < 0.0 || cfg.sinks.mass >= 1.0) throw InputError("workload: sinks mass must be in [0, 1)");
   if (cfg.needles.mass <= 0.0 || cfg.needles.mass >= 1.0) throw InputError("workload: needles mass must be in (0, 1)");
+  if ((!cfg.needles.depths.empty() || cfg.sinks.count > 0) && !(cfg.query.scale > 0.0)) {
+    throw InputError("workload: needles and sinks need queries with scale > 0 (queries_profile.scale)");
+  }
+  const double cells = double(cfg.tokens) * double(cfg.head_dim), scores = double(cfg.tokens) * double(cfg.queries);
+  if (cells > double(int64_t(1) << 28) || scores > double(int64_t(1) << 28)) {
+    throw InputError("workload: tokens x head_dim and tokens x queries must each stay below 2^28 (" +
+                     std::to_string(cfg.tokens) + " tokens, head_dim " + std::to_string(cfg.head_dim) + ", " +
+                     std::to_string(cfg.queries) + " queries)");
+  }
   if (!cfg.needles.depths.empty() && cfg.tokens - cfg.sinks.count < 2) {
     throw InputError("workload: needles need at least two tokens besides the sinks (tokens = " +
                      std::to_string(cfg.tokens) + ")");

@@ -24,6 +24,7 @@ class FloatScheme final : public Scheme {
   }
 
   std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext&) const override {
+    require_shape(x.rows, x.cols);
     std::vector<std::byte> packed(footprint(x.rows, x.cols));
     const int64_t n = x.size();
     if (kind_ == CodecKind::f32) {
@@ -47,6 +48,7 @@ class FloatScheme final : public Scheme {
   }
 
   void roundtrip(ConstMatrixView x, const QuantContext&, MatrixView out) const override {
+    require_shape(x.rows, x.cols);
     const int64_t n = x.size();
     if (kind_ == CodecKind::f32) {
       std::memcpy(out.data, x.data, static_cast<size_t>(n) * sizeof(float));

@@ -1,4 +1,5 @@
 // Reference attention, metric definitions, the separable K/V evaluation and thread independence.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <sstream>
 
 #include "kvtune/attention.h"
+#include "kvtune/error.h"
 #include "kvtune/evaluator.h"
 #include "kvtune/npy.h"
 #include "kvtune/scenario.h"
@@ -165,6 +167,43 @@ TEST(Evaluator, ReproducesThePyTorchSeedExperiment) {
     ++row;
   }
   EXPECT_EQ(row, 4u);
+}
+
+}  // namespace
+}  // namespace kvtune
+
+namespace kvtune {
+namespace {
+
+// A finite tensor can still leave a scheme's range: f16 overflows above 65504. That is refused as
+// bad input naming the scheme, the role and the element, never averaged into NaN metrics.
+TEST(Evaluator, RefusesInputsBeyondTheSchemesRange) {
+  Matrix k(4, 8, 1.0f), v(4, 8, 1.0f), q(1, 8, 1.0f);
+  k(2, 3) = 1e5f;
+  const Case c = case_from_tensors(k, v, q);
+  const EvalPlan plan = build_plan({{"", "f16", "f16", ""}}, builtin_registry(), 2);
+  try {
+    evaluate(plan, 1, [&](size_t) { return c; });
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("keys through 'f16' are not finite at [2, 3]"));
+  }
+}
+
+TEST(Scenario, WorkloadErrorsNameTheFile) {
+  const std::string toml = "seeds = 1\n[workload]\ntokens = 2\nhead_dim = 8\n[workload.sinks]\ncount = 1\n"
+                           "[workload.needles]\ndepths = [0.5]\n[[pairs]]\nk = \"none\"\nv = \"none\"\n";
+  try {
+    parse_scenario(toml, "s.toml");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("s.toml: [workload]: workload: needles need at least two"));
+  }
+}
+
+TEST(Scenario, RefusesWorkloadsTooLargeToHold) {
+  const std::string toml = "[workload]\ntokens = 16000000\nhead_dim = 4096\n[[pairs]]\nk = \"none\"\nv = \"none\"\n";
+  EXPECT_THROW(parse_scenario(toml, "big.toml"), InputError);
 }
 
 }  // namespace

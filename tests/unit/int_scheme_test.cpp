@@ -171,3 +171,25 @@ TEST(IntScheme, DescribesItselfToKernels) {
 
 }  // namespace
 }  // namespace kvtune
+
+namespace kvtune {
+namespace {
+
+// Values near the ends of the float range: the asymmetric span (6e38) overflows float and
+// saturates to FLT_MAX, so the round trip stays finite instead of decoding 0 * inf; what lies
+// beyond min + FLT_MAX clips there.
+TEST(IntScheme, AsymmetricSpanNearFloatMaxStaysFinite) {
+  Matrix x(1, 4);
+  x(0, 0) = 3e38f;
+  x(0, 1) = -3e38f;
+  x(0, 2) = 1.0f;
+  x(0, 3) = -2e38f;
+  Matrix y(1, 4);
+  testing::make_scheme("int:bits=8,asym")->roundtrip(x, {}, y);
+  for (int c = 0; c < 4; ++c) EXPECT_TRUE(std::isfinite(y(0, c))) << c;
+  EXPECT_EQ(y(0, 1), -3e38f);                        // the minimum is stored exactly
+  EXPECT_NEAR(y(0, 0), -3e38f + 3.4028235e38f, 1e36f);  // clipped at min + FLT_MAX
+}
+
+}  // namespace
+}  // namespace kvtune

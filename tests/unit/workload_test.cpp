@@ -169,3 +169,16 @@ TEST(Workload, RefusesConfigsItCannotGenerate) {
 
 }  // namespace
 }  // namespace kvtune
+
+namespace kvtune {
+namespace {
+
+TEST(Workload, NeedlesNeedQueriesThatPointSomewhere) {
+  WorkloadConfig cfg = small();
+  cfg.needles.depths = {0.5};
+  cfg.query.scale = 0.0;
+  EXPECT_THROW(generate_case(cfg, 0), InputError);
+}
+
+}  // namespace
+}  // namespace kvtune

@@ -15,7 +15,7 @@ enum class RopeConvention { rotate_half, interleaved };
 
 struct RopeConfig {
   bool enabled = false;
-  double theta = 10000.0;
+  double theta = 10000.0;  // the RoFormer paper's base (Su et al. 2021), also Llama 1/2's rope_theta
   RopeConvention convention = RopeConvention::rotate_half;
 };
 

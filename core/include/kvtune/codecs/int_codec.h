@@ -45,7 +45,9 @@ KVTUNE_HD float int_sym_scale(float amax, int bits, ScaleType t) {
 // `m` is the stored minimum; the scale spans from it to `hi`.
 KVTUNE_HD float int_asym_scale(float m, float hi, int bits, ScaleType t) {
   const float top = int_asym_top(bits);
-  const float s = (hi - m) / top;
+  // A span beyond float range (values near ±3.4e38) saturates, so code * s + m stays finite.
+  const float span = hi - m <= 3.402823466e38f ? hi - m : 3.402823466e38f;
+  const float s = span / top;
   return reach_top_code(stored_scale(s > 0.0f ? s : 0.0f, t), hi - m, top, t);
 }
 
