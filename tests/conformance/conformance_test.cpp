@@ -74,6 +74,13 @@ std::vector<std::string> all_specs() {
   return {out.begin(), out.end()};
 }
 
+// "int:bits=4,asym" -> "int_bits_4_asym": a spec as a test name.
+std::string spec_test_name(const ::testing::TestParamInfo<std::string>& param) {
+  std::string name;
+  for (char c : param.param) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return name;
+}
+
 struct Shape {
   int64_t tokens, head_dim;
 };
@@ -193,14 +200,27 @@ TEST_P(Conformance, QuantizingARoundTrippedTensorChangesNothing) {
   }
 }
 
-// Where the scales are stored in 16 bits the fixed point is exact, bit for bit.
-TEST_P(Conformance, SixteenBitScalesMakeRequantizingExact) {
+TEST_P(Conformance, DequantizeRejectsAPackedBlockOfAnyOtherSize) {
   const SchemePtr s = scheme();
-  const auto format = s->device_format();
-  if (!format || format->kind != CodecKind::integer || format->scale_type == ScaleType::f32) return;
   for (Shape shape : shapes()) {
-    const Matrix once = roundtrip(*s, keys_like(shape, 6));
-    EXPECT_EQ(roundtrip(*s, once), once);
+    std::vector<std::byte> packed = s->quantize(keys_like(shape, 7), {});
+    packed.push_back(std::byte{0});
+    Matrix out(shape.tokens, shape.head_dim);
+    EXPECT_THROW(s->dequantize(packed, {}, out), InputError);
+  }
+}
+
+// Schemes may depend on the role (llama.cpp rotates K and V in different groups): the fused and
+// packed paths must agree for values too.
+TEST_P(Conformance, ValueRoleRoundtripEqualsDequantizeOfQuantize) {
+  const SchemePtr s = scheme();
+  const QuantContext value_ctx{Role::value, {}, 0};
+  for (Shape shape : shapes()) {
+    const Matrix x = keys_like(shape, 8);
+    Matrix via_packed(shape.tokens, shape.head_dim), fused(shape.tokens, shape.head_dim);
+    s->dequantize(s->quantize(x, value_ctx), value_ctx, via_packed);
+    s->roundtrip(x, value_ctx, fused);
+    EXPECT_EQ(fused, via_packed);
   }
 }
 
@@ -219,11 +239,31 @@ TEST_P(Conformance, OutputIsFiniteAndWithinTheBlockRange) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllRegisteredSchemes, Conformance, ::testing::ValuesIn(all_specs()),
-                         [](const ::testing::TestParamInfo<std::string>& param) {
-                           std::string name;
-                           for (char c : param.param) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-                           return name;
-                         });
+                         spec_test_name);
+
+// Where the scales are stored in 16 bits the fixed point is exact, bit for bit.
+class SixteenBitScales : public Conformance {};
+
+TEST_P(SixteenBitScales, MakeRequantizingExact) {
+  for (Shape shape : shapes()) {
+    const Matrix once = roundtrip(*scheme(), keys_like(shape, 6));
+    EXPECT_EQ(roundtrip(*scheme(), once), once);
+  }
+}
+
+std::vector<std::string> sixteen_bit_scale_specs() {
+  std::vector<std::string> out;
+  for (const std::string& spec : all_specs()) {
+    if (spec.rfind("int:", 0) == 0 && spec.find("rotation") == std::string::npos &&
+        (spec.find("scale=f16") != std::string::npos || spec.find("scale=bf16") != std::string::npos)) {
+      out.push_back(spec);
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(IntWith16BitScales, SixteenBitScales, ::testing::ValuesIn(sixteen_bit_scale_specs()),
+                         spec_test_name);
 
 // Every registered family contributes at least one spec.
 TEST(ConformanceCoverage, EveryFamilyIsInstantiated) {

@@ -224,10 +224,10 @@ TEST_F(Cli, SimulateScenarioWithNeedlesSummarizesTheNeedleMetrics) {
   EXPECT_EQ(keys_of(row), kRowKeys);
   expect_summary(row["needle_hit"], 3, "needle_hit");  // one needle query per seed
   expect_summary(row["needle_mass_ratio"], 3, "needle_mass_ratio");
-  const double hit = row["needle_hit"]["mean"].get<double>();
-  EXPECT_GE(hit, 0.0);
-  EXPECT_LE(hit, 1.0);
-  EXPECT_GT(row["needle_mass_ratio"]["mean"].get<double>(), 0.0);
+  // Needles hold half the attention; 8-bit per-channel keys keep every one of them on top and
+  // their mass within a few percent.
+  EXPECT_EQ(row["needle_hit"]["mean"].get<double>(), 1.0);
+  EXPECT_NEAR(row["needle_mass_ratio"]["mean"].get<double>(), 1.0, 0.05);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -81,7 +81,27 @@ TEST_F(SeedTable, MediansFallInsideTheDesignBands) {
   // K-only is K+V: same band.
   EXPECT_GT(median(k_only, Metric::rel_out_err), 0.034);
   EXPECT_LT(median(k_only, Metric::rel_out_err), 0.250);
-  EXPECT_EQ(per_seed(k_only, Metric::max_logit_err), per_seed(kv_tensor, Metric::max_logit_err));
+}
+
+// The bands above are per-seed spreads; the medians of 64 seeds must also sit near DESIGN's
+// 200-seed medians (0.143, 0.018, 0.0064; logits 0.68, 0.072). A 64-seed median of these skewed
+// distributions moves by about ±20 %; the margins allow ±35 %.
+TEST_F(SeedTable, MediansAreNearTheDesignMedians) {
+  EXPECT_NEAR(median(kv_tensor, Metric::rel_out_err), 0.143, 0.35 * 0.143);
+  EXPECT_NEAR(median(channel_token, Metric::rel_out_err), 0.018, 0.35 * 0.018);
+  EXPECT_NEAR(median(v_only, Metric::rel_out_err), 0.0064, 0.35 * 0.0064);
+  EXPECT_NEAR(median(kv_tensor, Metric::max_logit_err), 0.68, 0.35 * 0.68);
+  EXPECT_NEAR(median(channel_token, Metric::max_logit_err), 0.072, 0.35 * 0.072);
+}
+
+// Keys break before values: on (nearly) every seed, quantizing only K per tensor costs at least
+// three times what quantizing only V per token does (the median ratio is about 20).
+TEST_F(SeedTable, KeyErrorDwarfsValueErrorSeedBySeed) {
+  const auto& k = per_seed(k_only, Metric::rel_out_err);
+  const auto& v = per_seed(v_only, Metric::rel_out_err);
+  size_t dwarfed = 0;
+  for (size_t i = 0; i < k.size(); ++i) dwarfed += k[i] > 3.0 * v[i] ? 1 : 0;
+  EXPECT_GE(double(dwarfed), 0.95 * double(k.size())) << dwarfed << " of " << k.size();
 }
 
 TEST_F(SeedTable, KeyOnlyErrorIsTheWholeError) {
