@@ -1,6 +1,6 @@
 // Element-wise device round trips of the shared codec headers. Compiling this file with nvcc
-// in CI keeps the invariant that every in-tree codec is valid device code; the kernels are the
-// building blocks the GPU tests compare byte for byte against the CPU path.
+// in CI keeps the invariant that every in-tree codec is valid device code;
+// tests/gpu/codec_roundtrip_test.cpp compares the results bit for bit with the CPU codecs.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -19,7 +19,7 @@ template <void (*Quantize)(const float*, uint8_t*), void (*Dequantize)(const uin
 __global__ void ggml_roundtrip_kernel(const float* x, float* y, int64_t blocks) {  // x, y: [blocks * 32]
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= blocks) return;
-  uint8_t packed[34];
+  uint8_t packed[ggml::kMaxBlockBytes];
   Quantize(x + i * ggml::kBlock, packed);
   Dequantize(packed, y + i * ggml::kBlock);
 }
@@ -35,11 +35,15 @@ __global__ void fp8_roundtrip_kernel(const float* x, float* y, int64_t n, float 
 }  // namespace
 
 cudaError_t ggml_roundtrip(GgmlType type, const float* x, float* y, int64_t blocks, cudaStream_t stream) {
+  if (blocks <= 0) return cudaSuccess;
   const int threads = 128;
   const unsigned grid = static_cast<unsigned>((blocks + threads - 1) / threads);
   switch (type) {
     case GgmlType::q8_0:
       ggml_roundtrip_kernel<ggml::quantize_q8_0, ggml::dequantize_q8_0><<<grid, threads, 0, stream>>>(x, y, blocks);
+      break;
+    case GgmlType::q8_0_x86:
+      ggml_roundtrip_kernel<ggml::quantize_q8_0_x86, ggml::dequantize_q8_0><<<grid, threads, 0, stream>>>(x, y, blocks);
       break;
     case GgmlType::q4_0:
       ggml_roundtrip_kernel<ggml::quantize_q4_0, ggml::dequantize_q4_0><<<grid, threads, 0, stream>>>(x, y, blocks);
@@ -63,6 +67,7 @@ cudaError_t ggml_roundtrip(GgmlType type, const float* x, float* y, int64_t bloc
 }
 
 cudaError_t fp8_roundtrip(const float* x, float* y, int64_t n, float scale, bool e5m2, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
   const int threads = 256;
   const unsigned grid = static_cast<unsigned>((n + threads - 1) / threads);
   fp8_roundtrip_kernel<<<grid, threads, 0, stream>>>(x, y, n, scale, e5m2);

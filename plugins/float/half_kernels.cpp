@@ -1,5 +1,7 @@
 #include "half_kernels.h"
 
+#include "multiversion.h"
+
 #include <cstring>
 
 #include "kvtune/numeric/half.h"
@@ -9,11 +11,6 @@
 #define KVTUNE_HAVE_F16C_PATH 1
 #endif
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define KVTUNE_MULTIVERSION __attribute__((target_clones("avx2", "default")))
-#else
-#define KVTUNE_MULTIVERSION
-#endif
 
 namespace kvtune::builtin::half_kernels {
 namespace {

@@ -1,13 +1,10 @@
 #include "fp8_kernels.h"
 
+#include "multiversion.h"
+
 #include <algorithm>
 #include <bit>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define KVTUNE_MULTIVERSION __attribute__((target_clones("avx2", "default")))
-#else
-#define KVTUNE_MULTIVERSION
-#endif
 
 namespace kvtune::builtin::fp8_kernels {
 namespace {

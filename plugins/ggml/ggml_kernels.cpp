@@ -1,12 +1,9 @@
 #include "ggml_kernels.h"
 
+#include "multiversion.h"
+
 #include "kvtune/codecs/ggml_blocks.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define KVTUNE_MULTIVERSION __attribute__((target_clones("avx2", "default")))
-#else
-#define KVTUNE_MULTIVERSION
-#endif
 
 namespace kvtune::builtin::ggml_kernels {
 namespace {
@@ -27,7 +24,7 @@ namespace {
 // A round trip through the packed block, for types without a fused one.
 template <void (*Quantize)(const float*, uint8_t*), void (*Dequantize)(const uint8_t*, float*)>
 inline void through_block(const float* x, float* y) {
-  uint8_t block[34];
+  uint8_t block[ggml::kMaxBlockBytes];
   Quantize(x, block);
   Dequantize(block, y);
 }
@@ -35,15 +32,13 @@ inline void through_block(const float* x, float* y) {
 inline void fused_q8_0_ref(const float* x, float* y) { ggml::roundtrip_q8_0(x, y, false); }
 inline void fused_q8_0_x86(const float* x, float* y) { ggml::roundtrip_q8_0(x, y, true); }
 
-// Block sizes from ggml-common.h: sizeof(block_q8_0) = 2 + 32, block_q4_0 = 2 + 16,
-// block_q4_1 = 4 + 16, block_q5_0 = 2 + 4 + 16, block_q5_1 = 4 + 4 + 16, block_iq4_nl = 2 + 16.
-KVTUNE_GGML_LOOPS(q8_0, 34, ggml::quantize_q8_0, ggml::dequantize_q8_0, fused_q8_0_ref)
-KVTUNE_GGML_LOOPS(q8_0_x86, 34, ggml::quantize_q8_0_x86, ggml::dequantize_q8_0, fused_q8_0_x86)
-KVTUNE_GGML_LOOPS(q4_0, 18, ggml::quantize_q4_0, ggml::dequantize_q4_0, ggml::roundtrip_q4_0)
-KVTUNE_GGML_LOOPS(q4_1, 20, ggml::quantize_q4_1, ggml::dequantize_q4_1, ggml::roundtrip_q4_1)
-KVTUNE_GGML_LOOPS(q5_0, 22, ggml::quantize_q5_0, ggml::dequantize_q5_0, ggml::roundtrip_q5_0)
-KVTUNE_GGML_LOOPS(q5_1, 24, ggml::quantize_q5_1, ggml::dequantize_q5_1, ggml::roundtrip_q5_1)
-KVTUNE_GGML_LOOPS(iq4_nl, 18, ggml::quantize_iq4_nl, ggml::dequantize_iq4_nl,
+KVTUNE_GGML_LOOPS(q8_0, ggml::kQ8_0Bytes, ggml::quantize_q8_0, ggml::dequantize_q8_0, fused_q8_0_ref)
+KVTUNE_GGML_LOOPS(q8_0_x86, ggml::kQ8_0Bytes, ggml::quantize_q8_0_x86, ggml::dequantize_q8_0, fused_q8_0_x86)
+KVTUNE_GGML_LOOPS(q4_0, ggml::kQ4_0Bytes, ggml::quantize_q4_0, ggml::dequantize_q4_0, ggml::roundtrip_q4_0)
+KVTUNE_GGML_LOOPS(q4_1, ggml::kQ4_1Bytes, ggml::quantize_q4_1, ggml::dequantize_q4_1, ggml::roundtrip_q4_1)
+KVTUNE_GGML_LOOPS(q5_0, ggml::kQ5_0Bytes, ggml::quantize_q5_0, ggml::dequantize_q5_0, ggml::roundtrip_q5_0)
+KVTUNE_GGML_LOOPS(q5_1, ggml::kQ5_1Bytes, ggml::quantize_q5_1, ggml::dequantize_q5_1, ggml::roundtrip_q5_1)
+KVTUNE_GGML_LOOPS(iq4_nl, ggml::kIq4nlBytes, ggml::quantize_iq4_nl, ggml::dequantize_iq4_nl,
                   (through_block<ggml::quantize_iq4_nl, ggml::dequantize_iq4_nl>))
 #undef KVTUNE_GGML_LOOPS
 
@@ -54,15 +49,17 @@ struct Loops {
   void (*roundtrip)(const float*, float*, int64_t);
 };
 
+// Indexed by Type, in its declaration order.
 const Loops& loops(Type type) {
+  static_assert(static_cast<int>(Type::iq4_nl) == 6, "the table below follows Type's order");
   static const Loops table[] = {
-      {34, quantize_q8_0, dequantize_q8_0, roundtrip_q8_0},
-      {34, quantize_q8_0_x86, dequantize_q8_0_x86, roundtrip_q8_0_x86},
-      {18, quantize_q4_0, dequantize_q4_0, roundtrip_q4_0},
-      {20, quantize_q4_1, dequantize_q4_1, roundtrip_q4_1},
-      {22, quantize_q5_0, dequantize_q5_0, roundtrip_q5_0},
-      {24, quantize_q5_1, dequantize_q5_1, roundtrip_q5_1},
-      {18, quantize_iq4_nl, dequantize_iq4_nl, roundtrip_iq4_nl},
+      {ggml::kQ8_0Bytes, quantize_q8_0, dequantize_q8_0, roundtrip_q8_0},
+      {ggml::kQ8_0Bytes, quantize_q8_0_x86, dequantize_q8_0_x86, roundtrip_q8_0_x86},
+      {ggml::kQ4_0Bytes, quantize_q4_0, dequantize_q4_0, roundtrip_q4_0},
+      {ggml::kQ4_1Bytes, quantize_q4_1, dequantize_q4_1, roundtrip_q4_1},
+      {ggml::kQ5_0Bytes, quantize_q5_0, dequantize_q5_0, roundtrip_q5_0},
+      {ggml::kQ5_1Bytes, quantize_q5_1, dequantize_q5_1, roundtrip_q5_1},
+      {ggml::kIq4nlBytes, quantize_iq4_nl, dequantize_iq4_nl, roundtrip_iq4_nl},
   };
   return table[static_cast<int>(type)];
 }

@@ -1,5 +1,7 @@
 #include "int_kernels.h"
 
+#include "multiversion.h"
+
 #include <cmath>
 
 #include "kvtune/codecs/int_codec.h"
@@ -174,11 +176,6 @@ void asym_segment(const float* x, float minimum, float divisor, float reciprocal
 
 // Min/max loops are element-wise or per lane, so the compiler vectorizes them exactly; the AVX2
 // clone only widens the vectors.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define KVTUNE_MULTIVERSION __attribute__((target_clones("avx2", "default")))
-#else
-#define KVTUNE_MULTIVERSION
-#endif
 
 KVTUNE_MULTIVERSION void column_min_max(const float* x, int64_t rows, int64_t n, float* lo, float* hi) {
   for (int64_t c = 0; c < n; ++c) lo[c] = hi[c] = x[c];

@@ -28,6 +28,15 @@ namespace kvtune::ggml {
 
 inline constexpr int kBlock = 32;  // QK8_0 = QK4_0 = QK4_1 = QK5_0 = QK5_1 = QK4_NL (ggml-common.h)
 
+// Bytes per block, sizeof(block_*) in ggml-common.h.
+inline constexpr int kQ8_0Bytes = 2 + 32;
+inline constexpr int kQ4_0Bytes = 2 + 16;
+inline constexpr int kQ4_1Bytes = 4 + 16;
+inline constexpr int kQ5_0Bytes = 2 + 4 + 16;
+inline constexpr int kQ5_1Bytes = 4 + 4 + 16;
+inline constexpr int kIq4nlBytes = 2 + 16;
+inline constexpr int kMaxBlockBytes = kQ8_0Bytes;
+
 // The iq4_nl codebook (ggml-common.h, kvalues_iq4nl). A function rather than a namespace-scope
 // array so device code can read it too.
 KVTUNE_HD float iq4nl_value(int i) {

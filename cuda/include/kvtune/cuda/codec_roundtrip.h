@@ -8,7 +8,7 @@
 
 namespace kvtune::cuda {
 
-enum class GgmlType { q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl };
+enum class GgmlType { q8_0, q8_0_x86, q4_0, q4_1, q5_0, q5_1, iq4_nl };
 
 // y[blocks * 32] = dequantize(quantize(x)) in ggml's block format `type`; device pointers.
 cudaError_t ggml_roundtrip(GgmlType type, const float* x, float* y, int64_t blocks, cudaStream_t stream = nullptr);
