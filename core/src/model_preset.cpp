@@ -1,7 +1,5 @@
 #include "kvtune/model_preset.h"
 
-#include <toml++/toml.h>
-
 #include <algorithm>
 #include <set>
 #include <sstream>
@@ -9,121 +7,37 @@
 
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
+#include "toml_reader.h"
 
 namespace kvtune {
-namespace {
 
 namespace fs = std::filesystem;
 
-std::string where(const std::string& file, const toml::source_region& r) {
-  return file + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
-}
-
-// Reads the flat top-level table of a preset, checking types and ranges, and refuses keys it was
-// not asked about (the same contract as scenario files).
-class PresetReader {
- public:
-  PresetReader(const toml::table& table, std::string file) : table_(table), file_(std::move(file)) {}
-
-  const toml::node* node(const std::string& key) {
-    known_.insert(key);
-    return table_.get(key);
-  }
-
-  const toml::node& required(const std::string& key, const std::string& expected) {
-    const toml::node* n = node(key);
-    if (n == nullptr) throw InputError(file_ + ": missing key '" + key + "' (" + expected + ")");
-    return *n;
-  }
-
-  int64_t integer(const std::string& key, int64_t min, int64_t max, bool needed) {
-    const std::string expected = "an integer in " + std::to_string(min) + ".." + std::to_string(max);
-    const toml::node* n = needed ? &required(key, expected) : node(key);
-    if (n == nullptr) return 0;
-    const auto v = n->value<int64_t>();
-    if (!n->is_integer() || !v || *v < min || *v > max) fail(*n, "'" + key + "' must be " + expected);
-    return *v;
-  }
-
-  double real(const std::string& key, double min, double max) {
-    std::ostringstream range;
-    range << "a number in " << min << ".." << max;
-    const toml::node& n = required(key, range.str());
-    const auto v = n.value<double>();
-    if (!(n.is_floating_point() || n.is_integer()) || !v || !(*v >= min && *v <= max)) {
-      fail(n, "'" + key + "' must be " + range.str());
-    }
-    return *v;
-  }
-
-  std::string string(const std::string& key) {
-    const toml::node* n = node(key);
-    if (n == nullptr) return "";
-    if (!n->is_string()) fail(*n, "'" + key + "' must be a string");
-    return *n->value<std::string>();
-  }
-
-  std::string choice(const std::string& key, const std::vector<std::string>& valid) {
-    const std::string expected = "one of: " + join(valid);
-    const toml::node& n = required(key, expected);
-    const auto v = n.value<std::string>();
-    if (!n.is_string() || std::find(valid.begin(), valid.end(), *v) == valid.end()) {
-      fail(n, "'" + key + "' must be " + expected);
-    }
-    return *v;
-  }
-
-  void finish() const {
-    for (const auto& [k, v] : table_) {
-      if (!known_.count(std::string(k.str()))) {
-        throw InputError(where(file_, k.source()) + ": unknown key '" + std::string(k.str()) +
-                         "'; valid keys are: " + join(known_));
-      }
-    }
-  }
-
-  [[noreturn]] void fail(const toml::node& n, const std::string& what) const {
-    throw InputError(where(file_, n.source()) + ": " + what);
-  }
-
- private:
-  const toml::table& table_;
-  std::string file_;
-  std::set<std::string> known_;
-};
-
-}  // namespace
-
 ModelPreset parse_model_preset(std::string_view text, const std::string& source_name, const std::string& name) {
-  toml::table root;
-  try {
-    root = toml::parse(text, source_name);
-  } catch (const toml::parse_error& e) {
-    throw InputError(where(source_name, e.source()) + ": " + std::string(e.description()));
-  }
-  PresetReader r(root, source_name);
+  const toml::table root = detail::parse_toml(text, source_name);
+  detail::TableReader r(root, source_name, "");
   ModelPreset p;
   p.name = name;
-  p.title = r.string("name");
+  p.title = r.string("name", "");
   if (p.title.empty()) p.title = name;
-  p.source = r.string("source");
+  p.source = r.string("source", "");
   // Bounds are sanity limits, far beyond any published model.
-  p.shape.layers = r.integer("layers", 1, 4096, true);
-  p.shape.kv_heads = r.integer("kv_heads", 1, 4096, true);
-  p.q_heads = r.integer("q_heads", 1, 65536, true);
-  p.shape.head_dim = r.integer("head_dim", 1, 65536, true);
+  p.shape.layers = r.required_integer("layers", 1, 4096);
+  p.shape.kv_heads = r.required_integer("kv_heads", 1, 4096);
+  p.q_heads = r.required_integer("q_heads", 1, 65536);
+  p.shape.head_dim = r.required_integer("head_dim", 1, 65536);
   if (p.q_heads % p.shape.kv_heads != 0) {
     r.fail(*r.node("q_heads"), "'q_heads' (" + std::to_string(p.q_heads) + ") must be a multiple of 'kv_heads' (" +
                                    std::to_string(p.shape.kv_heads) + "): each KV head serves a whole group");
   }
-  p.rope_theta = r.real("rope_theta", 1.0, 1e12);
-  p.rope_convention = r.choice("rope_convention", {"rotate_half", "interleaved"}) == "interleaved"
+  p.rope_theta = r.required_real("rope_theta", 1.0, 1e12);
+  p.rope_convention = r.required_choice("rope_convention", {"rotate_half", "interleaved"}) == "interleaved"
                           ? RopeConvention::interleaved
                           : RopeConvention::rotate_half;
-  p.max_context = r.integer("max_context", 1, int64_t(1) << 40, true);
-  p.parameters = r.integer("parameters", 1, int64_t(1) << 60, false);
-  p.shape.sliding_window = r.integer("sliding_window", 1, int64_t(1) << 40, false);
-  p.sliding_window_pattern = r.integer("sliding_window_pattern", 2, p.shape.layers, false);
+  p.max_context = r.required_integer("max_context", 1, int64_t(1) << 40);
+  p.parameters = r.integer("parameters", 0, 1, int64_t(1) << 60);
+  p.shape.sliding_window = r.integer("sliding_window", 0, 1, int64_t(1) << 40);
+  p.sliding_window_pattern = r.integer("sliding_window_pattern", 0, 2, p.shape.layers);
   if (p.sliding_window_pattern > 0 && p.shape.sliding_window == 0) {
     r.fail(*r.node("sliding_window_pattern"), "'sliding_window_pattern' needs 'sliding_window'");
   }

@@ -1,137 +1,16 @@
 #include "kvtune/scenario.h"
 
 #include <map>
-#include <set>
-#include <sstream>
-#include <toml++/toml.h>
 
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
+#include "toml_reader.h"
 
 namespace kvtune {
 namespace {
 
-std::string where(const std::string& file, const toml::source_region& r) {
-  return file + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
-}
-
-// Reads one TOML table, checking types and ranges, and refuses keys it was not asked about.
-class TableReader {
- public:
-  TableReader(const toml::table& table, std::string file, std::string path)
-      : table_(table), file_(std::move(file)), path_(std::move(path)) {}
-
-  bool has(const std::string& key) const { return table_.contains(key); }
-
-  int64_t integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) {
-    const toml::node* n = node(key);
-    if (n == nullptr) return fallback;
-    const auto v = n->value<int64_t>();
-    if (!n->is_integer() || !v || *v < min || *v > max) {
-      fail(*n, "'" + key + "' must be an integer in " + std::to_string(min) + ".." + std::to_string(max));
-    }
-    return *v;
-  }
-
-  double real(const std::string& key, double fallback, double min, double max) {
-    const toml::node* n = node(key);
-    if (n == nullptr) return fallback;
-    const auto v = n->value<double>();
-    if (!(n->is_floating_point() || n->is_integer()) || !v || !(*v >= min && *v <= max)) {
-      std::ostringstream range;
-      range << min << ".." << max;
-      fail(*n, "'" + key + "' must be a number in " + range.str());
-    }
-    return *v;
-  }
-
-  std::string string(const std::string& key, const std::string& fallback) {
-    const toml::node* n = node(key);
-    if (n == nullptr) return fallback;
-    if (!n->is_string()) fail(*n, "'" + key + "' must be a string");
-    return *n->value<std::string>();
-  }
-
-  std::string choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& valid) {
-    const toml::node* n = node(key);
-    if (n == nullptr) return fallback;
-    const auto v = n->value<std::string>();
-    if (!n->is_string() || std::find(valid.begin(), valid.end(), *v) == valid.end()) {
-      fail(*n, "'" + key + "' must be one of: " + join(valid));
-    }
-    return *v;
-  }
-
-  std::vector<int64_t> integers(const std::string& key, int64_t min, int64_t max) {
-    std::vector<int64_t> out;
-    const toml::node* n = node(key);
-    if (n == nullptr) return out;
-    const toml::array* a = n->as_array();
-    if (a == nullptr) fail(*n, "'" + key + "' must be an array of integers");
-    for (const toml::node& e : *a) {
-      const auto v = e.value<int64_t>();
-      if (!e.is_integer() || *v < min || *v > max) {
-        fail(e, "'" + key + "' entries must be integers in " + std::to_string(min) + ".." + std::to_string(max));
-      }
-      out.push_back(*v);
-    }
-    return out;
-  }
-
-  std::vector<double> reals(const std::string& key, double min, double max) {
-    std::vector<double> out;
-    const toml::node* n = node(key);
-    if (n == nullptr) return out;
-    const toml::array* a = n->as_array();
-    if (a == nullptr) fail(*n, "'" + key + "' must be an array of numbers");
-    for (const toml::node& e : *a) {
-      const auto v = e.value<double>();
-      if (!(e.is_floating_point() || e.is_integer()) || !(*v >= min && *v <= max)) {
-        std::ostringstream range;
-        range << min << ".." << max;
-        fail(e, "'" + key + "' entries must be numbers in " + range.str());
-      }
-      out.push_back(*v);
-    }
-    return out;
-  }
-
-  // A sub-table; absent tables read as empty.
-  TableReader table(const std::string& key) {
-    static const toml::table empty;
-    const toml::node* n = node(key);
-    if (n == nullptr) return TableReader(empty, file_, path_ + "." + key);
-    if (!n->is_table()) fail(*n, "'" + key + "' must be a table");
-    return TableReader(*n->as_table(), file_, path_.empty() ? key : path_ + "." + key);
-  }
-
-  const toml::node* node(const std::string& key) {
-    known_.insert(key);
-    return table_.get(key);
-  }
-
-  // Refuses keys nobody asked for.
-  void finish() const {
-    for (const auto& [k, v] : table_) {
-      if (!known_.count(std::string(k.str()))) {
-        const std::string in = path_.empty() ? "at the top level" : "in [" + path_ + "]";
-        throw InputError(where(file_, k.source()) + ": unknown key '" + std::string(k.str()) + "' " + in +
-                         "; valid keys are: " + join(known_));
-      }
-    }
-  }
-
-  [[noreturn]] void fail(const toml::node& n, const std::string& what) const {
-    throw InputError(where(file_, n.source()) + ": " + what);
-  }
-
-  const std::string& file() const { return file_; }
-
- private:
-  const toml::table& table_;
-  std::string file_, path_;
-  std::set<std::string> known_;
-};
+using detail::TableReader;
+using detail::where;
 
 Distribution distribution(TableReader& t) {
   const std::string d = t.choice("distribution", "normal", {"normal", "uniform", "laplace"});
@@ -195,12 +74,7 @@ WorkloadConfig read_workload(TableReader w) {
 }  // namespace
 
 Scenario parse_scenario(std::string_view text, const std::string& source_name) {
-  toml::table root;
-  try {
-    root = toml::parse(text, source_name);
-  } catch (const toml::parse_error& e) {
-    throw InputError(where(source_name, e.source()) + ": " + std::string(e.description()));
-  }
+  const toml::table root = detail::parse_toml(text, source_name);
   Scenario sc;
   TableReader top(root, source_name, "");
   sc.name = top.string("name", source_name);
