@@ -30,8 +30,14 @@ std::vector<int64_t> top_indices(const double* p, int64_t n, int64_t k) {
 }
 
 // Key-side metrics of one key configuration against the reference, per query.
+// The reference's ranking per query, computed once per case for every K configuration.
+struct ReferenceRanks {
+  std::vector<std::vector<int64_t>> top;  // sorted indices of the top-k tokens
+  std::vector<int64_t> top1;              // arg-max token
+};
+
 void key_metrics(const Case& c, const AttentionScores& ref, const AttentionScores& q, int64_t topk,
-                 const std::vector<std::vector<int64_t>>& ref_top, Samples& out) {
+                 const ReferenceRanks& ranks, Samples& out) {
   const int64_t t = ref.tokens;
   const int64_t k = std::min(topk, t);
   for (int64_t i = 0; i < ref.queries; ++i) {
@@ -54,15 +60,16 @@ void key_metrics(const Case& c, const AttentionScores& ref, const AttentionScore
     const double* pq = q.prob_row(i);
     const std::vector<int64_t> top = top_indices(pq, t, k);
     std::vector<int64_t> common;
-    std::set_intersection(top.begin(), top.end(), ref_top[i].begin(), ref_top[i].end(), std::back_inserter(common));
+    std::set_intersection(top.begin(), top.end(), ranks.top[i].begin(), ranks.top[i].end(), std::back_inserter(common));
     push(out, Metric::max_logit_err, max_err);
     push(out, Metric::shift_logit_err, shift_err);
     push(out, Metric::attn_kl, std::max(kl, 0.0));
-    push(out, Metric::top1_agree, argmax(pq, t) == argmax(pr, t) ? 1.0 : 0.0);
+    const int64_t top1 = argmax(pq, t);
+    push(out, Metric::top1_agree, top1 == ranks.top1[i] ? 1.0 : 0.0);
     push(out, Metric::topk_overlap, double(common.size()) / double(k));
     const int64_t needle = c.needles.empty() ? -1 : c.needles[i];
     if (needle >= 0) {
-      push(out, Metric::needle_hit, argmax(pq, t) == needle ? 1.0 : 0.0);
+      push(out, Metric::needle_hit, top1 == needle ? 1.0 : 0.0);
       push(out, Metric::needle_mass_ratio, pq[needle] / pr[needle]);
     }
   }
@@ -99,8 +106,11 @@ std::vector<Samples> evaluate_case(const EvalPlan& plan, const Case& c) {
   const AttentionScores ref = attention_scores(c.queries, c.keys);
   const std::vector<double> ref_out = attention_output(ref, widen(c.values), c.values.cols());
   const int64_t k = std::min(plan.topk, ref.tokens);
-  std::vector<std::vector<int64_t>> ref_top;
-  for (int64_t i = 0; i < ref.queries; ++i) ref_top.push_back(top_indices(ref.prob_row(i), ref.tokens, k));
+  ReferenceRanks ranks;
+  for (int64_t i = 0; i < ref.queries; ++i) {
+    ranks.top.push_back(top_indices(ref.prob_row(i), ref.tokens, k));
+    ranks.top1.push_back(argmax(ref.prob_row(i), ref.tokens));
+  }
 
   QuantContext kctx{Role::key, c.positions, c.seed};
   QuantContext vctx{Role::value, c.positions, c.seed};
@@ -108,7 +118,7 @@ std::vector<Samples> evaluate_case(const EvalPlan& plan, const Case& c) {
   std::vector<Samples> k_samples(plan.k_schemes.size());
   for (size_t i = 0; i < plan.k_schemes.size(); ++i) {
     k_scores.push_back(key_scores(*plan.k_schemes[i], c, kctx));
-    key_metrics(c, ref, k_scores.back(), plan.topk, ref_top, k_samples[i]);
+    key_metrics(c, ref, k_scores.back(), plan.topk, ranks, k_samples[i]);
   }
   std::vector<std::vector<double>> v_wide;
   Matrix values(c.values.rows(), c.values.cols());
