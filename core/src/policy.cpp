@@ -1,12 +1,17 @@
 #include "kvtune/policy.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "kvtune/codecs/hadamard.h"
 #include "kvtune/error.h"
+#include "kvtune/numeric/half.h"
 
 namespace kvtune {
 namespace {
+
+std::string rotation_spec(const CachePolicy& policy);
+std::string with_suffix(const std::string& inner, const std::string& suffix);
 
 // Rotates each contiguous group of channels of every row (the transform is an involution, so the
 // same call undoes it).
@@ -21,9 +26,7 @@ class RotatedScheme final : public Scheme {
   RotatedScheme(SchemePtr inner, CachePolicy policy) : inner_(std::move(inner)), policy_(policy) {}
 
   std::string spec() const override {
-    const std::string inner = inner_->spec();
-    const std::string suffix = policy_spec(policy_);
-    return inner + (inner.find(':') == std::string::npos ? ":" + suffix.substr(1) : suffix);
+    return with_suffix(inner_->spec(), rotation_spec(policy_));
   }
   std::string family() const override { return inner_->family(); }
 
@@ -82,6 +85,139 @@ class RotatedScheme final : public Scheme {
   CachePolicy policy_;
 };
 
+std::string rotation_spec(const CachePolicy& policy) {
+  std::string out;
+  if (policy.rotates()) out += ",rotation=hadamard";
+  if (policy.rotation_group > 0) out += ",rotation_group=" + std::to_string(policy.rotation_group);
+  return out;
+}
+
+std::string token_spec(const CachePolicy& policy) {
+  std::string out;
+  if (policy.sink_tokens > 0) out += ",sink_tokens=" + std::to_string(policy.sink_tokens);
+  if (policy.residual_window > 0) out += ",residual_window=" + std::to_string(policy.residual_window);
+  if (policy.block_tokens > 0) out += ",block_tokens=" + std::to_string(policy.block_tokens);
+  return out;
+}
+
+std::string with_suffix(const std::string& inner, const std::string& suffix) {
+  return inner + (inner.find(':') == std::string::npos ? ":" + suffix.substr(1) : suffix);
+}
+
+// Sinks, append blocks and a residual window around an inner scheme. Packed layout:
+// [f16 sink rows][inner block 0][inner block 1]...[f16 rows of the partial block and the window].
+class TokenPolicyScheme final : public Scheme {
+ public:
+  TokenPolicyScheme(SchemePtr inner, CachePolicy policy) : inner_(std::move(inner)), policy_(policy) {}
+
+  std::string spec() const override { return with_suffix(inner_->spec(), token_spec(policy_)); }
+  std::string family() const override { return inner_->family(); }
+
+  std::string check_shape(int64_t tokens, int64_t head_dim) const override {
+    std::string why = Scheme::check_shape(tokens, head_dim);
+    if (!why.empty()) return why;
+    if (policy_.sink_tokens + policy_.residual_window >= tokens) {
+      return "'" + spec() + "': sink_tokens + residual_window = " +
+             std::to_string(policy_.sink_tokens + policy_.residual_window) + " leaves nothing to quantize in " +
+             std::to_string(tokens) + " tokens";
+    }
+    const Layout l = layout(tokens);
+    if (policy_.block_tokens > 0 && l.blocks == 0) {
+      return "'" + spec() + "': block_tokens=" + std::to_string(policy_.block_tokens) + " is larger than the " +
+             std::to_string(l.span) + " tokens between the sinks and the window";
+    }
+    return inner_->check_shape(l.block, head_dim);
+  }
+
+  size_t footprint(int64_t tokens, int64_t head_dim) const override {
+    const Layout l = layout(tokens);
+    const int64_t exact = tokens - l.blocks * l.block;
+    return static_cast<size_t>(exact * head_dim * 2) + static_cast<size_t>(l.blocks) * inner_->footprint(l.block, head_dim);
+  }
+
+  std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext& ctx) const override {
+    require_shape(x.rows, x.cols);
+    const Layout l = layout(x.rows);
+    std::vector<std::byte> packed;
+    packed.reserve(footprint(x.rows, x.cols));
+    append_f16(packed, x.row_range(0, l.first));
+    for (int64_t b = 0; b < l.blocks; ++b) {
+      const int64_t r0 = l.first + b * l.block;
+      const std::vector<std::byte> block = inner_->quantize(x.row_range(r0, l.block), block_ctx(ctx, r0, l.block));
+      packed.insert(packed.end(), block.begin(), block.end());
+    }
+    const int64_t tail = l.first + l.blocks * l.block;
+    append_f16(packed, x.row_range(tail, x.rows - tail));
+    return packed;
+  }
+
+  void dequantize(std::span<const std::byte> packed, const QuantContext& ctx, MatrixView out) const override {
+    require_packed(packed, out.rows, out.cols);
+    const Layout l = layout(out.rows);
+    size_t at = read_f16(packed, 0, out.row(0), l.first * out.cols);
+    const size_t block_bytes = inner_->footprint(l.block, out.cols);
+    for (int64_t b = 0; b < l.blocks; ++b) {
+      const int64_t r0 = l.first + b * l.block;
+      inner_->dequantize(packed.subspan(at, block_bytes), block_ctx(ctx, r0, l.block), {out.row(r0), l.block, out.cols});
+      at += block_bytes;
+    }
+    const int64_t tail = l.first + l.blocks * l.block;
+    read_f16(packed, at, out.row(tail), (out.rows - tail) * out.cols);
+  }
+
+  void roundtrip(ConstMatrixView x, const QuantContext& ctx, MatrixView out) const override {
+    require_shape(x.rows, x.cols);
+    const Layout l = layout(x.rows);
+    const int64_t tail = l.first + l.blocks * l.block;
+    for (int64_t i = 0; i < l.first * x.cols; ++i) out.data[i] = round_to_f16(x.data[i]);
+    for (int64_t b = 0; b < l.blocks; ++b) {
+      const int64_t r0 = l.first + b * l.block;
+      inner_->roundtrip(x.row_range(r0, l.block), block_ctx(ctx, r0, l.block), {out.row(r0), l.block, x.cols});
+    }
+    for (int64_t i = tail * x.cols; i < x.size(); ++i) out.data[i] = round_to_f16(x.data[i]);
+  }
+
+ private:
+  // Rows [first, first + blocks * block) are quantized in `blocks` blocks of `block` tokens.
+  struct Layout {
+    int64_t first, span, block, blocks;
+  };
+
+  Layout layout(int64_t tokens) const {
+    const int64_t first = std::min(policy_.sink_tokens, tokens);
+    const int64_t span = std::max<int64_t>(0, tokens - first - policy_.residual_window);
+    const int64_t block = policy_.block_tokens > 0 ? policy_.block_tokens : span;
+    return {first, span, block, block > 0 ? span / block : 0};
+  }
+
+  // The block's own positions, so position-aware inner schemes see where its rows sit.
+  static QuantContext block_ctx(const QuantContext& ctx, int64_t first, int64_t rows) {
+    QuantContext c = ctx;
+    if (static_cast<int64_t>(ctx.positions.size()) >= first + rows) c.positions = ctx.positions.subspan(first, rows);
+    return c;
+  }
+
+  static void append_f16(std::vector<std::byte>& packed, ConstMatrixView rows) {
+    for (int64_t i = 0; i < rows.size(); ++i) {
+      const uint16_t h = f32_to_f16_bits(rows.data[i]);
+      const auto* b = reinterpret_cast<const std::byte*>(&h);
+      packed.insert(packed.end(), b, b + 2);
+    }
+  }
+
+  static size_t read_f16(std::span<const std::byte> packed, size_t at, float* out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i, at += 2) {
+      uint16_t h;
+      std::memcpy(&h, packed.data() + at, 2);
+      out[i] = f16_bits_to_f32(h);
+    }
+    return at;
+  }
+
+  SchemePtr inner_;
+  CachePolicy policy_;
+};
+
 }  // namespace
 
 const std::vector<ParamDomain>& policy_domains() {
@@ -94,6 +230,16 @@ const std::vector<ParamDomain>& policy_domains() {
        .help = "policy: channels per rotation group (power of two); unset = llama.cpp's choice: K the largest "
                "power of two >= 64 dividing head_dim, V 64",
        .min = 2, .max = 4096, .power_of_two = true, .examples = {"64", "128"}},
+      {.name = "sink_tokens", .kind = ParamDomain::Kind::integer,
+       .help = "policy: the first N tokens are kept exact (stored f16)", .min = 0, .max = 1 << 20,
+       .examples = {"4"}},
+      {.name = "residual_window", .kind = ParamDomain::Kind::integer,
+       .help = "policy: the most recent N tokens are kept exact (stored f16), as KIVI's residual", .min = 0,
+       .max = 1 << 24, .examples = {"32", "128"}},
+      {.name = "block_tokens", .kind = ParamDomain::Kind::integer,
+       .help = "policy: tokens per append block; each full block is quantized on its own (per-channel statistics "
+               "per block), a partially filled last block stays f16 until it fills",
+       .min = 1, .max = 1 << 24, .examples = {"32", "128"}},
   };
   return domains;
 }
@@ -103,6 +249,9 @@ CachePolicy policy_from_values(const std::vector<std::pair<std::string, std::str
   for (const auto& [key, value] : values) {
     if (key == "rotation") p.rotation = value == "hadamard" ? Rotation::hadamard : Rotation::none;
     if (key == "rotation_group") p.rotation_group = std::stoll(value);
+    if (key == "sink_tokens") p.sink_tokens = std::stoll(value);
+    if (key == "residual_window") p.residual_window = std::stoll(value);
+    if (key == "block_tokens") p.block_tokens = std::stoll(value);
   }
   if (p.rotation == Rotation::none && p.rotation_group > 0) {
     throw InputError("'rotation_group' needs rotation=hadamard");
@@ -110,16 +259,12 @@ CachePolicy policy_from_values(const std::vector<std::pair<std::string, std::str
   return p;
 }
 
-std::string policy_spec(const CachePolicy& policy) {
-  std::string out;
-  if (policy.rotation == Rotation::hadamard) out += ",rotation=hadamard";
-  if (policy.rotation_group > 0) out += ",rotation_group=" + std::to_string(policy.rotation_group);
-  return out;
-}
+std::string policy_spec(const CachePolicy& policy) { return rotation_spec(policy) + token_spec(policy); }
 
 SchemePtr apply_policy(SchemePtr inner, const CachePolicy& policy) {
-  if (policy.is_identity()) return inner;
-  return std::make_shared<RotatedScheme>(std::move(inner), policy);
+  if (policy.rotates()) inner = std::make_shared<RotatedScheme>(std::move(inner), policy);
+  if (policy.splits_tokens()) inner = std::make_shared<TokenPolicyScheme>(std::move(inner), policy);
+  return inner;
 }
 
 int64_t llama_cpp_rotation_group(Role role, int64_t head_dim) {

@@ -64,6 +64,7 @@ std::vector<std::string> all_specs() {
     // The family's default spec also runs under each rotation policy.
     partial.push_back("rotation=hadamard");
     partial.push_back("rotation=hadamard,rotation_group=16");
+    partial.push_back("sink_tokens=2,residual_window=3,block_tokens=2");
     for (const std::string& p : partial) {
       try {
         out.insert(builtin_registry().make(p.empty() ? f->name : f->name + ":" + p)->spec());

@@ -2,6 +2,10 @@
 // A policy is written in a scheme spec with reserved keys that every family accepts, e.g.
 //   q4_0:rotation=hadamard                 llama.cpp's default rotation (group from role, head_dim)
 //   int:bits=4,axis=token,rotation=hadamard,rotation_group=64
+//   int:bits=2,axis=channel,group=32,asym,sink_tokens=4,residual_window=128,block_tokens=32
+// Token layout of a policy block of T tokens: [sinks | full append blocks | partial block + window];
+// sinks, the partial block (an append-only cache quantizes a block only once it fills) and the
+// window are stored as f16, each full block is quantized by the inner scheme on its own.
 // and the registry wraps the family's scheme in a policy scheme, so the evaluator, sweeps and
 // footprints see one Scheme either way.
 #pragma once
@@ -19,8 +23,13 @@ enum class Rotation { none, hadamard };
 struct CachePolicy {
   Rotation rotation = Rotation::none;
   int64_t rotation_group = 0;  // channels per Hadamard group; 0 = llama.cpp's choice for the role
+  int64_t sink_tokens = 0;     // first tokens kept exact (stored f16)
+  int64_t residual_window = 0; // most recent tokens kept exact (stored f16)
+  int64_t block_tokens = 0;    // append-block size; 0 = the quantized span is one block
 
-  bool is_identity() const { return rotation == Rotation::none; }
+  bool rotates() const { return rotation != Rotation::none; }
+  bool splits_tokens() const { return sink_tokens > 0 || residual_window > 0 || block_tokens > 0; }
+  bool is_identity() const { return !rotates() && !splits_tokens(); }
 };
 
 // The reserved policy keys with their domains (listed by `kvtune schemes`).
@@ -29,8 +38,8 @@ const std::vector<ParamDomain>& policy_domains();
 // Reads the policy from validated key=value pairs (keys from policy_domains()).
 CachePolicy policy_from_values(const std::vector<std::pair<std::string, std::string>>& values);
 
-// ",rotation=hadamard,rotation_group=64" (empty for the identity policy), appended to the inner
-// scheme's canonical spec.
+// ",rotation=hadamard,rotation_group=64,sink_tokens=4" (empty for the identity policy), appended
+// to the inner scheme's canonical spec.
 std::string policy_spec(const CachePolicy& policy);
 
 // The inner scheme with the policy around it (the inner scheme itself for the identity policy).
