@@ -112,8 +112,8 @@ std::vector<Samples> evaluate_case(const EvalPlan& plan, const Case& c) {
     ranks.top1.push_back(argmax(ref.prob_row(i), ref.tokens));
   }
 
-  QuantContext kctx{Role::key, c.positions, c.seed};
-  QuantContext vctx{Role::value, c.positions, c.seed};
+  QuantContext kctx{Role::key, c.positions, c.seed, &c.rope};
+  QuantContext vctx{Role::value, c.positions, c.seed, &c.rope};
   std::vector<AttentionScores> k_scores;
   std::vector<Samples> k_samples(plan.k_schemes.size());
   for (size_t i = 0; i < plan.k_schemes.size(); ++i) {

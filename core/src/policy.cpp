@@ -6,6 +6,7 @@
 #include "kvtune/codecs/hadamard.h"
 #include "kvtune/error.h"
 #include "kvtune/numeric/half.h"
+#include "kvtune/rope.h"
 
 namespace kvtune {
 namespace {
@@ -94,6 +95,7 @@ std::string rotation_spec(const CachePolicy& policy) {
 
 std::string token_spec(const CachePolicy& policy) {
   std::string out;
+  if (policy.pre_rope) out += ",rope_stage=pre";
   if (policy.sink_tokens > 0) out += ",sink_tokens=" + std::to_string(policy.sink_tokens);
   if (policy.residual_window > 0) out += ",residual_window=" + std::to_string(policy.residual_window);
   if (policy.block_tokens > 0) out += ",block_tokens=" + std::to_string(policy.block_tokens);
@@ -104,8 +106,10 @@ std::string with_suffix(const std::string& inner, const std::string& suffix) {
   return inner + (inner.find(':') == std::string::npos ? ":" + suffix.substr(1) : suffix);
 }
 
-// Sinks, append blocks and a residual window around an inner scheme. Packed layout:
+// Sinks, append blocks, a residual window and the RoPE stage around an inner scheme. Packed layout:
 // [f16 sink rows][inner block 0][inner block 1]...[f16 rows of the partial block and the window].
+// With rope_stage=pre each key block is un-rotated by its positions before the inner scheme sees
+// it, and RoPE is re-applied after dequantizing (KVQuant); exact rows are stored as cached.
 class TokenPolicyScheme final : public Scheme {
  public:
   TokenPolicyScheme(SchemePtr inner, CachePolicy policy) : inner_(std::move(inner)), policy_(policy) {}
@@ -143,7 +147,8 @@ class TokenPolicyScheme final : public Scheme {
     append_f16(packed, x.row_range(0, l.first));
     for (int64_t b = 0; b < l.blocks; ++b) {
       const int64_t r0 = l.first + b * l.block;
-      const std::vector<std::byte> block = inner_->quantize(x.row_range(r0, l.block), block_ctx(ctx, r0, l.block));
+      const QuantContext bctx = block_ctx(ctx, r0, l.block);
+      const std::vector<std::byte> block = inner_->quantize(to_stage(x.row_range(r0, l.block), bctx), bctx);
       packed.insert(packed.end(), block.begin(), block.end());
     }
     const int64_t tail = l.first + l.blocks * l.block;
@@ -158,7 +163,10 @@ class TokenPolicyScheme final : public Scheme {
     const size_t block_bytes = inner_->footprint(l.block, out.cols);
     for (int64_t b = 0; b < l.blocks; ++b) {
       const int64_t r0 = l.first + b * l.block;
-      inner_->dequantize(packed.subspan(at, block_bytes), block_ctx(ctx, r0, l.block), {out.row(r0), l.block, out.cols});
+      const QuantContext bctx = block_ctx(ctx, r0, l.block);
+      const MatrixView rows{out.row(r0), l.block, out.cols};
+      inner_->dequantize(packed.subspan(at, block_bytes), bctx, rows);
+      from_stage(rows, bctx);
       at += block_bytes;
     }
     const int64_t tail = l.first + l.blocks * l.block;
@@ -172,7 +180,10 @@ class TokenPolicyScheme final : public Scheme {
     for (int64_t i = 0; i < l.first * x.cols; ++i) out.data[i] = round_to_f16(x.data[i]);
     for (int64_t b = 0; b < l.blocks; ++b) {
       const int64_t r0 = l.first + b * l.block;
-      inner_->roundtrip(x.row_range(r0, l.block), block_ctx(ctx, r0, l.block), {out.row(r0), l.block, x.cols});
+      const QuantContext bctx = block_ctx(ctx, r0, l.block);
+      const MatrixView rows{out.row(r0), l.block, x.cols};
+      inner_->roundtrip(to_stage(x.row_range(r0, l.block), bctx), bctx, rows);
+      from_stage(rows, bctx);
     }
     for (int64_t i = tail * x.cols; i < x.size(); ++i) out.data[i] = round_to_f16(x.data[i]);
   }
@@ -188,6 +199,25 @@ class TokenPolicyScheme final : public Scheme {
     const int64_t span = std::max<int64_t>(0, tokens - first - policy_.residual_window);
     const int64_t block = policy_.block_tokens > 0 ? policy_.block_tokens : span;
     return {first, span, block, block > 0 ? span / block : 0};
+  }
+
+  bool pre_rope_applies(const QuantContext& ctx) const { return policy_.pre_rope && ctx.role == Role::key; }
+
+  // The rows the inner scheme quantizes: as cached, or (rope_stage=pre, keys) with RoPE undone.
+  Matrix to_stage(ConstMatrixView rows, const QuantContext& ctx) const {
+    Matrix m = copy_of(rows);
+    if (!pre_rope_applies(ctx)) return m;
+    if (ctx.rope == nullptr || !ctx.rope->enabled || static_cast<int64_t>(ctx.positions.size()) < rows.rows) {
+      throw InputError("'" + spec() + "': rope_stage=pre needs keys that carry RoPE (a workload with [workload.rope]) "
+                       "and their positions");
+    }
+    apply_rope(m, ctx.positions, *ctx.rope, /*inverse=*/true);
+    return m;
+  }
+
+  // Re-applies RoPE to dequantized pre-RoPE keys.
+  void from_stage(MatrixView rows, const QuantContext& ctx) const {
+    if (pre_rope_applies(ctx)) apply_rope(rows, ctx.positions, *ctx.rope);
   }
 
   // The block's own positions, so position-aware inner schemes see where its rows sit.
@@ -230,6 +260,10 @@ const std::vector<ParamDomain>& policy_domains() {
        .help = "policy: channels per rotation group (power of two); unset = llama.cpp's choice: K the largest "
                "power of two >= 64 dividing head_dim, V 64",
        .min = 2, .max = 4096, .power_of_two = true, .examples = {"64", "128"}},
+      {.name = "rope_stage", .kind = ParamDomain::Kind::choice,
+       .help = "policy: quantize keys as cached (post RoPE) or before RoPE, re-applying it after dequantizing "
+               "(KVQuant); values are never rotated",
+       .default_value = "post", .choices = {"post", "pre"}},
       {.name = "sink_tokens", .kind = ParamDomain::Kind::integer,
        .help = "policy: the first N tokens are kept exact (stored f16)", .min = 0, .max = 1 << 20,
        .examples = {"4"}},
@@ -252,6 +286,7 @@ CachePolicy policy_from_values(const std::vector<std::pair<std::string, std::str
     if (key == "sink_tokens") p.sink_tokens = std::stoll(value);
     if (key == "residual_window") p.residual_window = std::stoll(value);
     if (key == "block_tokens") p.block_tokens = std::stoll(value);
+    if (key == "rope_stage") p.pre_rope = value == "pre";
   }
   if (p.rotation == Rotation::none && p.rotation_group > 0) {
     throw InputError("'rotation_group' needs rotation=hadamard");
@@ -263,7 +298,7 @@ std::string policy_spec(const CachePolicy& policy) { return rotation_spec(policy
 
 SchemePtr apply_policy(SchemePtr inner, const CachePolicy& policy) {
   if (policy.rotates()) inner = std::make_shared<RotatedScheme>(std::move(inner), policy);
-  if (policy.splits_tokens()) inner = std::make_shared<TokenPolicyScheme>(std::move(inner), policy);
+  if (policy.pre_rope || policy.splits_tokens()) inner = std::make_shared<TokenPolicyScheme>(std::move(inner), policy);
   return inner;
 }
 

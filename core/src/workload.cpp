@@ -261,6 +261,7 @@ Case generate_case(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int6
   c.positions.resize(static_cast<size_t>(t));
   std::iota(c.positions.begin(), c.positions.end(), 0);
   c.query_position = t;
+  c.rope = cfg.rope;
   c.keys = c.keys_pre_rope;
   apply_rope(c.keys, c.positions, cfg.rope);
   const std::vector<int64_t> query_positions(static_cast<size_t>(cfg.queries), c.query_position);

@@ -26,10 +26,11 @@ struct CachePolicy {
   int64_t sink_tokens = 0;     // first tokens kept exact (stored f16)
   int64_t residual_window = 0; // most recent tokens kept exact (stored f16)
   int64_t block_tokens = 0;    // append-block size; 0 = the quantized span is one block
+  bool pre_rope = false;       // rope_stage=pre: keys are quantized before RoPE, re-rotated after
 
   bool rotates() const { return rotation != Rotation::none; }
   bool splits_tokens() const { return sink_tokens > 0 || residual_window > 0 || block_tokens > 0; }
-  bool is_identity() const { return !rotates() && !splits_tokens(); }
+  bool is_identity() const { return !rotates() && !splits_tokens() && !pre_rope; }
 };
 
 // The reserved policy keys with their domains (listed by `kvtune schemes`).

@@ -13,6 +13,7 @@
 
 #include "kvtune/device_format.h"
 #include "kvtune/matrix.h"
+#include "kvtune/rope.h"
 
 namespace kvtune {
 
@@ -24,6 +25,7 @@ struct QuantContext {
   Role role = Role::key;
   std::span<const int64_t> positions;  // absolute token positions of the block's rows (may be empty)
   uint64_t seed = 0;                   // for schemes with random rotations or codebooks
+  const RopeConfig* rope = nullptr;    // the RoPE the cached keys carry (rope_stage=pre undoes it)
 };
 
 // One parameter of a family, enough for a sweep to enumerate and validate points up front.

@@ -75,6 +75,7 @@ struct Case {
   int64_t query_position = 0;       // position of the decoding token (T)
   std::vector<int64_t> needles;     // [Nq] needle token per query, -1 when none
   std::vector<int64_t> outlier_channels;  // the channels that were scaled
+  RopeConfig rope;                        // what turned keys_pre_rope into keys (disabled: none)
 };
 
 // Throws InputError when the config cannot be generated (e.g. outlier channel >= head_dim).
