@@ -9,7 +9,7 @@ namespace kvtune {
 
 // Adding and subtracting 1.5 * 2^23 leaves the integer nearest to v, ties to even, under the
 // default rounding mode. Unlike nearbyintf it vectorizes on baseline x86-64 (SSE2), and it is
-// exact because the codecs compile with -ffp-contract=off and never with -ffast-math.
+// exact because the codecs compile with -ffp-contract=off and never with fast-math flags.
 KVTUNE_HD float round_half_even(float v) {
 #if defined(__CUDA_ARCH__)
   return rintf(v);
