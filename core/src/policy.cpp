@@ -148,8 +148,10 @@ class TokenPolicyScheme final : public Scheme {
     for (int64_t b = 0; b < l.blocks; ++b) {
       const int64_t r0 = l.first + b * l.block;
       const QuantContext bctx = block_ctx(ctx, r0, l.block);
-      const std::vector<std::byte> block = inner_->quantize(to_stage(x.row_range(r0, l.block), bctx), bctx);
-      packed.insert(packed.end(), block.begin(), block.end());
+      with_stage(x.row_range(r0, l.block), bctx, [&](ConstMatrixView rows) {
+        const std::vector<std::byte> block = inner_->quantize(rows, bctx);
+        packed.insert(packed.end(), block.begin(), block.end());
+      });
     }
     const int64_t tail = l.first + l.blocks * l.block;
     append_f16(packed, x.row_range(tail, x.rows - tail));
@@ -182,7 +184,7 @@ class TokenPolicyScheme final : public Scheme {
       const int64_t r0 = l.first + b * l.block;
       const QuantContext bctx = block_ctx(ctx, r0, l.block);
       const MatrixView rows{out.row(r0), l.block, x.cols};
-      inner_->roundtrip(to_stage(x.row_range(r0, l.block), bctx), bctx, rows);
+      with_stage(x.row_range(r0, l.block), bctx, [&](ConstMatrixView in) { inner_->roundtrip(in, bctx, rows); });
       from_stage(rows, bctx);
     }
     for (int64_t i = tail * x.cols; i < x.size(); ++i) out.data[i] = round_to_f16(x.data[i]);
@@ -203,16 +205,18 @@ class TokenPolicyScheme final : public Scheme {
 
   bool pre_rope_applies(const QuantContext& ctx) const { return policy_.pre_rope && ctx.role == Role::key; }
 
-  // The rows the inner scheme quantizes: as cached, or (rope_stage=pre, keys) with RoPE undone.
-  Matrix to_stage(ConstMatrixView rows, const QuantContext& ctx) const {
-    Matrix m = copy_of(rows);
-    if (!pre_rope_applies(ctx)) return m;
+  // Calls f with the rows the inner scheme quantizes: as cached, or (rope_stage=pre, keys) a copy
+  // with RoPE undone.
+  template <class F>
+  void with_stage(ConstMatrixView rows, const QuantContext& ctx, F&& f) const {
+    if (!pre_rope_applies(ctx)) return f(rows);
     if (ctx.rope == nullptr || !ctx.rope->enabled || static_cast<int64_t>(ctx.positions.size()) < rows.rows) {
       throw InputError("'" + spec() + "': rope_stage=pre needs keys that carry RoPE (a workload with [workload.rope]) "
                        "and their positions");
     }
-    apply_rope(m, ctx.positions, *ctx.rope, /*inverse=*/true);
-    return m;
+    Matrix staged = copy_of(rows);
+    apply_rope(staged, ctx.positions, *ctx.rope, /*inverse=*/true);
+    f(staged.view());
   }
 
   // Re-applies RoPE to dequantized pre-RoPE keys.
