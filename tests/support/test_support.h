@@ -1,6 +1,7 @@
 // Helpers shared by the test suites.
 #pragma once
 
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -21,5 +22,17 @@ inline Matrix normal_matrix(int64_t rows, int64_t cols, uint64_t seed, float sig
 }
 
 inline SchemePtr make_scheme(const std::string& spec) { return builtin_registry().make(spec); }
+
+// ||roundtrip(x) - x|| / ||x|| for a scheme spec, in float64.
+inline double roundtrip_rel_err(const std::string& spec, ConstMatrixView x, const QuantContext& ctx = {}) {
+  Matrix y(x.rows, x.cols);
+  make_scheme(spec)->roundtrip(x, ctx, y);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < x.size(); ++i) {
+    num += double(y.data()[i] - x.data[i]) * (y.data()[i] - x.data[i]);
+    den += double(x.data[i]) * x.data[i];
+  }
+  return std::sqrt(num / den);
+}
 
 }  // namespace kvtune::testing

@@ -26,15 +26,7 @@ Case rope_case(int64_t tokens, uint64_t seed) {
 }
 
 double rel_err(const std::string& spec, const Case& c) {
-  const QuantContext ctx{Role::key, c.positions, c.seed, &c.rope};
-  Matrix y(c.keys.rows(), c.keys.cols());
-  make_scheme(spec)->roundtrip(c.keys, ctx, y);
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < y.size(); ++i) {
-    num += double(y.data()[i] - c.keys.data()[i]) * (y.data()[i] - c.keys.data()[i]);
-    den += double(c.keys.data()[i]) * c.keys.data()[i];
-  }
-  return std::sqrt(num / den);
+  return testing::roundtrip_rel_err(spec, c.keys, {Role::key, c.positions, c.seed, &c.rope});
 }
 
 TEST(PreRope, AnExactInnerSchemeGivesTheKeysBack) {

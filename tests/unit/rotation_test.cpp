@@ -79,16 +79,7 @@ TEST(RotationPolicy, DefaultGroupDependsOnTheRole) {
 
 TEST(RotationPolicy, LowersQ4KeyErrorWithOutlierChannels) {
   const Matrix x = read_npy(data_path("ggml/input.npy")).values;  // channels 11 and 70 are x15
-  auto rel_err = [&](const std::string& spec) {
-    Matrix y(x.rows(), x.cols());
-    make_scheme(spec)->roundtrip(x, {}, y);
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < x.size(); ++i) {
-      num += double(y.data()[i] - x.data()[i]) * (y.data()[i] - x.data()[i]);
-      den += double(x.data()[i]) * x.data()[i];
-    }
-    return std::sqrt(num / den);
-  };
+  auto rel_err = [&](const std::string& spec) { return testing::roundtrip_rel_err(spec, x); };
   const double plain = rel_err("q4_0"), rotated = rel_err("q4_0:rotation=hadamard");
   EXPECT_LT(rotated, 0.8 * plain) << "plain " << plain << " rotated " << rotated;
 }

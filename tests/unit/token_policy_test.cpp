@@ -63,16 +63,7 @@ TEST(TokenPolicy, ExactRegionsAreF16AndBlocksAreQuantizedAlone) {
 
 TEST(TokenPolicy, AResidualWindowLowersTheError) {
   const Matrix x = keys(512, 64, 3);
-  auto rel_err = [&](const std::string& spec) {
-    Matrix y(x.rows(), x.cols());
-    make_scheme(spec)->roundtrip(x, {}, y);
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < x.size(); ++i) {
-      num += double(y.data()[i] - x.data()[i]) * (y.data()[i] - x.data()[i]);
-      den += double(x.data()[i]) * x.data()[i];
-    }
-    return std::sqrt(num / den);
-  };
+  auto rel_err = [&](const std::string& spec) { return testing::roundtrip_rel_err(spec, x); };
   const double none = rel_err("int:bits=2,axis=channel,group=32,asym");
   const double w128 = rel_err("int:bits=2,axis=channel,group=32,asym,residual_window=128");
   const double w256 = rel_err("int:bits=2,axis=channel,group=32,asym,residual_window=256");
