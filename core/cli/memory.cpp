@@ -10,7 +10,7 @@
 #include "builtin.h"
 #include "commands.h"
 #include "kvtune/error.h"
-#include "kvtune/model_preset.h"
+#include "presets.h"
 
 namespace kvtune::cli {
 namespace {
@@ -37,11 +37,7 @@ Model resolve_model(const MemoryOptions& o) {
     if (shape_given) {
       throw InputError("give either --model or --layers/--kv-heads/--head-dim (and --sliding-*), not both");
     }
-    // A path names a preset file of the user's own; a bare name is looked up in configs/models.
-    const bool is_file = o.model.find('/') != std::string::npos || o.model.ends_with(".toml");
-    m.preset = is_file ? load_model_preset(o.model)
-                       : find_model_preset(find_config_dir(config_dir_candidates(executable_dir(), KVTUNE_SOURCE_DIR)),
-                                           o.model);
+    m.preset = resolve_model_preset(o.model);
     m.shape = m.preset->shape;
     return m;
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,28 @@ std::string fmt(double v, const char* spec = "%.4g") {
   char buf[64];
   std::snprintf(buf, sizeof buf, spec, v);
   return buf;
+}
+
+// Columns padded to their widest cell under a dashed rule; the first `text_columns` align left,
+// numbers right.
+void print_aligned(std::ostream& out, const std::vector<std::string>& header,
+                   const std::vector<std::vector<std::string>>& rows, size_t text_columns) {
+  std::vector<size_t> width(header.size());
+  for (size_t c = 0; c < header.size(); ++c) {
+    width[c] = header[c].size();
+    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (size_t c = 0; c < cells.size(); ++c) {
+      const std::string pad(width[c] - cells[c].size(), ' ');
+      out << (c < text_columns ? cells[c] + pad : pad + cells[c]) << (c + 1 < cells.size() ? "  " : "\n");
+    }
+  };
+  line(header);
+  size_t total = 0;
+  for (size_t w : width) total += w + 2;
+  out << std::string(total - 2, '-') << "\n";
+  for (const auto& r : rows) line(r);
 }
 
 }  // namespace
@@ -34,53 +57,102 @@ void print_table(std::ostream& out, const EvalResult& result) {
                     fmt(p.summary(Metric::attn_kl).mean), fmt(p.summary(Metric::top1_agree).mean),
                     fmt(p.summary(Metric::topk_overlap).mean), needle.count ? fmt(needle.mean) : "-"});
   }
-  std::vector<size_t> width(header.size());
-  for (size_t c = 0; c < header.size(); ++c) {
-    width[c] = header[c].size();
-    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
-  }
-  auto line = [&](const std::vector<std::string>& cells) {
-    for (size_t c = 0; c < cells.size(); ++c) {
-      const size_t pad = width[c] - cells[c].size();
-      if (c < 3) {
-        out << cells[c] << std::string(pad, ' ');  // text columns align left
-      } else {
-        out << std::string(pad, ' ') << cells[c];  // numbers align right
-      }
-      out << (c + 1 < cells.size() ? "  " : "\n");
-    }
-  };
-  line(header);
-  size_t total = 0;
-  for (size_t w : width) total += w + 2;
-  out << std::string(total - 2, '-') << "\n";
-  for (const auto& r : rows) line(r);
+  print_aligned(out, header, rows, 3);
 }
 
-nlohmann::json to_json(const EvalResult& result) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (const PairResult& p : result.pairs) {
-    nlohmann::json row = {{"name", p.name}, {"k", p.k->spec()}, {"v", p.v->spec()},
-                          {"k_bits", p.k_bits}, {"v_bits", p.v_bits}};
-    for (size_t m = 0; m < kMetricCount; ++m) {
-      const Summary s = summarize(p.samples[m]);
-      const std::string name(kMetricNames[m]);
-      // null means "does not apply"; a non-finite metric is a bug, never printed as if it were null.
-      if (!std::isfinite(s.mean) || !std::isfinite(s.p95) || !std::isfinite(s.max)) {
-        throw std::runtime_error("metric " + name + " of pair '" + p.name + "' is not finite");
+namespace {
+
+// A metric summary as JSON; null means "does not apply". A non-finite metric is a bug, never
+// printed as if it were null.
+nlohmann::json summary_json(std::span<const double> samples, const std::string& metric, const std::string& pair) {
+  const Summary s = summarize(samples);
+  if (!std::isfinite(s.mean) || !std::isfinite(s.p95) || !std::isfinite(s.max)) {
+    throw std::runtime_error("metric " + metric + " of pair '" + pair + "' is not finite");
+  }
+  if (s.count == 0) return nullptr;
+  return {{"mean", s.mean}, {"p95", s.p95}, {"max", s.max}, {"count", s.count}};
+}
+
+bool has_needles(const std::vector<EvalResult>& runs) {
+  for (const EvalResult& r : runs) {
+    for (const PairResult& p : r.pairs) {
+      if (!p.needle_depths.empty()) return true;
+    }
+  }
+  return false;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+void print_needle_tables(std::ostream& out, const std::vector<EvalResult>& runs) {
+  if (runs.empty() || !has_needles(runs)) return;
+  for (size_t p = 0; p < runs.front().pairs.size(); ++p) {
+    out << "\nneedle_hit (needle_mass_ratio) by depth x context: " << runs.front().pairs[p].name << "\n";
+    std::vector<std::string> header = {"depth"};
+    for (const EvalResult& r : runs) header.push_back(std::to_string(r.tokens));
+    std::vector<std::vector<std::string>> rows;
+    for (size_t d = 0; d < runs.front().pairs[p].needle_depths.size(); ++d) {
+      std::vector<std::string> row = {fmt(runs.front().pairs[p].needle_depths[d].depth, "%.3g")};
+      for (const EvalResult& r : runs) {
+        const DepthSamples& ds = r.pairs[p].needle_depths[d];
+        const Summary hit = summarize(ds.hit), mass = summarize(ds.mass_ratio);
+        row.push_back(hit.count ? fmt(hit.mean, "%.3f") + " (" + fmt(mass.mean, "%.3f") + ")" : "-");
       }
-      if (s.count == 0) {
-        row[name] = nullptr;  // needle metrics without needles
-      } else {
-        row[name] = {{"mean", s.mean}, {"p95", s.p95}, {"max", s.max}, {"count", s.count}};
+      rows.push_back(std::move(row));
+    }
+    print_aligned(out, header, rows, 0);
+  }
+}
+
+std::string needle_csv(const std::vector<EvalResult>& runs) {
+  std::string out = "pair,k,v,tokens,depth,needles,needle_hit,needle_mass_ratio\n";
+  for (const EvalResult& r : runs) {
+    for (const PairResult& p : r.pairs) {
+      for (const DepthSamples& ds : p.needle_depths) {
+        const Summary hit = summarize(ds.hit), mass = summarize(ds.mass_ratio);
+        out += csv_field(p.name) + "," + csv_field(p.k->spec()) + "," + csv_field(p.v->spec()) + "," +
+               std::to_string(r.tokens) + "," + fmt(ds.depth, "%.6g") + "," + std::to_string(hit.count) + "," +
+               (hit.count ? fmt(hit.mean, "%.6g") + "," + fmt(mass.mean, "%.6g") : std::string(",")) + "\n";
       }
     }
-    rows.push_back(std::move(row));
   }
-  return {{"cases", result.cases},
-          {"tokens", result.tokens},
-          {"head_dim", result.head_dim},
-          {"queries_per_case", result.queries_per_case},
+  return out;
+}
+
+nlohmann::json to_json(const std::string& name, const std::vector<EvalResult>& runs) {
+  nlohmann::json rows = nlohmann::json::array();
+  nlohmann::json contexts = nlohmann::json::array();
+  for (const EvalResult& result : runs) {
+    contexts.push_back(result.tokens);
+    for (const PairResult& p : result.pairs) {
+      nlohmann::json row = {{"name", p.name},     {"k", p.k->spec()},     {"v", p.v->spec()},
+                            {"tokens", result.tokens}, {"k_bits", p.k_bits}, {"v_bits", p.v_bits}};
+      for (size_t m = 0; m < kMetricCount; ++m) {
+        row[std::string(kMetricNames[m])] = summary_json(p.samples[m], std::string(kMetricNames[m]), p.name);
+      }
+      nlohmann::json depths = nlohmann::json::array();
+      for (const DepthSamples& ds : p.needle_depths) {
+        depths.push_back({{"depth", ds.depth},
+                          {"needle_hit", summary_json(ds.hit, "needle_hit", p.name)},
+                          {"needle_mass_ratio", summary_json(ds.mass_ratio, "needle_mass_ratio", p.name)}});
+      }
+      row["needle_depths"] = std::move(depths);
+      rows.push_back(std::move(row));
+    }
+  }
+  const EvalResult& first = runs.front();
+  return {{"name", name},
+          {"contexts", std::move(contexts)},
+          {"cases", first.cases},
+          {"head_dim", first.head_dim},
+          {"queries_per_case", first.queries_per_case},
           {"rows", std::move(rows)}};
 }
 

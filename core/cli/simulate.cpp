@@ -1,4 +1,5 @@
 // kvtune simulate [FILE.toml] | --k K.npy --v V.npy --q Q.npy --pair KSPEC/VSPEC ...
+//                 [--topk K] [--threads N] [--json] [--needle-csv FILE]
 #include <iostream>
 #include <optional>
 
@@ -6,8 +7,10 @@
 #include "commands.h"
 #include "embedded_scenarios.h"
 #include "kvtune/error.h"
+#include "kvtune/file_io.h"
 #include "kvtune/npy.h"
 #include "kvtune/scenario.h"
+#include "presets.h"
 #include "report.h"
 
 namespace kvtune::cli {
@@ -18,6 +21,7 @@ struct SimulateOptions {
   std::string k_path, v_path, q_path;
   std::vector<std::string> pairs;
   std::optional<int64_t> topk;
+  std::string needle_csv;
   int threads = 0;
   bool json = false;
 };
@@ -46,10 +50,26 @@ Case load_tensor_case(const SimulateOptions& o) {
   return case_from_tensors(std::move(k.values), std::move(v.values), std::move(q.values));
 }
 
+// One EvalResult per context length of the scenario, each over seeds x layers x heads.
+std::vector<EvalResult> run_scenario(const Scenario& sc, const EvalPlan& plan, int threads) {
+  for (int64_t tokens : sc.contexts) check_plan_shape(plan, tokens, sc.workload.head_dim);
+  const std::vector<CaseKey> cases = scenario_cases(sc);
+  std::vector<EvalResult> runs;
+  for (int64_t tokens : sc.contexts) {
+    const WorkloadConfig cfg = workload_at(sc, tokens);
+    runs.push_back(evaluate(
+        plan, cases.size(), [&](size_t i) { return generate_case(cfg, cases[i].seed, cases[i].layer, cases[i].kv_head); },
+        threads));
+  }
+  return runs;
+}
+
 int run(const SimulateOptions& o) {
   const Registry& registry = builtin_registry();
   const bool tensors = !o.k_path.empty() || !o.v_path.empty() || !o.q_path.empty();
-  EvalResult result;
+  if (!o.needle_csv.empty()) require_writable(o.needle_csv);  // before any long computation
+  std::vector<EvalResult> runs;
+  std::string name;
   if (tensors) {
     if (!o.file.empty()) throw InputError("give either a scenario file or --k/--v/--q tensors, not both");
     if (o.k_path.empty() || o.v_path.empty() || o.q_path.empty()) {
@@ -61,21 +81,29 @@ int run(const SimulateOptions& o) {
     const EvalPlan plan = build_plan(requests, registry, o.topk.value_or(8));
     const Case c = load_tensor_case(o);
     check_plan_shape(plan, c.keys.rows(), c.keys.cols());
-    result = evaluate(plan, 1, [&](size_t) { return c; }, 1);
+    runs.push_back(evaluate(plan, 1, [&](size_t) { return c; }, 1));
+    name = o.k_path;
   } else {
     if (!o.pairs.empty()) throw InputError("--pair needs --k/--v/--q tensors; a scenario file lists its own [[pairs]]");
-    const Scenario sc = o.file.empty() ? parse_scenario(kDefaultScenario, kDefaultScenarioName) : load_scenario(o.file);
-    const EvalPlan plan = build_plan(sc.pairs, registry, o.topk.value_or(sc.topk));
-    check_plan_shape(plan, sc.workload.tokens, sc.workload.head_dim);
-    result = evaluate(
-        plan, sc.seeds.size(), [&](size_t i) { return generate_case(sc.workload, sc.seeds[i]); }, o.threads);
-    if (!o.json) std::cout << sc.name << "\n";
+    const Scenario sc = o.file.empty() ? parse_scenario(kDefaultScenario, kDefaultScenarioName, resolve_model_preset)
+                                       : load_scenario(o.file, resolve_model_preset);
+    runs = run_scenario(sc, build_plan(sc.pairs, registry, o.topk.value_or(sc.topk)), o.threads);
+    name = sc.name;
+  }
+  if (!o.needle_csv.empty()) {
+    const std::string csv = needle_csv(runs);
+    write_file_atomic(o.needle_csv, std::as_bytes(std::span(csv.data(), csv.size())));
   }
   if (o.json) {
-    std::cout << to_json(result).dump(2) << "\n";
-  } else {
-    print_table(std::cout, result);
+    std::cout << to_json(name, runs).dump(2) << "\n";
+    return 0;
   }
+  std::cout << name << "\n";
+  for (const EvalResult& r : runs) {
+    std::cout << "\n";
+    print_table(std::cout, r);
+  }
+  print_needle_tables(std::cout, runs);
   return 0;
 }
 
@@ -90,6 +118,8 @@ Runner add_simulate(CLI::App& app) {
   app.add_option("--pair", o->pairs, "KSPEC/VSPEC, repeatable (with --k/--v/--q)");
   app.add_option("--topk", o->topk, "k of topk_overlap")->check(CLI::PositiveNumber);
   app.add_option("--threads", o->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--needle-csv", o->needle_csv,
+                 "write needle_hit and needle_mass_ratio by pair, context and depth as CSV");
   app.add_flag("--json", o->json, "print JSON instead of a table");
   return [o] { return run(*o); };
 }

@@ -14,6 +14,12 @@ namespace {
 
 using Samples = std::array<std::vector<double>, kMetricCount>;
 
+// One pair's (or one key configuration's) samples of one case.
+struct CaseSamples {
+  Samples metrics;
+  std::vector<std::array<std::vector<double>, 2>> depths;  // per needle depth: hit, mass ratio
+};
+
 void push(Samples& s, Metric m, double v) { s[static_cast<size_t>(m)].push_back(v); }
 
 int64_t argmax(const double* p, int64_t n) { return std::max_element(p, p + n) - p; }
@@ -29,17 +35,28 @@ std::vector<int64_t> top_indices(const double* p, int64_t n, int64_t k) {
   return idx;
 }
 
-// Key-side metrics of one key configuration against the reference, per query.
 // The reference's ranking per query, computed once per case for every K configuration.
 struct ReferenceRanks {
   std::vector<std::vector<int64_t>> top;  // sorted indices of the top-k tokens
   std::vector<int64_t> top1;              // arg-max token
 };
 
+// How many tokens rank above `token` in p (ties broken by index, as the arg-max does).
+int64_t rank_of(const double* p, int64_t n, int64_t token) {
+  int64_t above = 0;
+  for (int64_t j = 0; j < n; ++j) above += (p[j] > p[token] || (p[j] == p[token] && j < token)) ? 1 : 0;
+  return above;
+}
+
+// Key-side metrics of one key configuration against the reference, per query; needle metrics per
+// planted needle, overall and by depth.
 void key_metrics(const Case& c, const AttentionScores& ref, const AttentionScores& q, int64_t topk,
-                 const ReferenceRanks& ranks, Samples& out) {
+                 const ReferenceRanks& ranks, CaseSamples& samples) {
+  Samples& out = samples.metrics;
+  samples.depths.assign(c.needle_depths.size(), {});
   const int64_t t = ref.tokens;
   const int64_t k = std::min(topk, t);
+  auto needle = c.needles.begin();
   for (int64_t i = 0; i < ref.queries; ++i) {
     const double* lr = ref.logit_row(i);
     const double* lq = q.logit_row(i);
@@ -67,10 +84,16 @@ void key_metrics(const Case& c, const AttentionScores& ref, const AttentionScore
     const int64_t top1 = argmax(pq, t);
     push(out, Metric::top1_agree, top1 == ranks.top1[i] ? 1.0 : 0.0);
     push(out, Metric::topk_overlap, double(common.size()) / double(k));
-    const int64_t needle = c.needles.empty() ? -1 : c.needles[i];
-    if (needle >= 0) {
-      push(out, Metric::needle_hit, top1 == needle ? 1.0 : 0.0);
-      push(out, Metric::needle_mass_ratio, pq[needle] / pr[needle]);
+    const auto first = needle;
+    while (needle != c.needles.end() && needle->query == i) ++needle;
+    const int64_t planted = needle - first;
+    for (auto n = first; n != needle; ++n) {
+      const double hit = rank_of(pq, t, n->token) < planted ? 1.0 : 0.0;
+      const double ratio = pq[n->token] / pr[n->token];
+      push(out, Metric::needle_hit, hit);
+      push(out, Metric::needle_mass_ratio, ratio);
+      samples.depths[static_cast<size_t>(n->depth)][0].push_back(hit);
+      samples.depths[static_cast<size_t>(n->depth)][1].push_back(ratio);
     }
   }
 }
@@ -101,8 +124,15 @@ AttentionScores key_scores(const Scheme& scheme, const Case& c, const QuantConte
   return attention_scores(c.queries, keys);
 }
 
+// The scheme to run on this case: calibrated on the case's sample when it has one.
+SchemePtr calibrated(const SchemePtr& scheme, const Case& c, Role role) {
+  if (c.calibration.empty()) return scheme;
+  const QuantContext ctx{role, c.calibration.positions, c.seed, &c.rope};
+  return scheme->calibrate(role == Role::key ? c.calibration.keys : c.calibration.values, ctx);
+}
+
 // Per-pair samples of one case.
-std::vector<Samples> evaluate_case(const EvalPlan& plan, const Case& c) {
+std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
   const AttentionScores ref = attention_scores(c.queries, c.keys);
   const std::vector<double> ref_out = attention_output(ref, widen(c.values), c.values.cols());
   const int64_t k = std::min(plan.topk, ref.tokens);
@@ -115,26 +145,27 @@ std::vector<Samples> evaluate_case(const EvalPlan& plan, const Case& c) {
   QuantContext kctx{Role::key, c.positions, c.seed, &c.rope};
   QuantContext vctx{Role::value, c.positions, c.seed, &c.rope};
   std::vector<AttentionScores> k_scores;
-  std::vector<Samples> k_samples(plan.k_schemes.size());
+  std::vector<CaseSamples> k_samples(plan.k_schemes.size());
   for (size_t i = 0; i < plan.k_schemes.size(); ++i) {
-    k_scores.push_back(key_scores(*plan.k_schemes[i], c, kctx));
+    k_scores.push_back(key_scores(*calibrated(plan.k_schemes[i], c, Role::key), c, kctx));
     key_metrics(c, ref, k_scores.back(), plan.topk, ranks, k_samples[i]);
   }
   std::vector<std::vector<double>> v_wide;
   Matrix values(c.values.rows(), c.values.cols());
-  for (const SchemePtr& v : plan.v_schemes) {
+  for (const SchemePtr& scheme : plan.v_schemes) {
+    const SchemePtr v = calibrated(scheme, c, Role::value);
     v->roundtrip(c.values, vctx, values);
     require_finite(values, *v, Role::value);
     v_wide.push_back(widen(values));
   }
 
-  std::vector<Samples> out(plan.pairs.size());
+  std::vector<CaseSamples> out(plan.pairs.size());
   const int64_t d = c.values.cols();
   for (size_t p = 0; p < plan.pairs.size(); ++p) {
     const EvalPair& pair = plan.pairs[p];
     out[p] = k_samples[pair.k];
     const std::vector<double> o = attention_output(k_scores[pair.k], v_wide[pair.v], d);
-    auto& rel = out[p][static_cast<size_t>(Metric::rel_out_err)];
+    auto& rel = out[p].metrics[static_cast<size_t>(Metric::rel_out_err)];
     for (int64_t i = 0; i < ref.queries; ++i) {
       double num = 0.0, den = 0.0;
       for (int64_t e = 0; e < d; ++e) {
@@ -160,7 +191,8 @@ void check_plan_shape(const EvalPlan& plan, int64_t tokens, int64_t head_dim) {
 }
 
 EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& source, int threads) {
-  std::vector<std::vector<Samples>> per_case(case_count);
+  std::vector<std::vector<CaseSamples>> per_case(case_count);
+  std::vector<double> depths;  // the needle depths of case 0 (every case of one workload shares them)
   std::vector<std::exception_ptr> errors(case_count);
   std::vector<std::array<int64_t, 3>> shapes(case_count);  // tokens, head_dim, queries
   const int n = static_cast<int>(std::max<size_t>(1, std::min<size_t>(case_count, threads > 0 ? threads : omp_get_max_threads())));
@@ -170,6 +202,7 @@ EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& s
       const Case c = source(i);
       check_plan_shape(plan, c.keys.rows(), c.keys.cols());
       shapes[i] = {c.keys.rows(), c.keys.cols(), c.queries.rows()};
+      if (i == 0) depths = c.needle_depths;
       per_case[i] = evaluate_case(plan, c);
     } catch (...) {
       errors[i] = std::current_exception();
@@ -193,10 +226,16 @@ EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& s
     r.v = plan.v_schemes[plan.pairs[p].v];
     r.k_bits = r.k->bits_per_element(result.tokens, result.head_dim);
     r.v_bits = r.v->bits_per_element(result.tokens, result.head_dim);
+    for (double depth : depths) r.needle_depths.push_back({depth, {}, {}});
     for (size_t i = 0; i < case_count; ++i) {
+      const CaseSamples& cs = per_case[i][p];
       for (size_t m = 0; m < kMetricCount; ++m) {
-        const auto& s = per_case[i][p][m];
-        r.samples[m].insert(r.samples[m].end(), s.begin(), s.end());
+        r.samples[m].insert(r.samples[m].end(), cs.metrics[m].begin(), cs.metrics[m].end());
+      }
+      for (size_t k = 0; k < std::min(cs.depths.size(), r.needle_depths.size()); ++k) {
+        DepthSamples& dst = r.needle_depths[k];
+        dst.hit.insert(dst.hit.end(), cs.depths[k][0].begin(), cs.depths[k][0].end());
+        dst.mass_ratio.insert(dst.mass_ratio.end(), cs.depths[k][1].begin(), cs.depths[k][1].end());
       }
     }
     result.pairs.push_back(std::move(r));

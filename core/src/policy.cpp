@@ -190,6 +190,14 @@ class TokenPolicyScheme final : public Scheme {
     for (int64_t i = tail * x.cols; i < x.size(); ++i) out.data[i] = round_to_f16(x.data[i]);
   }
 
+  // The inner scheme fits its static scales on the sample as it would quantize it (pre-RoPE keys
+  // for rope_stage=pre); the exact rows the policy keeps need none.
+  std::shared_ptr<const Scheme> calibrate(ConstMatrixView sample, const QuantContext& ctx) const override {
+    SchemePtr fitted;
+    with_stage(sample, ctx, [&](ConstMatrixView rows) { fitted = inner_->calibrate(rows, ctx); });
+    return fitted == inner_ ? shared_from_this() : std::make_shared<TokenPolicyScheme>(fitted, policy_);
+  }
+
  private:
   // Rows [first, first + blocks * block) are quantized in `blocks` blocks of `block` tokens.
   struct Layout {

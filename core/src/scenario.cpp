@@ -1,6 +1,8 @@
 #include "kvtune/scenario.h"
 
 #include <map>
+#include <numeric>
+#include <set>
 
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
@@ -17,11 +19,92 @@ Distribution distribution(TableReader& t) {
   return d == "uniform" ? Distribution::uniform : d == "laplace" ? Distribution::laplace : Distribution::normal;
 }
 
-WorkloadConfig read_workload(TableReader w) {
-  WorkloadConfig cfg;
-  cfg.tokens = w.integer("tokens", cfg.tokens, 1, int64_t(1) << 24);
+// `key = "all"` or an array of indices in 0..count-1; absent = all.
+std::vector<int64_t> selection(TableReader& t, const std::string& key, int64_t count) {
+  std::vector<int64_t> all(static_cast<size_t>(count));
+  std::iota(all.begin(), all.end(), 0);
+  const toml::node* n = t.node(key);
+  if (n == nullptr) return all;
+  if (n->is_string()) {
+    if (*n->value<std::string>() != "all") t.fail(*n, "'" + key + "' must be \"all\" or an array of indices");
+    return all;
+  }
+  if (!n->is_array()) t.fail(*n, "'" + key + "' must be \"all\" or an array of indices");
+  std::vector<int64_t> picked = t.integers(key, 0, count - 1);
+  if (picked.empty()) t.fail(*n, "'" + key + "' must not be empty");
+  std::set<int64_t> seen;
+  for (int64_t i : picked) {
+    if (!seen.insert(i).second) t.fail(*n, "'" + key + "' lists " + std::to_string(i) + " twice");
+  }
+  return picked;
+}
+
+// `tokens` as one context length or an array of them.
+std::vector<int64_t> contexts(TableReader& w, int64_t fallback) {
+  constexpr int64_t kMaxTokens = int64_t(1) << 24;
+  const toml::node* n = w.node("tokens");
+  if (n == nullptr || n->is_integer()) return {w.integer("tokens", fallback, 1, kMaxTokens)};
+  if (!n->is_array()) w.fail(*n, "'tokens' must be a context length or an array of them");
+  std::vector<int64_t> out = w.integers("tokens", 1, kMaxTokens);
+  if (out.empty()) w.fail(*n, "'tokens' must not be empty");
+  return out;
+}
+
+// The profile keys a [[workload.overrides]] entry may change.
+LayerOverride read_override(TableReader o, int64_t layers, int64_t head_dim) {
+  LayerOverride out;
+  const toml::node& list = o.required("layers", "an array of layer indices");
+  out.layers = o.integers("layers", 0, layers - 1);
+  if (out.layers.empty()) o.fail(list, "'layers' must not be empty");
+  TableReader k = o.table("keys");
+  if (k.has("outlier_channels")) out.outlier_channels = k.integers("outlier_channels", 0, head_dim - 1);
+  if (k.has("outlier_count")) out.outlier_count = k.integer("outlier_count", 0, 0, head_dim);
+  if (out.outlier_channels && out.outlier_count) {
+    k.fail(*k.node("outlier_count"), "give either 'outlier_channels' or 'outlier_count', not both");
+  }
+  if (k.has("outlier_scale")) out.outlier_scale = k.real("outlier_scale", 1.0, 0.0, 1e6);
+  if (k.has("channel_offset")) out.channel_offset = k.real("channel_offset", 0.0, 0.0, 1e6);
+  k.finish();
+  TableReader s = o.table("sinks");
+  if (s.has("count")) out.sink_count = s.integer("count", 0, 0, int64_t(1) << 24);
+  if (s.has("key_norm")) out.sink_key_norm = s.real("key_norm", 0.0, 0.0, 1e6);
+  if (s.has("mass")) out.sink_mass = s.real("mass", 0.0, 0.0, 0.999);
+  s.finish();
+  o.finish();
+  return out;
+}
+
+// Reads [workload] into sc.workload, sc.contexts, sc.model, sc.layers and sc.heads.
+void read_workload(TableReader w, const ModelLookup& models, Scenario& sc) {
+  WorkloadConfig& cfg = sc.workload;
+  if (const toml::node* m = w.node("model")) {
+    if (!m->is_string()) w.fail(*m, "'model' must be a model preset name (configs/models/NAME.toml)");
+    sc.model = *m->value<std::string>();
+    ModelPreset preset;
+    try {
+      if (!models) throw InputError("model presets are not available here");
+      preset = models(sc.model);
+    } catch (const InputError& e) {
+      w.fail(*m, e.what());
+    }
+    // The preset gives the shape and RoPE; explicit keys below still win.
+    cfg.head_dim = preset.shape.head_dim;
+    cfg.layers = preset.shape.layers;
+    cfg.kv_heads = preset.shape.kv_heads;
+    cfg.q_per_kv = preset.q_heads / preset.shape.kv_heads;
+    cfg.rope.enabled = true;
+    cfg.rope.theta = preset.rope_theta;
+    cfg.rope.convention = preset.rope_convention;
+  }
+  sc.contexts = contexts(w, cfg.tokens);
+  cfg.tokens = sc.contexts.front();
   cfg.head_dim = w.integer("head_dim", cfg.head_dim, 1, 4096);
   cfg.queries = w.integer("queries", cfg.queries, 1, 1 << 16);
+  cfg.layers = w.integer("num_layers", cfg.layers, 1, 4096);
+  cfg.kv_heads = w.integer("kv_heads", cfg.kv_heads, 1, 1024);
+  cfg.q_per_kv = w.integer("q_per_kv", cfg.q_per_kv, 1, 1024);
+  sc.layers = selection(w, "layers", cfg.layers);
+  sc.heads = selection(w, "heads", cfg.kv_heads);
 
   TableReader k = w.table("keys");
   cfg.keys.distribution = distribution(k);
@@ -47,17 +130,20 @@ WorkloadConfig read_workload(TableReader w) {
 
   if (w.has("rope")) {
     TableReader r = w.table("rope");
-    cfg.rope.enabled = true;
+    cfg.rope.enabled = r.boolean("enabled", true);
     cfg.rope.theta = r.real("theta", cfg.rope.theta, 1.0 + 1e-9, 1e12);
-    cfg.rope.convention = r.choice("convention", "rotate_half", {"rotate_half", "interleaved"}) == "interleaved"
+    const std::string convention = cfg.rope.convention == RopeConvention::interleaved ? "interleaved" : "rotate_half";
+    cfg.rope.convention = r.choice("convention", convention, {"rotate_half", "interleaved"}) == "interleaved"
                               ? RopeConvention::interleaved
                               : RopeConvention::rotate_half;
-    if (cfg.head_dim % 2 != 0) r.fail(*w.node("rope"), "RoPE needs an even head_dim");
     r.finish();
+  }
+  if (cfg.rope.enabled && cfg.head_dim % 2 != 0) {
+    w.fail(w.has("rope") ? *w.node("rope") : *w.node("head_dim"), "RoPE needs an even head_dim");
   }
 
   TableReader s = w.table("sinks");
-  cfg.sinks.count = s.integer("count", 0, 0, cfg.tokens - 1);
+  cfg.sinks.count = s.integer("count", 0, 0, *std::min_element(sc.contexts.begin(), sc.contexts.end()) - 1);
   cfg.sinks.key_norm = s.real("key_norm", cfg.sinks.key_norm, 0.0, 1e6);
   cfg.sinks.value_scale = s.real("value_scale", cfg.sinks.value_scale, 0.0, 1e6);
   cfg.sinks.mass = s.real("mass", cfg.sinks.mass, 0.0, 0.999);
@@ -66,24 +152,68 @@ WorkloadConfig read_workload(TableReader w) {
   TableReader n = w.table("needles");
   cfg.needles.depths = n.reals("depths", 0.0, 1.0);
   cfg.needles.mass = n.real("mass", cfg.needles.mass, 1e-6, 0.999);
+  cfg.needles.per_query = n.integer("per_query", 1, 1, 64);
   n.finish();
+
+  TableReader r = w.table("recency");
+  cfg.recency.strength = r.real("strength", 0.0, 0.0, 100.0);
+  cfg.recency.tokens = r.real("tokens", cfg.recency.tokens, 1e-3, 1e9);
+  r.finish();
+
+  TableReader c = w.table("calibration");
+  cfg.calibration.tokens = c.integer("tokens", 0, 0, int64_t(1) << 24);
+  cfg.calibration.include_sinks = c.boolean("include_sinks", true);
+  cfg.calibration.source =
+      c.choice("source", "same", {"same", "fresh"}) == "fresh" ? CalibrationSource::fresh : CalibrationSource::same;
+  if (c.has("source") && cfg.calibration.tokens == 0) {
+    c.fail(*c.node("source"), "calibration needs 'tokens' (the size of the calibration window)");
+  }
+  c.finish();
+
+  if (const toml::node* list = w.node("overrides")) {
+    const toml::array* entries = list->as_array();
+    if (entries == nullptr) w.fail(*list, "'overrides' must be an array of tables ([[workload.overrides]])");
+    for (const toml::node& entry : *entries) {
+      if (!entry.is_table()) w.fail(entry, "each [[workload.overrides]] entry must be a table with 'layers'");
+      cfg.overrides.push_back(read_override(TableReader(*entry.as_table(), w.file(), "workload.overrides"),
+                                            cfg.layers, cfg.head_dim));
+    }
+  }
   w.finish();
-  return cfg;
 }
 
 }  // namespace
 
-Scenario parse_scenario(std::string_view text, const std::string& source_name) {
+std::vector<CaseKey> scenario_cases(const Scenario& sc) {
+  std::vector<CaseKey> out;
+  for (uint64_t seed : sc.seeds) {
+    for (int64_t layer : sc.layers) {
+      for (int64_t head : sc.heads) out.push_back({seed, layer, head});
+    }
+  }
+  return out;
+}
+
+WorkloadConfig workload_at(const Scenario& sc, int64_t tokens) {
+  WorkloadConfig cfg = sc.workload;
+  cfg.tokens = tokens;
+  return cfg;
+}
+
+Scenario parse_scenario(std::string_view text, const std::string& source_name, const ModelLookup& models) {
   const toml::table root = detail::parse_toml(text, source_name);
   Scenario sc;
   TableReader top(root, source_name, "");
   sc.name = top.string("name", source_name);
   top.string("description", "");
-  sc.workload = read_workload(top.table("workload"));
-  try {
-    validate(sc.workload);
-  } catch (const InputError& e) {
-    throw InputError(source_name + ": [workload]: " + e.what());
+  read_workload(top.table("workload"), models, sc);
+  for (int64_t tokens : sc.contexts) {
+    try {
+      validate(workload_at(sc, tokens));
+    } catch (const InputError& e) {
+      const std::string at = sc.contexts.size() > 1 ? " at " + std::to_string(tokens) + " tokens" : "";
+      throw InputError(source_name + ": [workload]" + at + ": " + e.what());
+    }
   }
 
   if (const toml::node* seeds = top.node("seeds")) {
@@ -132,9 +262,9 @@ Scenario parse_scenario(std::string_view text, const std::string& source_name) {
   return sc;
 }
 
-Scenario load_scenario(const std::string& path) {
+Scenario load_scenario(const std::string& path, const ModelLookup& models) {
   const std::vector<std::byte> bytes = read_file(path);
-  return parse_scenario(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path);
+  return parse_scenario(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path, models);
 }
 
 EvalPlan build_plan(const std::vector<PairRequest>& pairs, const Registry& registry, int64_t topk) {

@@ -50,6 +50,13 @@ class TableReader {
     return *v;
   }
 
+  bool boolean(const std::string& key, bool fallback) {
+    const toml::node* n = node(key);
+    if (n == nullptr) return fallback;
+    if (!n->is_boolean()) fail(*n, "'" + key + "' must be true or false");
+    return *n->value<bool>();
+  }
+
   std::string string(const std::string& key, const std::string& fallback) {
     const toml::node* n = node(key);
     if (n == nullptr) return fallback;

@@ -110,40 +110,86 @@ void tilt_queries_toward_sinks(Case& c, const SinkProfile& sinks) {
   }
 }
 
-// Plants query i's needle: moves the key at the needle position along q_i until its reference
-// attention mass is `mass`, then writes the pre-RoPE key back.
+// Plants the needles of every query row: picks free tokens at the row's depths, then moves each
+// needle key along q_i until the row's needles hold `mass` of its reference attention in equal
+// shares, and writes the pre-RoPE keys back.
 void plant_needles(Case& c, const WorkloadConfig& cfg) {
   const int64_t t = c.keys.rows(), d = c.keys.cols();
   const auto& depths = cfg.needles.depths;
-  c.needles.assign(static_cast<size_t>(c.queries.rows()), -1);
+  c.needles.clear();
+  c.needle_depths = depths;
   if (depths.empty()) return;
   std::vector<bool> taken(static_cast<size_t>(t), false);
   for (int64_t j = 0; j < std::min(cfg.sinks.count, t); ++j) taken[j] = true;
   const double inv_sqrt_d = 1.0 / std::sqrt(double(d));
+  const double share = cfg.needles.mass / double(cfg.needles.per_query);
   std::vector<double> l(static_cast<size_t>(t));
   for (int64_t i = 0; i < c.queries.rows(); ++i) {
-    const double depth = depths[static_cast<size_t>(i) % depths.size()];
-    int64_t pos = std::clamp<int64_t>(std::llround(depth * double(t - 1)), 0, t - 1);
-    for (int64_t step = 0; step < t && taken[pos]; ++step) pos = (pos + 1) % t;
-    if (taken[pos]) continue;  // more needles than free tokens
-    taken[pos] = true;
-    c.needles[i] = pos;
     const float* q = c.queries.row(i);
-    for (int64_t j = 0; j < t; ++j) l[j] = dot(q, c.keys.row(j), d) * inv_sqrt_d;
-    const double m = cfg.needles.mass;
-    const double target = std::log(m / (1.0 - m)) + logsumexp(l, pos);
     const double qq = dot(q, q, d);
-    if (qq == 0.0) {  // a zero query attends uniformly: no key can be made to stand out
-      c.needles[i] = -1;
-      continue;
+    if (qq == 0.0) continue;  // a zero query attends uniformly: no key can be made to stand out
+    std::vector<Needle> mine;
+    for (int64_t n = 0; n < cfg.needles.per_query; ++n) {
+      const int64_t depth = (i * cfg.needles.per_query + n) % static_cast<int64_t>(depths.size());
+      int64_t pos = std::clamp<int64_t>(std::llround(depths[depth] * double(t - 1)), 0, t - 1);
+      for (int64_t step = 0; step < t && taken[pos]; ++step) pos = (pos + 1) % t;
+      if (taken[pos]) break;  // more needles than free tokens
+      taken[pos] = true;
+      mine.push_back({i, pos, depth});
     }
-    const double step = (target - l[pos]) * std::sqrt(double(d)) / qq;
-    float* k = c.keys.row(pos);
-    for (int64_t e = 0; e < d; ++e) k[e] = static_cast<float>(k[e] + step * q[e]);
-    std::copy(k, k + d, c.keys_pre_rope.row(pos));
-    const int64_t p = c.positions[pos];
-    apply_rope({c.keys_pre_rope.row(pos), 1, d}, std::span<const int64_t>(&p, 1), cfg.rope, /*inverse=*/true);
+    if (mine.empty()) continue;
+    for (int64_t j = 0; j < t; ++j) l[j] = dot(q, c.keys.row(j), d) * inv_sqrt_d;
+    // p_needle = share when its logit is log(share / (1 - total)) above the others' log-sum-exp.
+    std::vector<double> rest = l;
+    for (const Needle& n : mine) rest[n.token] = -INFINITY;
+    const double target = std::log(share / (1.0 - share * double(mine.size()))) + logsumexp(rest);
+    for (const Needle& n : mine) {
+      const double step = (target - l[n.token]) * std::sqrt(double(d)) / qq;
+      float* k = c.keys.row(n.token);
+      for (int64_t e = 0; e < d; ++e) k[e] = static_cast<float>(k[e] + step * q[e]);
+      std::copy(k, k + d, c.keys_pre_rope.row(n.token));
+      const int64_t p = c.positions[n.token];
+      apply_rope({c.keys_pre_rope.row(n.token), 1, d}, std::span<const int64_t>(&p, 1), cfg.rope, /*inverse=*/true);
+    }
+    c.needles.insert(c.needles.end(), mine.begin(), mine.end());
   }
+}
+
+// Adds the recency component (RecencyProfile) along a drawn direction u: g·u to every query and
+// g·exp(-age/tokens)·u to every non-sink key, with g² / sqrt(D) = strength. Applied to the cached
+// (post-RoPE) keys, with the pre-RoPE keys kept consistent through the inverse rotation.
+void add_recency(Case& c, const WorkloadConfig& cfg, Sampler& rng) {
+  const int64_t t = c.keys.rows(), d = c.keys.cols();
+  std::vector<double> u(static_cast<size_t>(d));
+  double norm = 0.0;
+  for (double& v : u) {
+    v = rng.normal();
+    norm += v * v;
+  }
+  norm = std::sqrt(norm);
+  const double g = std::sqrt(cfg.recency.strength * std::sqrt(double(d)));
+  for (int64_t i = 0; i < c.queries.rows(); ++i) {
+    for (int64_t e = 0; e < d; ++e) c.queries(i, e) = static_cast<float>(c.queries(i, e) + g * u[e] / norm);
+  }
+  Matrix delta(1, d);
+  for (int64_t j = std::min(cfg.sinks.count, t); j < t; ++j) {
+    const double w = g * std::exp(-double(t - 1 - j) / cfg.recency.tokens) / norm;
+    for (int64_t e = 0; e < d; ++e) {
+      delta(0, e) = static_cast<float>(w * u[e]);
+      c.keys(j, e) += delta(0, e);
+    }
+    const int64_t p = c.positions[j];
+    apply_rope(delta, std::span<const int64_t>(&p, 1), cfg.rope, /*inverse=*/true);
+    for (int64_t e = 0; e < d; ++e) c.keys_pre_rope(j, e) += delta(0, e);
+  }
+}
+
+CalibrationSample slice_sample(const Case& c, int64_t first, int64_t count) {
+  CalibrationSample s;
+  s.keys = copy_of(c.keys.view().row_range(first, count));
+  s.values = copy_of(c.values.view().row_range(first, count));
+  s.positions.assign(c.positions.begin() + first, c.positions.begin() + first + count);
+  return s;
 }
 
 }  // namespace
@@ -160,10 +206,9 @@ const char* distribution_name(Distribution d) {
   return "normal";
 }
 
-void validate(const WorkloadConfig& cfg) {
-  if (cfg.tokens < 1) throw InputError("workload: tokens must be >= 1");
-  if (cfg.head_dim < 1) throw InputError("workload: head_dim must be >= 1");
-  if (cfg.queries < 1) throw InputError("workload: queries must be >= 1");
+namespace {
+
+void validate_layer(const WorkloadConfig& cfg) {
   for (int64_t ch : cfg.keys.outlier_channels) {
     if (ch < 0 || ch >= cfg.head_dim) {
       throw InputError("workload: outlier channel " + std::to_string(ch) + " is outside head_dim " +
@@ -173,41 +218,115 @@ void validate(const WorkloadConfig& cfg) {
   if (cfg.keys.outlier_count < 0 || cfg.keys.outlier_count > cfg.head_dim) {
     throw InputError("workload: outlier_count must be in 0.." + std::to_string(cfg.head_dim));
   }
-  if (cfg.rope.enabled && cfg.head_dim % 2 != 0) throw InputError("workload: RoPE needs an even head_dim");
-  if (cfg.rope.enabled && !(cfg.rope.theta > 1.0)) throw InputError("workload: rope theta must be > 1");
   if (cfg.sinks.count < 0 || cfg.sinks.count >= cfg.tokens) {
     throw InputError("workload: sinks count must be in 0.." + std::to_string(cfg.tokens - 1));
   }
   if (cfg.sinks.mass < 0.0 || cfg.sinks.mass >= 1.0) throw InputError("workload: sinks mass must be in [0, 1)");
-  if (cfg.needles.mass <= 0.0 || cfg.needles.mass >= 1.0) throw InputError("workload: needles mass must be in (0, 1)");
-  if ((!cfg.needles.depths.empty() || cfg.sinks.count > 0) && !(cfg.query.scale > 0.0)) {
-    throw InputError("workload: needles and sinks need queries with scale > 0 (queries_profile.scale)");
+  if (!cfg.needles.depths.empty() && cfg.tokens - cfg.sinks.count < cfg.needles.per_query + 1) {
+    throw InputError("workload: " + std::to_string(cfg.needles.per_query) +
+                     " needle(s) per query need at least one more token besides the sinks (tokens = " +
+                     std::to_string(cfg.tokens) + ", sinks " + std::to_string(cfg.sinks.count) + ")");
   }
-  const double cells = double(cfg.tokens) * double(cfg.head_dim), scores = double(cfg.tokens) * double(cfg.queries);
-  if (cells > double(int64_t(1) << 28) || scores > double(int64_t(1) << 28)) {
-    throw InputError("workload: tokens x head_dim and tokens x queries must each stay below 2^28 (" +
-                     std::to_string(cfg.tokens) + " tokens, head_dim " + std::to_string(cfg.head_dim) + ", " +
-                     std::to_string(cfg.queries) + " queries)");
+  const CalibrationProfile& cal = cfg.calibration;
+  const int64_t skip = cal.include_sinks ? 0 : cfg.sinks.count;
+  if (cal.tokens > 0 && cal.source == CalibrationSource::same && skip + cal.tokens > cfg.tokens) {
+    throw InputError("workload: calibration tokens " + std::to_string(cal.tokens) +
+                     (skip > 0 ? " after " + std::to_string(skip) + " sink tokens" : std::string()) +
+                     " exceed the context of " + std::to_string(cfg.tokens) + " tokens (source = \"same\")");
   }
-  if (!cfg.needles.depths.empty() && cfg.tokens - cfg.sinks.count < 2) {
-    throw InputError("workload: needles need at least two tokens besides the sinks (tokens = " +
-                     std::to_string(cfg.tokens) + ")");
-  }
-  for (double depth : cfg.needles.depths) {
-    if (depth < 0.0 || depth > 1.0) throw InputError("workload: needle depths must be fractions in [0, 1]");
+  if (cal.tokens > 0 && cal.source == CalibrationSource::fresh && cal.include_sinks && cal.tokens <= cfg.sinks.count) {
+    throw InputError("workload: calibration tokens must exceed the " + std::to_string(cfg.sinks.count) +
+                     " sink tokens they include");
   }
 }
 
-Case generate_case(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t kv_head) {
-  validate(cfg);
+}  // namespace
+
+WorkloadConfig layer_config(const WorkloadConfig& cfg, int64_t layer) {
+  WorkloadConfig out = cfg;
+  out.overrides.clear();
+  for (const LayerOverride& o : cfg.overrides) {
+    if (std::find(o.layers.begin(), o.layers.end(), layer) == o.layers.end()) continue;
+    if (o.outlier_channels) {
+      out.keys.outlier_channels = *o.outlier_channels;
+      out.keys.outlier_count = 0;
+    }
+    if (o.outlier_count) {
+      out.keys.outlier_count = *o.outlier_count;
+      out.keys.outlier_channels.clear();
+    }
+    if (o.outlier_scale) out.keys.outlier_scale = *o.outlier_scale;
+    if (o.channel_offset) out.keys.channel_offset = *o.channel_offset;
+    if (o.sink_count) out.sinks.count = *o.sink_count;
+    if (o.sink_key_norm) out.sinks.key_norm = *o.sink_key_norm;
+    if (o.sink_mass) out.sinks.mass = *o.sink_mass;
+  }
+  return out;
+}
+
+void validate(const WorkloadConfig& cfg) {
+  if (cfg.tokens < 1) throw InputError("workload: tokens must be >= 1");
+  if (cfg.head_dim < 1) throw InputError("workload: head_dim must be >= 1");
+  if (cfg.queries < 1) throw InputError("workload: queries must be >= 1");
+  if (cfg.layers < 1 || cfg.kv_heads < 1 || cfg.q_per_kv < 1) {
+    throw InputError("workload: layers, kv_heads and q_per_kv must each be >= 1");
+  }
+  if (cfg.rope.enabled && cfg.head_dim % 2 != 0) throw InputError("workload: RoPE needs an even head_dim");
+  if (cfg.rope.enabled && !(cfg.rope.theta > 1.0)) throw InputError("workload: rope theta must be > 1");
+  if (cfg.needles.mass <= 0.0 || cfg.needles.mass >= 1.0) throw InputError("workload: needles mass must be in (0, 1)");
+  if (cfg.needles.per_query < 1) throw InputError("workload: needles per_query must be >= 1");
+  for (double depth : cfg.needles.depths) {
+    if (depth < 0.0 || depth > 1.0) throw InputError("workload: needle depths must be fractions in [0, 1]");
+  }
+  if (cfg.recency.strength < 0.0 || !(cfg.recency.tokens > 0.0)) {
+    throw InputError("workload: recency strength must be >= 0 and its decay tokens > 0");
+  }
+  if (cfg.calibration.tokens < 0) throw InputError("workload: calibration tokens must be >= 0");
+  const bool tilts = !cfg.needles.depths.empty() || cfg.sinks.count > 0 ||
+                     std::any_of(cfg.overrides.begin(), cfg.overrides.end(), [](const LayerOverride& o) {
+                       return o.sink_count.value_or(0) > 0;
+                     });
+  if (tilts && !(cfg.query.scale > 0.0)) {
+    throw InputError("workload: needles and sinks need queries with scale > 0 (queries_profile.scale)");
+  }
+  const double rows = double(cfg.queries) * double(cfg.q_per_kv);
+  const double cells = double(cfg.tokens) * double(cfg.head_dim), scores = double(cfg.tokens) * rows;
+  if (cells > double(int64_t(1) << 28) || scores > double(int64_t(1) << 28)) {
+    throw InputError("workload: tokens x head_dim and tokens x queries (all query heads) must each stay below 2^28 (" +
+                     std::to_string(cfg.tokens) + " tokens, head_dim " + std::to_string(cfg.head_dim) + ", " +
+                     std::to_string(cfg.queries * cfg.q_per_kv) + " queries)");
+  }
+  validate_layer(cfg);
+  for (const LayerOverride& o : cfg.overrides) {
+    for (int64_t layer : o.layers) {
+      if (layer < 0 || layer >= cfg.layers) {
+        throw InputError("workload: override layer " + std::to_string(layer) + " is outside 0.." +
+                         std::to_string(cfg.layers - 1));
+      }
+      try {
+        validate_layer(layer_config(cfg, layer));
+      } catch (const InputError& e) {
+        throw InputError("layer " + std::to_string(layer) + ": " + e.what());
+      }
+    }
+  }
+}
+
+namespace {
+
+// One case of an already layer-resolved config. `fresh_data` draws the tokens from an independent
+// stream while keeping the structure (outlier channels, offsets) of (seed, layer, head).
+Case generate(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t kv_head, bool fresh_data) {
   const int64_t t = cfg.tokens, d = cfg.head_dim;
-  Sampler rng(splitmix64(splitmix64(splitmix64(seed) ^ uint64_t(layer)) ^ uint64_t(kv_head)));
+  const uint64_t stream = splitmix64(splitmix64(splitmix64(seed) ^ uint64_t(layer)) ^ uint64_t(kv_head));
+  Sampler rng(stream);
   Case c;
   c.seed = seed;
   c.layer = layer;
   c.kv_head = kv_head;
+  c.q_per_kv = cfg.q_per_kv;
 
-  // Draw order is fixed: outlier channels, offsets, K, V, queries, sink direction.
+  // Draw order is fixed: outlier channels, offsets, K, V, queries, sink direction, recency direction.
   c.outlier_channels = cfg.keys.outlier_channels;
   if (c.outlier_channels.empty() && cfg.keys.outlier_count > 0) {
     std::vector<int64_t> all(static_cast<size_t>(d));
@@ -223,11 +342,13 @@ Case generate_case(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int6
   if (cfg.keys.channel_offset > 0.0) {
     for (double& o : offsets) o = cfg.keys.channel_offset * rng.normal();
   }
+  // Any fixed constant separates the fresh stream; this one is the first 64 fractional bits of sqrt(2).
+  if (fresh_data) rng = Sampler(splitmix64(stream ^ 0x6a09e667f3bcc908ull));
   c.keys_pre_rope = Matrix(t, d);
   rng.fill(c.keys_pre_rope, cfg.keys.distribution, cfg.keys.scale);
   c.values = Matrix(t, d);
   rng.fill(c.values, cfg.values.distribution, cfg.values.scale);
-  c.queries = Matrix(cfg.queries, d);
+  c.queries = Matrix(cfg.queries * cfg.q_per_kv, d);
   rng.fill(c.queries, cfg.query.distribution, cfg.query.scale);
 
   for (int64_t r = 0; r < t; ++r) {
@@ -264,12 +385,41 @@ Case generate_case(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int6
   c.rope = cfg.rope;
   c.keys = c.keys_pre_rope;
   apply_rope(c.keys, c.positions, cfg.rope);
-  const std::vector<int64_t> query_positions(static_cast<size_t>(cfg.queries), c.query_position);
+  const std::vector<int64_t> query_positions(static_cast<size_t>(c.queries.rows()), c.query_position);
   apply_rope(c.queries, query_positions, cfg.rope);
 
+  if (cfg.recency.strength > 0.0) add_recency(c, cfg, rng);
   if (cfg.sinks.count > 0) tilt_queries_toward_sinks(c, cfg.sinks);
   plant_needles(c, cfg);
+
+  const CalibrationProfile& cal = cfg.calibration;
+  if (cal.tokens > 0) {
+    const int64_t skip = cal.include_sinks ? 0 : cfg.sinks.count;
+    if (cal.source == CalibrationSource::same) {
+      c.calibration = slice_sample(c, skip, cal.tokens);
+    } else {
+      WorkloadConfig fresh = cfg;
+      fresh.tokens = skip + cal.tokens;
+      fresh.queries = 1;
+      fresh.q_per_kv = 1;
+      fresh.needles.depths.clear();
+      fresh.calibration = {};
+      c.calibration = slice_sample(generate(fresh, seed, layer, kv_head, /*fresh_data=*/true), skip, cal.tokens);
+    }
+  }
   return c;
+}
+
+}  // namespace
+
+Case generate_case(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t kv_head) {
+  validate(cfg);
+  if (layer < 0 || layer >= cfg.layers || kv_head < 0 || kv_head >= cfg.kv_heads) {
+    throw InputError("workload: case (layer " + std::to_string(layer) + ", kv head " + std::to_string(kv_head) +
+                     ") is outside " + std::to_string(cfg.layers) + " layers x " + std::to_string(cfg.kv_heads) +
+                     " KV heads");
+  }
+  return generate(layer_config(cfg, layer), seed, layer, kv_head, /*fresh_data=*/false);
 }
 
 Case case_from_tensors(Matrix keys, Matrix values, Matrix queries) {
@@ -281,7 +431,6 @@ Case case_from_tensors(Matrix keys, Matrix values, Matrix queries) {
   c.positions.resize(static_cast<size_t>(c.keys.rows()));
   std::iota(c.positions.begin(), c.positions.end(), 0);
   c.query_position = c.keys.rows();
-  c.needles.assign(static_cast<size_t>(c.queries.rows()), -1);
   return c;
 }
 

@@ -79,7 +79,9 @@ const std::set<std::string> kRowKeys = {"name",
                                         "top1_agree",
                                         "topk_overlap",
                                         "needle_hit",
-                                        "needle_mass_ratio"};
+                                        "needle_mass_ratio",
+                                        "tokens",
+                                        "needle_depths"};
 
 std::set<std::string> keys_of(const json& object) {
   std::set<std::string> keys;
@@ -143,7 +145,7 @@ TEST_F(Cli, SimulateOnSeedTorchTensorsMatchesThePyTorchReference) {
                            "--pair", "int:bits=8,axis=tensor/none", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
   const json result = json::parse(r.out);
-  EXPECT_EQ(result["tokens"], 4096);
+  EXPECT_EQ(result["contexts"], json{4096});
   EXPECT_EQ(result["head_dim"], 128);
   EXPECT_EQ(result["cases"], 1);
 
@@ -187,7 +189,7 @@ TEST_F(Cli, SimulateScenarioFileJsonHasExactlyTheMetricKeys) {
   ASSERT_EQ(r.status, 0) << r.err;
   const json result = json::parse(r.out);
   EXPECT_EQ(result["cases"], 3);
-  EXPECT_EQ(result["tokens"], 256);
+  EXPECT_EQ(result["contexts"], json{256});
   EXPECT_EQ(result["head_dim"], 64);
   EXPECT_EQ(result["queries_per_case"], 2);
   ASSERT_EQ(result["rows"].size(), 1u);
@@ -201,8 +203,10 @@ TEST_F(Cli, SimulateScenarioFileJsonHasExactlyTheMetricKeys) {
     expect_summary(row[metric], 3 * 2, metric);  // one sample per query per seed
   }
   EXPECT_GT(row["rel_out_err"]["mean"].get<double>(), 0.0);  // 4 bits cannot be exact
+  EXPECT_EQ(row["tokens"], 256);
   EXPECT_TRUE(row["needle_hit"].is_null());                  // no needles in this workload
   EXPECT_TRUE(row["needle_mass_ratio"].is_null());
+  EXPECT_TRUE(row["needle_depths"].empty());
 }
 
 TEST_F(Cli, SimulateScenarioWithNeedlesSummarizesTheNeedleMetrics) {
@@ -228,7 +232,118 @@ TEST_F(Cli, SimulateScenarioWithNeedlesSummarizesTheNeedleMetrics) {
   // their mass within a few percent.
   EXPECT_EQ(row["needle_hit"]["mean"].get<double>(), 1.0);
   EXPECT_NEAR(row["needle_mass_ratio"]["mean"].get<double>(), 1.0, 0.05);
+  ASSERT_EQ(row["needle_depths"].size(), 1u);
+  EXPECT_EQ(row["needle_depths"][0]["depth"], 0.5);
+  expect_summary(row["needle_depths"][0]["needle_hit"], 3, "needle_hit at depth 0.5");
 }
+
+// A scenario over two context lengths, three depths and multi-needle queries: the JSON has one
+// row per pair and context, the console a depth x context table per pair, the CSV one line per
+// (pair, context, depth).
+TEST_F(Cli, SimulatePrintsNeedleTablesByDepthAndContextAndWritesThemAsCsv) {
+  write_text(path("depths.toml"),
+             "seeds = 2\n"
+             "[workload]\n"
+             "tokens = [256, 512]\n"
+             "head_dim = 64\n"
+             "queries = 3\n"
+             "[workload.needles]\n"
+             "depths = [0.1, 0.5, 0.9]\n"
+             "per_query = 2\n"
+             "[[pairs]]\n"
+             "name = \"k8\"\n"
+             "k = \"int:bits=8,axis=channel\"\n"
+             "v = \"none\"\n"
+             "[[pairs]]\n"
+             "name = \"k2\"\n"
+             "k = \"int:bits=2,axis=token\"\n"
+             "v = \"none\"\n");
+  const std::string csv_path = path("needles.csv");
+  const RunResult r = run({"simulate", path("depths.toml"), "--json", "--needle-csv", csv_path});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json result = json::parse(r.out);
+  EXPECT_EQ(result["contexts"], (json{256, 512}));
+  ASSERT_EQ(result["rows"].size(), 4u);  // 2 pairs x 2 contexts, context-major
+  EXPECT_EQ(result["rows"][0]["tokens"], 256);
+  EXPECT_EQ(result["rows"][3]["tokens"], 512);
+  EXPECT_EQ(result["rows"][3]["name"], "k2");
+  // 3 queries x 2 needles = 6 needles per case, cycling over the 3 depths: 2 per depth per case.
+  for (const json& row : result["rows"]) {
+    expect_summary(row["needle_hit"], 2 * 6, "needle_hit");
+    ASSERT_EQ(row["needle_depths"].size(), 3u);
+    for (const json& d : row["needle_depths"]) expect_summary(d["needle_hit"], 2 * 2, "needle_hit by depth");
+  }
+  EXPECT_EQ(result["rows"][0]["needle_hit"]["mean"].get<double>(), 1.0);  // 8-bit keys keep every needle
+
+  std::istringstream lines(read_text(csv_path));
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line, "pair,k,v,tokens,depth,needles,needle_hit,needle_mass_ratio");
+  std::vector<std::string> body;
+  while (std::getline(lines, line)) body.push_back(line);
+  ASSERT_EQ(body.size(), 12u);  // 2 contexts x 2 pairs x 3 depths
+  EXPECT_THAT(body[0], ::testing::StartsWith("k8,\"int:bits=8,axis=channel\",none,256,0.1,4,1,"));
+  EXPECT_THAT(body[11], ::testing::StartsWith("k2,\"int:bits=2,axis=token\",none,512,0.9,4,"));
+
+  const RunResult table = run({"simulate", path("depths.toml")});
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("needle_hit (needle_mass_ratio) by depth x context: k8"));
+  EXPECT_THAT(table.out, HasSubstr("needle_hit (needle_mass_ratio) by depth x context: k2"));
+  EXPECT_THAT(table.out, HasSubstr("1.000 ("));
+}
+
+TEST_F(Cli, NeedleCsvIntoAMissingDirectoryFailsBeforeEvaluating) {
+  write_text(path("one.toml"), "[workload]\ntokens = 64\nhead_dim = 16\n[[pairs]]\nk = \"none\"\nv = \"none\"\n");
+  const RunResult r = run({"simulate", path("one.toml"), "--needle-csv", path("no/such/dir/n.csv")});
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr("no/such/dir/n.csv"));
+  EXPECT_FALSE(fs::exists(path("no/such/dir/n.csv")));
+}
+
+// `model = NAME` takes the shape and RoPE from configs/models; layers and heads are sampled.
+TEST_F(Cli, ScenarioWithAModelPresetSamplesItsLayersAndHeads) {
+  write_text(path("model.toml"),
+             "seeds = 1\n"
+             "[workload]\n"
+             "model = \"llama-3.1-8b\"\n"
+             "tokens = 128\n"
+             "layers = [0, 31]\n"
+             "heads = [7]\n"
+             "[[pairs]]\n"
+             "k = \"int:bits=8,axis=channel\"\n"
+             "v = \"int:bits=8,axis=token\"\n");
+  const RunResult r = run({"simulate", path("model.toml"), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json result = json::parse(r.out);
+  EXPECT_EQ(result["head_dim"], 128);        // Llama-3.1-8B: head_dim 128 (configs/models/llama-3.1-8b.toml)
+  EXPECT_EQ(result["cases"], 2);             // 1 seed x layers {0, 31} x head {7}
+  EXPECT_EQ(result["queries_per_case"], 4);  // 32 query heads / 8 KV heads, one query each
+
+  write_text(path("model-bad.toml"), "[workload]\nmodel = \"llama-9\"\n[[pairs]]\nk = \"none\"\nv = \"none\"\n");
+  const RunResult bad = run({"simulate", path("model-bad.toml")});
+  expect_input_error(bad);
+  EXPECT_THAT(bad.err, HasSubstr(path("model-bad.toml").string() + ":2:9:"));
+  EXPECT_THAT(bad.err, HasSubstr("llama-3.1-8b"));  // the available presets are listed
+
+  write_text(path("layer-bad.toml"),
+             "[workload]\nmodel = \"llama-3.2-1b\"\nlayers = [0, 16]\n[[pairs]]\nk = \"none\"\nv = \"none\"\n");
+  const RunResult out_of_range = run({"simulate", path("layer-bad.toml")});
+  expect_input_error(out_of_range);
+  EXPECT_THAT(out_of_range.err, HasSubstr(path("layer-bad.toml").string() + ":3:"));
+  // Llama-3.2-1B has 16 layers (configs/models/llama-3.2-1b.toml).
+  EXPECT_THAT(out_of_range.err, HasSubstr("'layers' entries must be integers in 0..15"));
+}
+
+TEST_F(Cli, UnknownRopeConventionIsRefusedWithTheChoices) {
+  write_text(path("rope.toml"),
+             "[workload]\ntokens = 64\nhead_dim = 16\n[workload.rope]\nconvention = \"neox\"\n"
+             "[[pairs]]\nk = \"none\"\nv = \"none\"\n");
+  const RunResult r = run({"simulate", path("rope.toml")});
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr(path("rope.toml").string() + ":5:14:"));
+  EXPECT_THAT(r.err, HasSubstr("'convention' must be one of: rotate_half, interleaved"));
+}
+
 
 // ---------------------------------------------------------------------------------------------
 // quantize

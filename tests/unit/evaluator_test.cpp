@@ -197,8 +197,135 @@ TEST(Scenario, WorkloadErrorsNameTheFile) {
     parse_scenario(toml, "s.toml");
     FAIL() << "no error";
   } catch (const InputError& e) {
-    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("s.toml: [workload]: workload: needles need at least two"));
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("s.toml: [workload]: workload: 1 needle(s) per query need at least one more token"));
   }
+}
+
+// The calibration step: a case with a calibration sample is evaluated exactly as if every scheme
+// had been calibrated on that sample beforehand.
+TEST(Evaluator, CalibratesStaticScalesOnTheCaseSample) {
+  WorkloadConfig cfg;
+  cfg.tokens = 1024;
+  cfg.head_dim = 64;
+  cfg.queries = 4;
+  cfg.keys.outlier_channels = {3, 17};
+  cfg.keys.outlier_scale = 30.0;
+  cfg.sinks = {2, 16.0, 0.1, 0.3};  // sink keys about 16x the median key norm
+  cfg.calibration = {256, false, CalibrationSource::same};
+  const Case c = generate_case(cfg, 3);
+  const SchemePtr fp8 = make_scheme("fp8:format=e4m3,scale=calibrated");
+  EvalPlan plan;
+  plan.k_schemes = {fp8};
+  plan.v_schemes = {fp8};
+  plan.pairs = {{"cal", 0, 0}};
+  const EvalResult with_step = evaluate(plan, 1, [&](size_t) { return c; }, 1);
+
+  const QuantContext kctx{Role::key, c.calibration.positions, c.seed, &c.rope};
+  const QuantContext vctx{Role::value, c.calibration.positions, c.seed, &c.rope};
+  EvalPlan fitted = plan;
+  fitted.k_schemes = {fp8->calibrate(c.calibration.keys, kctx)};
+  fitted.v_schemes = {fp8->calibrate(c.calibration.values, vctx)};
+  EXPECT_NE(fitted.k_schemes[0]->spec(), fp8->spec());  // a static scale was fitted
+  Case plain = c;
+  plain.calibration = {};
+  const EvalResult by_hand = evaluate(fitted, 1, [&](size_t) { return plain; }, 1);
+  for (size_t m = 0; m < kMetricCount; ++m) EXPECT_EQ(with_step.pairs[0].samples[m], by_hand.pairs[0].samples[m]) << m;
+
+  // The window skipped the sinks, whose keys are far larger than anything in it: they clip, and
+  // the result is worse than with the sinks in the calibration window.
+  cfg.calibration.include_sinks = true;
+  const Case seen = generate_case(cfg, 3);
+  const EvalResult with_sinks = evaluate(plan, 1, [&](size_t) { return seen; }, 1);
+  EXPECT_GT(with_step.pairs[0].summary(Metric::attn_kl).mean, 5 * with_sinks.pairs[0].summary(Metric::attn_kl).mean);
+}
+
+TEST(Scenario, ReadsLayersOverridesRecencyAndCalibration) {
+  const std::string toml =
+      "seeds = [4, 9]\n"
+      "[workload]\n"
+      "tokens = [512, 1024]\n"
+      "head_dim = 64\n"
+      "num_layers = 6\n"
+      "kv_heads = 2\n"
+      "q_per_kv = 4\n"
+      "layers = [1, 5]\n"
+      "[workload.keys]\n"
+      "outlier_count = 2\n"
+      "[workload.recency]\n"
+      "strength = 3.0\n"
+      "tokens = 64\n"
+      "[workload.calibration]\n"
+      "tokens = 128\n"
+      "include_sinks = false\n"
+      "source = \"fresh\"\n"
+      "[workload.needles]\n"
+      "depths = [0.5]\n"
+      "per_query = 1\n"
+      "[[workload.overrides]]\n"
+      "layers = [5]\n"
+      "keys = { outlier_channels = [1, 2, 3], outlier_scale = 40.0 }\n"
+      "sinks = { count = 4, key_norm = 20.0 }\n"
+      "[[pairs]]\nk = \"none\"\nv = \"none\"\n";
+  const Scenario sc = parse_scenario(toml, "w.toml");
+  EXPECT_EQ(sc.contexts, (std::vector<int64_t>{512, 1024}));
+  EXPECT_EQ(sc.workload.tokens, 512);
+  EXPECT_EQ(sc.workload.layers, 6);
+  EXPECT_EQ(sc.workload.kv_heads, 2);
+  EXPECT_EQ(sc.workload.q_per_kv, 4);
+  EXPECT_EQ(sc.layers, (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(sc.heads, (std::vector<int64_t>{0, 1}));  // "all" by default
+  EXPECT_EQ(sc.workload.recency.strength, 3.0);
+  EXPECT_EQ(sc.workload.recency.tokens, 64.0);
+  EXPECT_EQ(sc.workload.calibration.tokens, 128);
+  EXPECT_FALSE(sc.workload.calibration.include_sinks);
+  EXPECT_EQ(sc.workload.calibration.source, CalibrationSource::fresh);
+  ASSERT_EQ(sc.workload.overrides.size(), 1u);
+  const WorkloadConfig layer5 = layer_config(sc.workload, 5);
+  EXPECT_EQ(layer5.keys.outlier_channels, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(layer5.keys.outlier_count, 0);
+  EXPECT_EQ(layer5.keys.outlier_scale, 40.0);
+  EXPECT_EQ(layer5.sinks.count, 4);
+  EXPECT_EQ(layer5.sinks.key_norm, 20.0);
+  EXPECT_EQ(layer_config(sc.workload, 1).sinks.count, 0);
+  const std::vector<CaseKey> cases = scenario_cases(sc);
+  ASSERT_EQ(cases.size(), 8u);  // 2 seeds x 2 layers x 2 heads, seed-major
+  EXPECT_EQ(cases[0].seed, 4u);
+  EXPECT_EQ(cases[3].layer, 5);
+  EXPECT_EQ(cases[3].kv_head, 1);
+  EXPECT_EQ(cases[4].seed, 9u);
+  EXPECT_EQ(workload_at(sc, 1024).tokens, 1024);
+}
+
+// Each bad value is named at file:line:column with what was expected.
+TEST(Scenario, RefusesBadLayersOverridesAndCalibration) {
+  const auto error_of = [](const std::string& workload) {
+    try {
+      parse_scenario("[workload]\ntokens = 256\nhead_dim = 16\n" + workload + "[[pairs]]\nk = \"none\"\nv = \"none\"\n",
+                     "b.toml");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  using ::testing::HasSubstr;
+  EXPECT_THAT(error_of("num_layers = 4\nlayers = [0, 4]\n"), HasSubstr("b.toml:5:14: 'layers' entries must be integers in 0..3"));
+  EXPECT_THAT(error_of("layers = \"some\"\n"), HasSubstr("b.toml:4:10: 'layers' must be \"all\" or an array"));
+  EXPECT_THAT(error_of("num_layers = 4\nlayers = [1, 1]\n"), HasSubstr("b.toml:5:10: 'layers' lists 1 twice"));
+  EXPECT_THAT(error_of("num_layers = 2\n[[workload.overrides]]\nlayers = [2]\n"),
+              HasSubstr("b.toml:6:11: 'layers' entries must be integers in 0..1"));
+  EXPECT_THAT(error_of("[[workload.overrides]]\nlayers = [0]\nkeys = { outlier_scael = 3.0 }\n"),
+              HasSubstr("unknown key 'outlier_scael' in [workload.overrides.keys]"));
+  EXPECT_THAT(error_of("[[workload.overrides]]\nkeys = { outlier_scale = 3.0 }\n"),
+              HasSubstr("missing key 'layers' in [workload.overrides]"));
+  EXPECT_THAT(error_of("[workload.calibration]\nsource = \"fresh\"\n"),
+              HasSubstr("b.toml:5:10: calibration needs 'tokens'"));
+  EXPECT_THAT(error_of("[workload.calibration]\ntokens = 300\n"),
+              HasSubstr("calibration tokens 300 exceed the context of 256 tokens"));
+  EXPECT_THAT(error_of("[workload.calibration]\ntokens = 10\ninclude_sinks = \"no\"\n"),
+              HasSubstr("b.toml:6:17: 'include_sinks' must be true or false"));
+  EXPECT_THAT(error_of("model = \"llama-3.1-8b\"\n"), HasSubstr("b.toml:4:9: model presets are not available here"));
+  EXPECT_THAT(error_of("[workload.needles]\ndepths = [0.5]\nper_query = 0\n"),
+              HasSubstr("b.toml:6:13: 'per_query' must be an integer in 1..64"));
 }
 
 TEST(Scenario, RefusesWorkloadsTooLargeToHold) {

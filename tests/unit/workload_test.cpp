@@ -1,4 +1,5 @@
-// The synthetic generator: determinism, planted structure, RoPE, sinks and needles.
+// The synthetic generator: determinism, planted structure, RoPE, sinks, needles, GQA, layers with
+// overrides, recency and calibration samples.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,7 +27,9 @@ double column_rms(const Matrix& m, int64_t c) {
 }
 
 TEST(Workload, SameSeedSameCaseOtherSeedOtherCase) {
-  const WorkloadConfig cfg = small();
+  WorkloadConfig cfg = small();
+  cfg.layers = 2;
+  cfg.kv_heads = 2;
   EXPECT_EQ(generate_case(cfg, 5).keys, generate_case(cfg, 5).keys);
   EXPECT_EQ(generate_case(cfg, 5).queries, generate_case(cfg, 5).queries);
   EXPECT_NE(generate_case(cfg, 5).keys, generate_case(cfg, 6).keys);
@@ -140,14 +143,152 @@ TEST(Workload, NeedlesHoldTheirTargetMassAtTheirDepth) {
   const Case c = generate_case(cfg, 10);
   const AttentionScores s = attention_scores(c.queries, c.keys);
   ASSERT_EQ(c.needles.size(), 4u);
-  EXPECT_EQ(c.needles[0], std::llround(0.25 * 511));
-  EXPECT_EQ(c.needles[1], std::llround(0.5 * 511));
-  EXPECT_NE(c.needles[3], c.needles[0]);  // the fourth query wraps to depth 0.25, on another token
-  for (int64_t i = 0; i < cfg.queries; ++i) EXPECT_NEAR(s.prob_row(i)[c.needles[i]], 0.6, 0.02) << i;
+  EXPECT_EQ(c.needles[0].token, std::llround(0.25 * 511));
+  EXPECT_EQ(c.needles[1].token, std::llround(0.5 * 511));
+  EXPECT_EQ(c.needles[3].depth, 0);  // the fourth query wraps to depth 0.25...
+  EXPECT_NE(c.needles[3].token, c.needles[0].token);  // ...on another token
+  EXPECT_EQ(c.needle_depths, cfg.needles.depths);
+  for (int64_t i = 0; i < cfg.queries; ++i) {
+    EXPECT_EQ(c.needles[i].query, i);
+    EXPECT_NEAR(s.prob_row(i)[c.needles[i].token], 0.6, 0.02) << i;
+  }
   // The pre-RoPE key was written back consistently.
   Matrix again = c.keys_pre_rope;
   apply_rope(again, c.positions, cfg.rope);
-  for (int64_t e = 0; e < cfg.head_dim; ++e) EXPECT_NEAR(again(c.needles[0], e), c.keys(c.needles[0], e), 1e-4);
+  const int64_t t0 = c.needles[0].token;
+  for (int64_t e = 0; e < cfg.head_dim; ++e) EXPECT_NEAR(again(t0, e), c.keys(t0, e), 1e-4);
+}
+
+TEST(Workload, MultiNeedleQueriesShareTheirMass) {
+  WorkloadConfig cfg = small();
+  cfg.queries = 2;
+  cfg.needles = {{0.1, 0.4, 0.7, 0.9}, 0.6, 2};
+  const Case c = generate_case(cfg, 12);
+  const AttentionScores s = attention_scores(c.queries, c.keys);
+  ASSERT_EQ(c.needles.size(), 4u);
+  const int64_t expected_depth[4] = {0, 1, 2, 3};  // query 0: depths 0 and 1, query 1: 2 and 3
+  for (size_t n = 0; n < 4; ++n) {
+    EXPECT_EQ(c.needles[n].query, int64_t(n / 2));
+    EXPECT_EQ(c.needles[n].depth, expected_depth[n]);
+    EXPECT_EQ(c.needles[n].token, std::llround(cfg.needles.depths[n] * 511));
+    // Each needle of a query holds half of the query's 0.6; moving one key along q_i changes
+    // only its own logit for query i, so the shares are exact up to float rounding.
+    EXPECT_NEAR(s.prob_row(c.needles[n].query)[c.needles[n].token], 0.3, 1e-3) << n;
+  }
+}
+
+TEST(Workload, GqaGivesEveryQueryHeadItsOwnQueries) {
+  WorkloadConfig cfg = small();
+  cfg.queries = 3;
+  cfg.q_per_kv = 4;
+  const Case c = generate_case(cfg, 2);
+  EXPECT_EQ(c.queries.rows(), 12);
+  EXPECT_EQ(c.q_per_kv, 4);
+  // The first query head's queries are the ones a one-head workload draws (same stream), and
+  // the other heads' differ from them.
+  WorkloadConfig one = cfg;
+  one.q_per_kv = 1;
+  const Case single = generate_case(one, 2);
+  for (int64_t e = 0; e < cfg.head_dim; ++e) EXPECT_EQ(c.queries(0, e), single.queries(0, e));
+  EXPECT_NE(c.queries(3, 0), c.queries(0, 0));
+  EXPECT_NE(c.queries(9, 0), c.queries(3, 0));
+}
+
+TEST(Workload, LayerOverridesChangeOnlyTheirLayers) {
+  WorkloadConfig cfg = small();
+  cfg.layers = 4;
+  cfg.keys.outlier_channels = {5};
+  cfg.keys.outlier_scale = 10.0;
+  LayerOverride o;
+  o.layers = {2, 3};
+  o.outlier_channels = std::vector<int64_t>{9, 10};
+  o.outlier_scale = 30.0;
+  o.sink_count = 2;
+  cfg.overrides.push_back(o);
+  LayerOverride later;
+  later.layers = {3};
+  later.outlier_scale = 50.0;  // later entries win
+  cfg.overrides.push_back(later);
+  EXPECT_EQ(layer_config(cfg, 0).keys.outlier_channels, std::vector<int64_t>{5});
+  EXPECT_EQ(layer_config(cfg, 2).keys.outlier_channels, (std::vector<int64_t>{9, 10}));
+  EXPECT_EQ(layer_config(cfg, 2).keys.outlier_scale, 30.0);
+  EXPECT_EQ(layer_config(cfg, 3).keys.outlier_scale, 50.0);
+  EXPECT_EQ(layer_config(cfg, 2).sinks.count, 2);
+  EXPECT_EQ(layer_config(cfg, 1).sinks.count, 0);
+  const Case c0 = generate_case(cfg, 1, 0), c2 = generate_case(cfg, 1, 2);
+  EXPECT_EQ(c0.outlier_channels, std::vector<int64_t>{5});
+  EXPECT_EQ(c2.outlier_channels, (std::vector<int64_t>{9, 10}));
+  EXPECT_GT(column_rms(c2.keys_pre_rope, 9), 20.0);
+  EXPECT_LT(column_rms(c0.keys_pre_rope, 9), 2.0);
+  // Layers and KV heads outside the counts are refused.
+  EXPECT_THROW(generate_case(cfg, 1, 4), InputError);
+  EXPECT_THROW(generate_case(cfg, 1, 0, 1), InputError);
+  cfg.overrides[0].layers = {7};
+  EXPECT_THROW(validate(cfg), InputError);
+}
+
+// Mean attention mass of the newest `window` tokens over the queries of a case.
+double recent_mass(const Case& c, int64_t window) {
+  const AttentionScores s = attention_scores(c.queries, c.keys);
+  double mass = 0;
+  for (int64_t i = 0; i < s.queries; ++i) {
+    for (int64_t j = s.tokens - window; j < s.tokens; ++j) mass += s.prob_row(i)[j];
+  }
+  return mass / double(s.queries);
+}
+
+TEST(Workload, RecencyBiasDrawsAttentionToRecentTokens) {
+  WorkloadConfig cfg = small();
+  cfg.queries = 16;
+  cfg.rope = {true, 10000.0, RopeConvention::rotate_half};
+  const WorkloadConfig flat = cfg;
+  cfg.recency = {4.0, 32.0};
+  double with = 0, without = 0;
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    with += recent_mass(generate_case(cfg, seed), 32);
+    without += recent_mass(generate_case(flat, seed), 32);
+  }
+  // Without a bias the newest 32 of 512 tokens hold about 32/512 = 6 % of the attention; a boost
+  // of 4 nats decaying over 32 tokens multiplies their weights by up to e^4.
+  EXPECT_NEAR(without / 8, 32.0 / 512.0, 0.03);
+  EXPECT_GT(with / 8, 3 * without / 8);
+  // The pre-RoPE keys stay consistent with the cached ones.
+  const Case c = generate_case(cfg, 3);
+  Matrix again = c.keys_pre_rope;
+  apply_rope(again, c.positions, cfg.rope);
+  for (int64_t e = 0; e < cfg.head_dim; ++e) EXPECT_NEAR(again(511, e), c.keys(511, e), 1e-4);
+}
+
+TEST(Workload, CalibrationSamplesComeFromTheCaseOrAFreshDraw) {
+  WorkloadConfig cfg = small();
+  cfg.keys.outlier_count = 3;
+  cfg.keys.outlier_scale = 20.0;
+  cfg.keys.channel_offset = 1.0;
+  cfg.sinks = {4, 8.0, 0.1, 0.3};
+  cfg.calibration = {64, false, CalibrationSource::same};
+  const Case same = generate_case(cfg, 4);
+  ASSERT_EQ(same.calibration.keys.rows(), 64);
+  EXPECT_EQ(same.calibration.positions.front(), 4);  // the window starts after the sinks
+  for (int64_t e = 0; e < cfg.head_dim; ++e) EXPECT_EQ(same.calibration.keys(0, e), same.keys(4, e));
+  for (int64_t e = 0; e < cfg.head_dim; ++e) EXPECT_EQ(same.calibration.values(63, e), same.values(67, e));
+
+  cfg.calibration = {64, true, CalibrationSource::fresh};
+  const Case fresh = generate_case(cfg, 4);
+  ASSERT_EQ(fresh.calibration.keys.rows(), 64);
+  EXPECT_EQ(fresh.calibration.positions.front(), 0);
+  EXPECT_NE(fresh.calibration.keys(10, 0), fresh.keys(10, 0));  // other tokens...
+  // ...of the same model: the outlier channels (drawn per seed, layer and head) are the same ones.
+  for (int64_t ch : fresh.outlier_channels) EXPECT_GT(column_rms(fresh.calibration.keys, ch), 8.0) << ch;
+  // The sinks are in the sample when include_sinks is set: the first rows carry the sink norm.
+  double norm0 = 0, norm10 = 0;
+  for (int64_t e = 0; e < cfg.head_dim; ++e) {
+    norm0 += double(fresh.calibration.keys(0, e)) * fresh.calibration.keys(0, e);
+    norm10 += double(fresh.calibration.keys(10, e)) * fresh.calibration.keys(10, e);
+  }
+  EXPECT_GT(std::sqrt(norm0), 4 * std::sqrt(norm10));
+  // A window that does not fit the context is refused.
+  cfg.calibration = {600, true, CalibrationSource::same};
+  EXPECT_THROW(generate_case(cfg, 0), InputError);
 }
 
 TEST(Workload, RefusesConfigsItCannotGenerate) {

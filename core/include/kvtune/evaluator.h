@@ -30,12 +30,19 @@ struct EvalPlan {
   int64_t topk = 8;  // k of topk_overlap
 };
 
+// The needle metrics of the needles planted at one depth (fraction of the context).
+struct DepthSamples {
+  double depth = 0.0;
+  std::vector<double> hit, mass_ratio;
+};
+
 struct PairResult {
   std::string name;
   SchemePtr k, v;
   double k_bits = 0.0, v_bits = 0.0;  // measured from footprints at the evaluated context
-  // One sample per query in case order; needle metrics only for queries that have a needle.
+  // One sample per query in case order; needle metrics one per planted needle.
   std::array<std::vector<double>, kMetricCount> samples;
+  std::vector<DepthSamples> needle_depths;  // one entry per workload depth, in the workload's order
 
   Summary summary(Metric m) const { return summarize(samples[static_cast<size_t>(m)]); }
 };
@@ -51,8 +58,9 @@ struct EvalResult {
 using CaseSource = std::function<Case(size_t index)>;
 
 // Evaluates every pair of `plan` over cases 0..case_count-1 in parallel (OpenMP, `threads` = 0 for
-// the default). The result is identical whatever the thread count. Throws InputError when a scheme
-// cannot take the cases' shape.
+// the default). A case with a calibration sample first calibrates every scheme on it (schemes
+// without static scales return themselves). The result is identical whatever the thread count.
+// Throws InputError when a scheme cannot take the cases' shape.
 EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& source, int threads = 0);
 
 // Throws InputError naming the scheme when it cannot store a [tokens, head_dim] block.

@@ -16,8 +16,8 @@ enum class Metric : size_t {
   attn_kl,            // KL(p_ref || p), nats
   top1_agree,         // argmax p == argmax p_ref (1 or 0)
   topk_overlap,       // |topk(p) ∩ topk(p_ref)| / k
-  needle_hit,         // the needle is still the arg-max (queries with a needle only)
-  needle_mass_ratio,  // p[needle] / p_ref[needle] (queries with a needle only)
+  needle_hit,         // the needle stays among the top n tokens of a query with n needles (n = 1: arg-max)
+  needle_mass_ratio,  // p[needle] / p_ref[needle]; needle metrics: one sample per planted needle
 };
 
 inline constexpr size_t kMetricCount = 8;

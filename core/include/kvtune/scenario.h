@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kvtune/evaluator.h"
+#include "kvtune/model_preset.h"
 #include "kvtune/registry.h"
 #include "kvtune/workload.h"
 
@@ -21,14 +23,31 @@ struct PairRequest {
 
 struct Scenario {
   std::string name;
-  WorkloadConfig workload;
+  std::string model;               // the model preset the workload's shape came from; empty: none
+  WorkloadConfig workload;         // workload.tokens = contexts.front()
+  std::vector<int64_t> contexts;   // context lengths to evaluate, each a separate run
   std::vector<uint64_t> seeds{0};
+  std::vector<int64_t> layers{0};  // the sampled layers and KV heads (default: all of them)
+  std::vector<int64_t> heads{0};
   int64_t topk = 8;
   std::vector<PairRequest> pairs;
 };
 
-Scenario parse_scenario(std::string_view text, const std::string& source_name);
-Scenario load_scenario(const std::string& path);
+// One case of a scenario run: seeds x layers x heads, seed-major.
+struct CaseKey {
+  uint64_t seed = 0;
+  int64_t layer = 0, kv_head = 0;
+};
+std::vector<CaseKey> scenario_cases(const Scenario& scenario);
+
+// The workload at one of the scenario's context lengths.
+WorkloadConfig workload_at(const Scenario& scenario, int64_t tokens);
+
+// Resolves `model = "NAME"` (a configs/models preset); the default refuses every name.
+using ModelLookup = std::function<ModelPreset(const std::string& name)>;
+
+Scenario parse_scenario(std::string_view text, const std::string& source_name, const ModelLookup& models = {});
+Scenario load_scenario(const std::string& path, const ModelLookup& models = {});
 
 // Builds an evaluation plan: one scheme per distinct canonical K spec and V spec (the separable
 // evaluation quantizes each once). Errors are prefixed with the pair's `where`.

@@ -1,10 +1,11 @@
 // The synthetic workload generator (DESIGN §5). A case is one (seed, layer, kv-head) slice: keys
-// before and after RoPE, values, queries, positions and needles. Every draw comes from one
-// <random> engine seeded from (seed, layer, head), so a case never depends on the thread count
-// or on which other cases run.
+// before and after RoPE, values, the queries of every query head of the GQA group, positions,
+// needles and an optional calibration sample. Every draw comes from <random> engines seeded from
+// (seed, layer, head), so a case never depends on the thread count or on which other cases run.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,15 @@ struct ValueProfile {
 
 struct QueryProfile {
   Distribution distribution = Distribution::normal;
-  double scale = 1.0;  // larger = sharper attention (lower temperature)
+  double scale = 1.0;  // the inverse temperature: larger = sharper attention, smaller = flatter
+};
+
+// Recency bias: recent tokens draw more attention, as in real decoders. Every query and every
+// non-sink key gain a component along one shared direction, sized so that the logit of the token
+// `age` steps before the newest rises by about strength * exp(-age / tokens) nats.
+struct RecencyProfile {
+  double strength = 0.0;  // nats on the newest token; 0 = off
+  double tokens = 256.0;  // decay length in tokens
 };
 
 // Attention sinks: the first `count` tokens get keys of `key_norm` times the median key norm along
@@ -44,23 +53,66 @@ struct SinkProfile {
   double mass = 0.3;
 };
 
-// Needles: query i gets a needle key at depth depths[i % n] (fraction of the context) made to hold
-// `mass` of its reference attention.
+// Needles: query row i gets `per_query` needle keys at depths depths[(i * per_query + n) % size]
+// (fractions of the context), made to hold `mass` of its reference attention together (equal
+// shares). per_query = 1 is single-needle retrieval, more is multi-needle.
 struct NeedleProfile {
   std::vector<double> depths;
   double mass = 0.5;
+  int64_t per_query = 1;
+};
+
+// Calibration for schemes with static scales: a sample of `tokens` tokens on which each scheme
+// fits its scales before the full context is quantized. `same`: the case's own first tokens
+// (after the sinks when include_sinks is false); `fresh`: the same model structure (outlier
+// channels, offsets) drawn again from an independent stream, as a calibration set is.
+enum class CalibrationSource { same, fresh };
+struct CalibrationProfile {
+  int64_t tokens = 0;  // 0 = no calibration step
+  bool include_sinks = true;
+  CalibrationSource source = CalibrationSource::same;
+};
+
+// Per-layer changes to the profiles (DESIGN §5): unset fields keep the workload's value.
+struct LayerOverride {
+  std::vector<int64_t> layers;
+  std::optional<std::vector<int64_t>> outlier_channels;
+  std::optional<int64_t> outlier_count;
+  std::optional<double> outlier_scale, channel_offset;
+  std::optional<int64_t> sink_count;
+  std::optional<double> sink_key_norm, sink_mass;
 };
 
 struct WorkloadConfig {
   int64_t tokens = 4096;
   int64_t head_dim = 128;
-  int64_t queries = 1;
+  int64_t queries = 1;   // per query head
+  int64_t layers = 1;    // cases may come from layers 0..layers-1
+  int64_t kv_heads = 1;  // ...and KV heads 0..kv_heads-1
+  int64_t q_per_kv = 1;  // GQA: query heads sharing each KV head, each with its own queries
   KeyProfile keys;
   ValueProfile values;
   QueryProfile query;
   RopeConfig rope;
   SinkProfile sinks;
   NeedleProfile needles;
+  RecencyProfile recency;
+  CalibrationProfile calibration;
+  std::vector<LayerOverride> overrides;  // applied in order; later entries win
+};
+
+// A planted needle: query row `query` should retrieve token `token`, planted at depths[depth].
+struct Needle {
+  int64_t query = 0;
+  int64_t token = 0;
+  int64_t depth = 0;
+};
+
+// Tokens a scheme with static scales is calibrated on (empty when the workload has none).
+struct CalibrationSample {
+  Matrix keys, values;             // [N, D], keys as cached
+  std::vector<int64_t> positions;  // [N]
+  bool empty() const { return keys.rows() == 0; }
 };
 
 struct Case {
@@ -70,17 +122,24 @@ struct Case {
   Matrix keys_pre_rope;             // [T, D] before RoPE
   Matrix keys;                      // [T, D] as cached (after RoPE when enabled)
   Matrix values;                    // [T, D]
-  Matrix queries;                   // [Nq, D] as used in attention (after RoPE)
+  Matrix queries;                   // [q_per_kv * Nq, D] as used in attention (after RoPE)
+  int64_t q_per_kv = 1;             // query rows h*Nq..(h+1)*Nq-1 belong to query head h
   std::vector<int64_t> positions;   // [T] token positions 0..T-1
   int64_t query_position = 0;       // position of the decoding token (T)
-  std::vector<int64_t> needles;     // [Nq] needle token per query, -1 when none
+  std::vector<Needle> needles;      // ordered by query row
+  std::vector<double> needle_depths;       // the workload's depths (Needle::depth indexes them)
   std::vector<int64_t> outlier_channels;  // the channels that were scaled
   RopeConfig rope;                        // what turned keys_pre_rope into keys (disabled: none)
+  CalibrationSample calibration;
 };
 
 // Throws InputError when the config cannot be generated (e.g. outlier channel >= head_dim).
 void validate(const WorkloadConfig& config);
 
+// The profile of one layer: the workload with the overrides naming `layer` applied.
+WorkloadConfig layer_config(const WorkloadConfig& config, int64_t layer);
+
+// Throws InputError when layer or kv_head is outside the workload's counts.
 Case generate_case(const WorkloadConfig& config, uint64_t seed, int64_t layer = 0, int64_t kv_head = 0);
 
 // A case from given tensors (no RoPE, no needles): keys [T, D], values [T, D], queries [Nq, D].

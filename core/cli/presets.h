@@ -1,0 +1,13 @@
+// Model presets for the commands: a bare name is looked up in configs/models (found relative to
+// the executable, see config_dir_candidates), a path names a preset file of the user's own.
+#pragma once
+
+#include <string>
+
+#include "kvtune/model_preset.h"
+
+namespace kvtune::cli {
+
+ModelPreset resolve_model_preset(const std::string& name_or_path);
+
+}  // namespace kvtune::cli
