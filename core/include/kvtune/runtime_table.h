@@ -1,0 +1,92 @@
+// Runtime capability tables: what each serving runtime (llama.cpp, vLLM, ...) can store in its KV
+// cache, version by version, and the kvtune scheme pair that emulates each setting. Data, not code:
+// read from configs/runtimes/NAME.toml (schema in docs/runtimes.md), so updating a runtime is
+// editing a file and recommending is a lookup over runtime_options().
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvtune/registry.h"
+
+namespace kvtune {
+
+// What the user sets and what comes with it. Entries of a table carry these; an expanded option
+// gathers those of everything that made it (profile, K type, V type, matching pair rules).
+struct RuntimeSettings {
+  std::vector<std::string> cli;          // flags to paste: "-ctk q8_0", "--kv-cache-dtype fp8"
+  std::vector<std::string> env;          // "NAME=VALUE"
+  std::string python;                    // a config snippet for Python-configured runtimes
+  std::vector<std::string> build;        // build-time requirements: "GGML_CUDA_FA_ALL_QUANTS=ON"
+  std::vector<std::string> unsupported;  // where it cannot run: "CUDA flash attention (any build)"
+  std::vector<std::string> caveats;      // what the emulation or the runtime does differently
+  bool needs_flash_attention = false;
+  bool verified = true;  // false: a fact behind it could not be checked against the runtime's sources
+};
+
+// One [[profiles]], [[k_types]], [[v_types]], [[pair_rules]] or [[options]] entry, as read.
+struct RuntimeEntry {
+  std::string name;            // option name, cache type value or profile name
+  std::string k_spec, v_spec;  // canonical kvtune specs (k_types fill k_spec, v_types v_spec)
+  std::string since, until;    // version range [since, until); empty = unbounded
+  std::vector<std::string> profiles;                     // k/v types: the profiles they belong to (empty = all)
+  std::vector<std::string> match_k, match_v, except;     // pair rules: values (empty = any), "K/V" exemptions
+  RuntimeSettings settings;
+  std::string origin;  // file:line:column of the entry
+};
+
+// A runtime setting kvtune has no scheme for; listed so a recommendation can say so.
+struct RuntimeNotEmulated {
+  std::string setting, reason, since, until, origin;
+};
+
+struct RuntimeTable {
+  std::string name;            // the file's stem: "llama-cpp"
+  std::string title;           // "llama.cpp"
+  std::string source;          // the runtime's repository or documentation
+  std::string version_scheme;  // "semver" (0.11.2, 1.3.0rc27) or "build" (b8607)
+  std::string oldest;          // oldest version the table covers; empty = no lower bound
+  std::string checked;         // newest version the data was checked against; "latest" means it
+  bool kv_independent = false;  // K and V set separately (types and pair rules) or jointly (options)
+  std::vector<std::string> notes;
+  std::vector<RuntimeEntry> profiles, k_types, v_types, pair_rules, options;
+  std::vector<RuntimeNotEmulated> not_emulated;
+};
+
+// One configuration a runtime version can express: the kvtune pair to evaluate and what to set.
+struct RuntimeOption {
+  std::string name;  // "q8_0/q4_0 (rotated)", "fp8, checkpoint scales"
+  std::string k_spec, v_spec;
+  RuntimeSettings settings;
+  std::vector<std::string> origins;  // the entries it was made from, file:line:column
+};
+
+struct RuntimeView {
+  std::string version;          // the version asked for ("latest" resolved)
+  bool beyond_checked = false;  // newer than the table was checked against: options may be stale
+  std::vector<RuntimeOption> options;
+  std::vector<RuntimeNotEmulated> not_emulated;
+};
+
+// Reads one table; every K/V spec is validated (and canonicalised) through `registry`. Errors are
+// InputErrors naming file:line:column, the key and what was expected.
+RuntimeTable parse_runtime_table(std::string_view text, const std::string& source_name, const std::string& name,
+                                 const Registry& registry);
+RuntimeTable load_runtime_table(const std::filesystem::path& path, const Registry& registry);  // name = stem
+
+// Every <config_dir>/runtimes/*.toml, sorted by name.
+std::vector<RuntimeTable> load_runtime_tables(const std::filesystem::path& config_dir, const Registry& registry);
+
+// The options available at `version` ("latest" = the table's `checked`, or every open-ended entry
+// when it has none). For a K/V-independent runtime this is every active K type × V type within each
+// active profile, with the matching pair rules applied. InputError for a malformed version or one
+// older than the table covers.
+RuntimeView runtime_options(const RuntimeTable& table, std::string_view version);
+
+// Orders two versions of a scheme: <0, 0, >0. InputError (naming `what`) for a malformed one.
+int compare_runtime_versions(const std::string& scheme, const std::string& a, const std::string& b,
+                             const std::string& what = "version");
+
+}  // namespace kvtune

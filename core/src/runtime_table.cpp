@@ -1,0 +1,435 @@
+#include "kvtune/runtime_table.h"
+
+#include <algorithm>
+#include <cctype>
+#include <system_error>
+
+#include "kvtune/error.h"
+#include "kvtune/file_io.h"
+#include "toml_reader.h"
+
+namespace kvtune {
+
+namespace fs = std::filesystem;
+using detail::TableReader;
+using detail::where;
+
+namespace {
+
+// ---- versions ------------------------------------------------------------------------------------
+
+// A parsed version: dotted numbers (a "build" is one number) and, for release candidates, rc >= 0.
+struct Version {
+  std::vector<int64_t> parts;
+  int64_t rc = -1;
+};
+
+bool digits(std::string_view s) {
+  return !s.empty() && s.size() <= 12 && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+// semver: [v]N(.N){0,3}[rcN] (vLLM 0.11.2, TensorRT-LLM 1.3.0rc27); build: bN (llama.cpp b8607).
+bool parse_version(const std::string& scheme, std::string_view s, Version& out) {
+  if (scheme == "build") {
+    if (s.size() < 2 || s[0] != 'b' || !digits(s.substr(1))) return false;
+    out.parts = {std::stoll(std::string(s.substr(1)))};
+    return true;
+  }
+  if (!s.empty() && s[0] == 'v') s.remove_prefix(1);
+  if (const size_t rc = s.find("rc"); rc != std::string_view::npos) {
+    if (!digits(s.substr(rc + 2))) return false;
+    out.rc = std::stoll(std::string(s.substr(rc + 2)));
+    s = s.substr(0, rc);
+  }
+  while (true) {
+    const size_t dot = s.find('.');
+    const std::string_view part = s.substr(0, dot);
+    if (!digits(part)) return false;
+    out.parts.push_back(std::stoll(std::string(part)));
+    if (dot == std::string_view::npos) break;
+    s.remove_prefix(dot + 1);
+  }
+  return out.parts.size() <= 4;
+}
+
+std::string version_syntax(const std::string& scheme) {
+  return scheme == "build" ? "a build number such as b8607"
+                           : "a dotted version such as 0.11.2 or 1.3.0rc27 (up to four numbers, optional rcN)";
+}
+
+int compare(const Version& a, const Version& b) {
+  for (size_t i = 0; i < std::max(a.parts.size(), b.parts.size()); ++i) {
+    const int64_t x = i < a.parts.size() ? a.parts[i] : 0, y = i < b.parts.size() ? b.parts[i] : 0;
+    if (x != y) return x < y ? -1 : 1;
+  }
+  // A release candidate comes before its release.
+  const int64_t x = a.rc < 0 ? INT64_MAX : a.rc, y = b.rc < 0 ? INT64_MAX : b.rc;
+  return x == y ? 0 : (x < y ? -1 : 1);
+}
+
+// ---- reading -------------------------------------------------------------------------------------
+
+// The table source of an entry, for errors about keys it lacks.
+std::string entry_where(const std::string& file, const toml::table& t) { return where(file, t.source()); }
+
+// Like TableReader::required, but the message carries the entry's line:column.
+void require(TableReader& r, const toml::table& t, const std::string& key, const std::string& path,
+             const std::string& expected) {
+  if (!r.has(key)) {
+    throw InputError(entry_where(r.file(), t) + ": missing key '" + key + "'" +
+                     (path.empty() ? "" : " in [" + path + "]") + " (" + expected + ")");
+  }
+}
+
+std::vector<std::string> strings(TableReader& r, const std::string& key) {
+  std::vector<std::string> out;
+  const toml::node* n = r.node(key);
+  if (n == nullptr) return out;
+  const toml::array* a = n->as_array();
+  if (a == nullptr) r.fail(*n, "'" + key + "' must be an array of strings");
+  for (const toml::node& e : *a) {
+    if (!e.is_string()) r.fail(e, "'" + key + "' entries must be strings");
+    out.push_back(*e.value<std::string>());
+  }
+  return out;
+}
+
+bool boolean(TableReader& r, const std::string& key, bool fallback) {
+  const toml::node* n = r.node(key);
+  if (n == nullptr) return fallback;
+  if (!n->is_boolean()) r.fail(*n, "'" + key + "' must be true or false");
+  return *n->value<bool>();
+}
+
+std::string version(TableReader& r, const std::string& key, const std::string& scheme) {
+  const std::string v = r.string(key, "");
+  Version parsed;
+  if (r.has(key) && !parse_version(scheme, v, parsed)) {
+    r.fail(*r.node(key), "'" + key + "' = '" + v + "' is not a version; expected " + version_syntax(scheme));
+  }
+  return v;
+}
+
+// A kvtune spec, validated and canonicalised by the registry; its errors gain the key's position.
+std::string spec(TableReader& r, const std::string& key, const Registry& registry) {
+  const std::string s = r.string(key, "");
+  try {
+    return registry.make(s)->spec();
+  } catch (const InputError& e) {
+    r.fail(*r.node(key), "'" + key + "' = '" + s + "' is not a kvtune scheme: " + e.what());
+  }
+}
+
+// The tables of an array of tables ([[key]]); absent = none.
+std::vector<const toml::table*> tables(TableReader& r, const std::string& key) {
+  std::vector<const toml::table*> out;
+  const toml::node* n = r.node(key);
+  if (n == nullptr) return out;
+  const toml::array* a = n->as_array();
+  if (a == nullptr) r.fail(*n, "'" + key + "' must be an array of tables ([[" + key + "]])");
+  for (const toml::node& e : *a) {
+    if (!e.is_table()) r.fail(e, "'" + key + "' entries must be tables ([[" + key + "]])");
+    out.push_back(e.as_table());
+  }
+  return out;
+}
+
+enum class Kind { profile, k_type, v_type, pair_rule, option };
+
+const char* kind_key(Kind k) {
+  switch (k) {
+    case Kind::profile: return "profiles";
+    case Kind::k_type: return "k_types";
+    case Kind::v_type: return "v_types";
+    case Kind::pair_rule: return "pair_rules";
+    case Kind::option: return "options";
+  }
+  return "";
+}
+
+RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind, const std::string& scheme,
+                        const Registry& registry) {
+  const std::string path = kind_key(kind);
+  TableReader r(t, file, path);
+  RuntimeEntry e;
+  e.origin = entry_where(file, t);
+  switch (kind) {
+    case Kind::profile:
+      require(r, t, "name", path, "the profile's name, which k_types/v_types list in 'profiles'");
+      e.name = r.string("name", "");
+      break;
+    case Kind::k_type:
+    case Kind::v_type:
+      require(r, t, "value", path, "the runtime's name for the cache type, e.g. \"q8_0\"");
+      require(r, t, "spec", path, "the kvtune spec that emulates it, e.g. \"q8_0:rotation=hadamard\"");
+      e.name = r.string("value", "");
+      (kind == Kind::k_type ? e.k_spec : e.v_spec) = spec(r, "spec", registry);
+      e.profiles = strings(r, "profiles");
+      break;
+    case Kind::pair_rule:
+      e.match_k = strings(r, "k");
+      e.match_v = strings(r, "v");
+      e.except = strings(r, "except");
+      break;
+    case Kind::option:
+      require(r, t, "name", path, "a short name for the option, e.g. \"fp8, checkpoint scales\"");
+      require(r, t, "k", path, "the kvtune spec for keys");
+      require(r, t, "v", path, "the kvtune spec for values");
+      e.name = r.string("name", "");
+      e.k_spec = spec(r, "k", registry);
+      e.v_spec = spec(r, "v", registry);
+      break;
+  }
+  e.since = version(r, "since", scheme);
+  e.until = version(r, "until", scheme);
+  if (!e.since.empty() && !e.until.empty() && compare_runtime_versions(scheme, e.since, e.until) >= 0) {
+    r.fail(*r.node("until"), "'until' (" + e.until + ") must be after 'since' (" + e.since + ")");
+  }
+  RuntimeSettings& s = e.settings;
+  s.cli = strings(r, "cli");
+  s.env = strings(r, "env");
+  for (size_t i = 0; i < s.env.size(); ++i) {
+    if (s.env[i].find('=') == std::string::npos || s.env[i].front() == '=') {
+      r.fail(*r.node("env")->as_array()->get(i), "'env' entries must be NAME=VALUE (found '" + s.env[i] + "')");
+    }
+  }
+  s.python = r.string("python", "");
+  s.build = strings(r, "build");
+  s.unsupported = strings(r, "unsupported");
+  s.caveats = strings(r, "caveats");
+  s.needs_flash_attention = boolean(r, "needs_flash_attention", false);
+  s.verified = boolean(r, "verified", true);
+  r.finish();
+  return e;
+}
+
+RuntimeNotEmulated read_not_emulated(const toml::table& t, const std::string& file, const std::string& scheme) {
+  TableReader r(t, file, "not_emulated");
+  require(r, t, "setting", "not_emulated", "the runtime setting, e.g. \"--kv-cache-dtype nvfp4\"");
+  require(r, t, "reason", "not_emulated", "why kvtune has no scheme for it");
+  RuntimeNotEmulated n;
+  n.setting = r.string("setting", "");
+  n.reason = r.string("reason", "");
+  n.since = version(r, "since", scheme);
+  n.until = version(r, "until", scheme);
+  n.origin = entry_where(file, t);
+  r.finish();
+  return n;
+}
+
+// Cross-references a loader can check once everything is read.
+void check_references(const RuntimeTable& t) {
+  auto names = [](const std::vector<RuntimeEntry>& entries) {
+    std::vector<std::string> out;
+    for (const RuntimeEntry& e : entries) out.push_back(e.name);
+    return out;
+  };
+  auto known = [](const std::vector<std::string>& list, const std::string& v) {
+    return std::find(list.begin(), list.end(), v) != list.end();
+  };
+  const std::vector<std::string> profiles = names(t.profiles), ks = names(t.k_types), vs = names(t.v_types);
+  for (const std::vector<RuntimeEntry>* types : {&t.k_types, &t.v_types}) {
+    for (const RuntimeEntry& e : *types) {
+      for (const std::string& p : e.profiles) {
+        if (!known(profiles, p)) {
+          throw InputError(e.origin + ": 'profiles' names '" + p + "', which no [[profiles]] entry defines; defined: " +
+                           (profiles.empty() ? std::string("(none)") : join(profiles)));
+        }
+      }
+    }
+  }
+  for (const RuntimeEntry& rule : t.pair_rules) {
+    for (const auto& [list, valid, key] : {std::tuple{&rule.match_k, &ks, "k"}, std::tuple{&rule.match_v, &vs, "v"}}) {
+      for (const std::string& v : *list) {
+        if (!known(*valid, v)) {
+          throw InputError(rule.origin + ": pair rule '" + key + "' names '" + v + "', which is not a " + key +
+                           "_types value; valid ones are: " + join(*valid));
+        }
+      }
+    }
+    for (const std::string& pair : rule.except) {
+      const size_t slash = pair.find('/');
+      if (slash == std::string::npos || !known(ks, pair.substr(0, slash)) || !known(vs, pair.substr(slash + 1))) {
+        throw InputError(rule.origin + ": pair rule 'except' entry '" + pair +
+                         "' must be K/V with a k_types value and a v_types value");
+      }
+    }
+  }
+}
+
+// ---- expanding -----------------------------------------------------------------------------------
+
+bool active(const std::string& scheme, const std::string& since, const std::string& until, const std::string* v) {
+  if (v == nullptr) return until.empty();  // "latest" with no checked version: the open-ended entries
+  return (since.empty() || compare_runtime_versions(scheme, *v, since) >= 0) &&
+         (until.empty() || compare_runtime_versions(scheme, *v, until) < 0);
+}
+
+void append_unique(std::vector<std::string>& to, const std::vector<std::string>& from) {
+  for (const std::string& s : from) {
+    if (std::find(to.begin(), to.end(), s) == to.end()) to.push_back(s);
+  }
+}
+
+void merge(RuntimeSettings& to, const RuntimeSettings& from) {
+  append_unique(to.cli, from.cli);
+  append_unique(to.env, from.env);
+  if (!from.python.empty()) to.python += (to.python.empty() ? "" : "\n") + from.python;
+  append_unique(to.build, from.build);
+  append_unique(to.unsupported, from.unsupported);
+  append_unique(to.caveats, from.caveats);
+  to.needs_flash_attention = to.needs_flash_attention || from.needs_flash_attention;
+  to.verified = to.verified && from.verified;
+}
+
+bool rule_matches(const RuntimeEntry& rule, const std::string& k, const std::string& v) {
+  auto in = [](const std::vector<std::string>& list, const std::string& x) {
+    return list.empty() || std::find(list.begin(), list.end(), x) != list.end();
+  };
+  const std::string pair = k + "/" + v;
+  return in(rule.match_k, k) && in(rule.match_v, v) &&
+         std::find(rule.except.begin(), rule.except.end(), pair) == rule.except.end();
+}
+
+}  // namespace
+
+int compare_runtime_versions(const std::string& scheme, const std::string& a, const std::string& b,
+                             const std::string& what) {
+  Version x, y;
+  for (const auto& [text, parsed] : {std::pair{&a, &x}, std::pair{&b, &y}}) {
+    if (!parse_version(scheme, *text, *parsed)) {
+      throw InputError(what + " '" + *text + "' is not valid; expected " + version_syntax(scheme));
+    }
+  }
+  return compare(x, y);
+}
+
+RuntimeTable parse_runtime_table(std::string_view text, const std::string& source_name, const std::string& name,
+                                 const Registry& registry) {
+  const toml::table root = detail::parse_toml(text, source_name);
+  TableReader r(root, source_name, "");
+  RuntimeTable t;
+  t.name = name;
+  require(r, root, "name", "", "the runtime's display name, e.g. \"llama.cpp\"");
+  require(r, root, "source", "", "the runtime's repository or documentation URL");
+  require(r, root, "version_scheme", "", "\"semver\" or \"build\"");
+  require(r, root, "kv_independent", "", "true when K and V types are set separately");
+  t.title = r.string("name", "");
+  t.source = r.string("source", "");
+  t.version_scheme = r.required_choice("version_scheme", {"semver", "build"});
+  t.kv_independent = boolean(r, "kv_independent", false);
+  t.oldest = version(r, "oldest", t.version_scheme);
+  t.checked = version(r, "checked", t.version_scheme);
+  if (!t.oldest.empty() && !t.checked.empty() &&
+      compare_runtime_versions(t.version_scheme, t.oldest, t.checked) > 0) {
+    r.fail(*r.node("checked"), "'checked' (" + t.checked + ") must not be older than 'oldest' (" + t.oldest + ")");
+  }
+  t.notes = strings(r, "notes");
+  const std::vector<std::pair<Kind, std::vector<RuntimeEntry>*>> kinds = {{Kind::profile, &t.profiles},
+                                                                           {Kind::k_type, &t.k_types},
+                                                                           {Kind::v_type, &t.v_types},
+                                                                           {Kind::pair_rule, &t.pair_rules},
+                                                                           {Kind::option, &t.options}};
+  for (const auto& [kind, out] : kinds) {
+    const std::vector<const toml::table*> entries = tables(r, kind_key(kind));
+    // Joint runtimes have one dtype for both roles: per-role types and pair rules would be fiction.
+    if (!t.kv_independent && kind != Kind::option && !entries.empty()) {
+      r.fail(*r.node(kind_key(kind)), std::string("'") + kind_key(kind) +
+                                          "' needs kv_independent = true; a runtime that sets K and V "
+                                          "together lists [[options]]");
+    }
+    for (const toml::table* e : entries) out->push_back(read_entry(*e, source_name, kind, t.version_scheme, registry));
+  }
+  for (const toml::table* e : tables(r, "not_emulated")) {
+    t.not_emulated.push_back(read_not_emulated(*e, source_name, t.version_scheme));
+  }
+  if (t.kv_independent && (t.k_types.empty() || t.v_types.empty())) {
+    throw InputError(entry_where(source_name, root) + ": kv_independent = true needs [[k_types]] and [[v_types]]");
+  }
+  if (!t.kv_independent && t.options.empty()) {
+    throw InputError(entry_where(source_name, root) + ": a runtime with kv_independent = false needs [[options]]");
+  }
+  r.finish();
+  check_references(t);
+  return t;
+}
+
+RuntimeTable load_runtime_table(const fs::path& path, const Registry& registry) {
+  const std::vector<std::byte> bytes = read_file(path.string());
+  return parse_runtime_table(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                             path.string(), path.stem().string(), registry);
+}
+
+std::vector<RuntimeTable> load_runtime_tables(const fs::path& config_dir, const Registry& registry) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(config_dir / "runtimes", ec)) {
+    if (e.path().extension() == ".toml") files.push_back(e.path());
+  }
+  if (ec) throw InputError("cannot list " + (config_dir / "runtimes").string() + ": " + ec.message());
+  std::sort(files.begin(), files.end());
+  std::vector<RuntimeTable> out;
+  for (const fs::path& f : files) out.push_back(load_runtime_table(f, registry));
+  return out;
+}
+
+RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
+  RuntimeView view;
+  const std::string& scheme = t.version_scheme;
+  const bool latest = requested == "latest";
+  view.version = latest ? (t.checked.empty() ? "latest" : t.checked) : std::string(requested);
+  const std::string* v = latest && t.checked.empty() ? nullptr : &view.version;
+  if (v != nullptr) {
+    const std::string what = t.title + " version";
+    if (!t.oldest.empty() && compare_runtime_versions(scheme, *v, t.oldest, what) < 0) {
+      throw InputError(what + " '" + *v + "' is older than this table covers (" + t.oldest + " and later); " +
+                       "kvtune cannot say what it supports");
+    }
+    view.beyond_checked = !t.checked.empty() && compare_runtime_versions(scheme, *v, t.checked, what) > 0;
+  }
+  auto is_active = [&](const RuntimeEntry& e) { return active(scheme, e.since, e.until, v); };
+
+  if (t.kv_independent) {
+    // One implicit, unnamed profile when the table defines none.
+    std::vector<RuntimeEntry> profiles = t.profiles;
+    if (profiles.empty()) profiles.emplace_back();
+    for (const RuntimeEntry& p : profiles) {
+      if (!is_active(p)) continue;
+      auto in_profile = [&](const RuntimeEntry& e) {
+        return is_active(e) && (e.profiles.empty() ||
+                                std::find(e.profiles.begin(), e.profiles.end(), p.name) != e.profiles.end());
+      };
+      for (const RuntimeEntry& k : t.k_types) {
+        if (!in_profile(k)) continue;
+        for (const RuntimeEntry& val : t.v_types) {
+          if (!in_profile(val)) continue;
+          RuntimeOption o;
+          o.name = k.name + "/" + val.name + (p.name.empty() ? "" : " (" + p.name + ")");
+          o.k_spec = k.k_spec;
+          o.v_spec = val.v_spec;
+          for (const RuntimeEntry* part : {&p, &k, &val}) {
+            merge(o.settings, part->settings);
+            if (!part->origin.empty()) o.origins.push_back(part->origin);
+          }
+          for (const RuntimeEntry& rule : t.pair_rules) {
+            if (is_active(rule) && rule_matches(rule, k.name, val.name)) {
+              merge(o.settings, rule.settings);
+              o.origins.push_back(rule.origin);
+            }
+          }
+          view.options.push_back(std::move(o));
+        }
+      }
+    }
+  }
+  for (const RuntimeEntry& e : t.options) {
+    if (!is_active(e)) continue;
+    view.options.push_back(RuntimeOption{e.name, e.k_spec, e.v_spec, e.settings, {e.origin}});
+  }
+  for (const RuntimeNotEmulated& n : t.not_emulated) {
+    if (active(scheme, n.since, n.until, v)) view.not_emulated.push_back(n);
+  }
+  return view;
+}
+
+}  // namespace kvtune

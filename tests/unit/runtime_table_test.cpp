@@ -1,0 +1,242 @@
+// Runtime capability tables (configs/runtimes/*.toml): every shipped file loads, versions select the
+// right options, and bad data fails with file:line:column.
+#include "kvtune/runtime_table.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "kvtune/error.h"
+#include "test_support.h"
+
+namespace kvtune {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::filesystem::path config_dir() { return std::filesystem::path(KVTUNE_SOURCE_DIR) / "configs"; }
+
+RuntimeTable shipped(const std::string& name) {
+  return load_runtime_table(config_dir() / "runtimes" / (name + ".toml"), builtin_registry());
+}
+
+const RuntimeOption* find(const RuntimeView& view, const std::string& name) {
+  for (const RuntimeOption& o : view.options) {
+    if (o.name == name) return &o;
+  }
+  return nullptr;
+}
+
+bool has(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+bool any_contains(const std::vector<std::string>& list, const std::string& part) {
+  return std::any_of(list.begin(), list.end(), [&](const std::string& s) { return s.find(part) != std::string::npos; });
+}
+
+// The message of the InputError that parsing `text` throws (empty when it parses).
+std::string parse_error(const std::string& text) {
+  try {
+    parse_runtime_table(text, "rt.toml", "rt", builtin_registry());
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const std::string kJointHeader =
+    "name = \"R\"\nsource = \"https://example.org\"\nversion_scheme = \"semver\"\nkv_independent = false\n";
+
+TEST(RuntimeTable, EveryShippedTableLoadsAndEverySpecResolves) {
+  const std::vector<RuntimeTable> tables = load_runtime_tables(config_dir(), builtin_registry());
+  std::set<std::string> names;
+  for (const RuntimeTable& t : tables) {
+    names.insert(t.name);
+    const RuntimeView view = runtime_options(t, "latest");
+    EXPECT_FALSE(view.options.empty()) << t.name;
+    for (const RuntimeOption& o : view.options) {
+      // Specs are stored canonical, so they read back unchanged.
+      EXPECT_EQ(builtin_registry().make(o.k_spec)->spec(), o.k_spec) << t.name << ": " << o.name;
+      EXPECT_EQ(builtin_registry().make(o.v_spec)->spec(), o.v_spec) << t.name << ": " << o.name;
+      EXPECT_FALSE(o.settings.cli.empty() && o.settings.env.empty() && o.settings.python.empty())
+          << t.name << ": " << o.name << " says nothing the user can set";
+    }
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"llama-cpp", "lmdeploy", "ollama", "sglang", "tensorrt-llm", "transformers",
+                                          "vllm"}));
+}
+
+TEST(RuntimeTable, LlamaCppRotatesQuantizedTypesFromTheRotationBuild) {
+  const RuntimeTable t = shipped("llama-cpp");
+  ASSERT_TRUE(t.kv_independent);
+
+  const RuntimeView before = runtime_options(t, "b8000");
+  EXPECT_EQ(before.options.size(), 81u);  // 9 K types x 9 V types, one profile
+  const RuntimeOption* old_pair = find(before, "q8_0/q4_0 (unrotated)");
+  ASSERT_NE(old_pair, nullptr);
+  EXPECT_EQ(old_pair->k_spec, "q8_0");
+  EXPECT_EQ(old_pair->v_spec, "q4_0");
+  EXPECT_EQ(find(before, "q8_0/q4_0 (rotated)"), nullptr);
+
+  const RuntimeView after = runtime_options(t, "b8607");
+  EXPECT_EQ(after.options.size(), 162u);  // rotated by default, and with LLAMA_ATTN_ROT_DISABLE=1
+  const RuntimeOption* rotated = find(after, "q8_0/q4_0 (rotated)");
+  ASSERT_NE(rotated, nullptr);
+  EXPECT_EQ(rotated->k_spec, "q8_0:rotation=hadamard");
+  EXPECT_EQ(rotated->v_spec, "q4_0:rotation=hadamard");
+  EXPECT_TRUE(rotated->settings.env.empty());
+  const RuntimeOption* disabled = find(after, "q8_0/q4_0 (rotation disabled)");
+  ASSERT_NE(disabled, nullptr);
+  EXPECT_EQ(disabled->k_spec, "q8_0");
+  EXPECT_TRUE(has(disabled->settings.env, "LLAMA_ATTN_ROT_DISABLE=1"));
+  // Unquantized types are never rotated.
+  EXPECT_EQ(find(after, "f16/f16 (rotated)")->k_spec, "f16");
+  EXPECT_EQ(runtime_options(t, "latest").options.size(), 162u);
+}
+
+TEST(RuntimeTable, LlamaCppPairRulesFlagFlashAttentionAndCudaBuilds) {
+  const RuntimeView v = runtime_options(shipped("llama-cpp"), "b8607");
+  const RuntimeOption* f16 = find(v, "f16/f16 (rotated)");
+  EXPECT_FALSE(f16->settings.needs_flash_attention);
+  EXPECT_TRUE(f16->settings.build.empty());
+
+  const RuntimeOption* q8 = find(v, "q8_0/q8_0 (rotated)");
+  EXPECT_TRUE(q8->settings.needs_flash_attention);  // a quantized V needs flash attention
+  EXPECT_TRUE(has(q8->settings.cli, "-ctk q8_0"));
+  EXPECT_TRUE(has(q8->settings.cli, "-ctv q8_0"));
+  EXPECT_TRUE(has(q8->settings.cli, "-fa on"));
+  EXPECT_TRUE(q8->settings.build.empty());  // a default CUDA build has this pair
+
+  const RuntimeOption* q41 = find(v, "q4_1/q4_1 (rotated)");
+  EXPECT_TRUE(any_contains(q41->settings.build, "GGML_CUDA_FA_ALL_QUANTS=ON"));
+  const RuntimeOption* mixed = find(v, "q8_0/q5_0 (rotated)");
+  EXPECT_TRUE(any_contains(mixed->settings.build, "GGML_CUDA_FA_ALL_QUANTS=ON"));
+  const RuntimeOption* kquant_vf16 = find(v, "q4_1/f16 (rotated)");
+  EXPECT_FALSE(kquant_vf16->settings.needs_flash_attention);  // only V forces flash attention
+  EXPECT_TRUE(kquant_vf16->settings.build.empty());
+
+  EXPECT_TRUE(any_contains(find(v, "q8_0/iq4_nl (rotated)")->settings.unsupported, "any build"));
+  EXPECT_TRUE(any_contains(find(v, "iq4_nl/q8_0 (rotated)")->settings.unsupported, "any build"));
+  EXPECT_FALSE(any_contains(find(v, "iq4_nl/f16 (rotated)")->settings.unsupported, "any build"));
+}
+
+TEST(RuntimeTable, VllmCalculateKvScalesOnlyWhereTheFlagExists) {
+  const RuntimeTable t = shipped("vllm");
+  ASSERT_FALSE(t.kv_independent);
+  const RuntimeView old_view = runtime_options(t, "0.11.2");
+  const RuntimeOption* calc = find(old_view, "fp8 (e4m3), --calculate-kv-scales");
+  ASSERT_NE(calc, nullptr);
+  EXPECT_TRUE(has(calc->settings.cli, "--calculate-kv-scales"));
+  EXPECT_FALSE(calc->settings.verified);  // the removal release is an assumption, and says so
+  EXPECT_EQ(find(old_view, "fp8_per_token_head"), nullptr);
+
+  const RuntimeView new_view = runtime_options(t, "0.28.0");
+  EXPECT_EQ(find(new_view, "fp8 (e4m3), --calculate-kv-scales"), nullptr);
+  ASSERT_NE(find(new_view, "fp8_per_token_head"), nullptr);
+  EXPECT_EQ(find(new_view, "fp8_per_token_head")->k_spec, "fp8:format=e4m3,scale=dynamic,granularity=token");
+  EXPECT_EQ(find(new_view, "fp8 (e4m3), no checkpoint scales")->k_spec, "fp8:format=e4m3,scale=unit");
+  EXPECT_EQ(find(new_view, "fp8 (e4m3), checkpoint scales")->v_spec, "fp8:format=e4m3,scale=calibrated");
+  EXPECT_FALSE(new_view.beyond_checked);
+  EXPECT_FALSE(new_view.not_emulated.empty());
+
+  EXPECT_TRUE(runtime_options(t, "0.29.1").beyond_checked);
+  EXPECT_EQ(runtime_options(t, "latest").version, "0.28.0");
+  try {
+    runtime_options(t, "0.10.0");
+    FAIL() << "a version older than the table covers was accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("older than this table covers (0.11.2 and later)"));
+  }
+  try {
+    runtime_options(t, "0.x");
+    FAIL() << "a malformed version was accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("vLLM version '0.x' is not valid"));
+  }
+}
+
+TEST(RuntimeTable, VersionsCompareNumerically) {
+  EXPECT_LT(compare_runtime_versions("build", "b999", "b1000"), 0);
+  EXPECT_LT(compare_runtime_versions("semver", "0.9.2", "0.10.0"), 0);
+  EXPECT_EQ(compare_runtime_versions("semver", "0.11", "v0.11.0"), 0);
+  EXPECT_LT(compare_runtime_versions("semver", "1.3.0rc27", "1.3.0"), 0);
+  EXPECT_LT(compare_runtime_versions("semver", "1.3.0rc4", "1.3.0rc27"), 0);
+  EXPECT_THROW(compare_runtime_versions("build", "8607", "b1"), InputError);
+  EXPECT_THROW(compare_runtime_versions("semver", "1.2.3.4.5", "1"), InputError);
+}
+
+TEST(RuntimeTable, JointRuntimeWithoutChecked_LatestMeansOpenEndedEntries) {
+  const std::string text = kJointHeader +
+                           "[[options]]\nname = \"old\"\nk = \"f16\"\nv = \"f16\"\ncli = [\"--a\"]\nuntil = \"1.0\"\n"
+                           "[[options]]\nname = \"new\"\nk = \"q8_0\"\nv = \"q4_0\"\ncli = [\"--b\"]\nsince = \"1.0\"\n";
+  const RuntimeTable t = parse_runtime_table(text, "rt.toml", "rt", builtin_registry());
+  const RuntimeView latest = runtime_options(t, "latest");
+  ASSERT_EQ(latest.options.size(), 1u);
+  EXPECT_EQ(latest.options[0].name, "new");
+  EXPECT_EQ(runtime_options(t, "0.9").options[0].name, "old");
+  EXPECT_EQ(latest.options[0].origins[0], "rt.toml:11:1");
+}
+
+TEST(RuntimeTable, UnknownKeyNamesItsPosition) {
+  const std::string msg =
+      parse_error(kJointHeader + "[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\nbogus = 1\n");
+  EXPECT_THAT(msg, HasSubstr("rt.toml:9:1: unknown key 'bogus' in [options]"));
+  EXPECT_THAT(msg, HasSubstr("valid keys are:"));
+  EXPECT_THAT(parse_error(kJointHeader + "colour = \"red\"\n[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\n"),
+              HasSubstr("rt.toml:5:1: unknown key 'colour' at the top level"));
+}
+
+TEST(RuntimeTable, BadSpecNamesKeyPositionAndRegistryReason) {
+  const std::string msg = parse_error(kJointHeader + "[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"q9_0\"\n");
+  EXPECT_THAT(msg, HasSubstr("rt.toml:8:5: 'v' = 'q9_0' is not a kvtune scheme"));
+  EXPECT_THAT(msg, HasSubstr("unknown scheme 'q9_0'"));
+  EXPECT_THAT(parse_error(kJointHeader + "[[options]]\nname = \"a\"\nk = \"int:bits=9\"\nv = \"f16\"\n"),
+              HasSubstr("rt.toml:7:5: 'k' = 'int:bits=9' is not a kvtune scheme"));
+}
+
+TEST(RuntimeTable, BadVersionNamesKeyPositionAndSyntax) {
+  EXPECT_THAT(parse_error(kJointHeader + "[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\nsince = \"1.x\"\n"),
+              HasSubstr("rt.toml:9:9: 'since' = '1.x' is not a version; expected a dotted version"));
+  EXPECT_THAT(parse_error(kJointHeader + "checked = \"b12\"\n[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\n"),
+              HasSubstr("rt.toml:5:11: 'checked' = 'b12' is not a version"));
+  EXPECT_THAT(parse_error(kJointHeader +
+                          "[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\nsince = \"2.0\"\nuntil = \"1.0\"\n"),
+              HasSubstr("rt.toml:10:9: 'until' (1.0) must be after 'since' (2.0)"));
+  const std::string build =
+      "name = \"R\"\nsource = \"s\"\nversion_scheme = \"build\"\nkv_independent = false\n"
+      "[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\nuntil = \"8607\"\n";
+  EXPECT_THAT(parse_error(build), HasSubstr("rt.toml:9:9: 'until' = '8607' is not a version; expected a build number"));
+}
+
+TEST(RuntimeTable, MissingRequiredKeyNamesTheEntry) {
+  EXPECT_THAT(parse_error(kJointHeader + "[[options]]\nname = \"a\"\nk = \"f16\"\n"),
+              HasSubstr("rt.toml:5:1: missing key 'v' in [options] (the kvtune spec for values)"));
+  EXPECT_THAT(parse_error("name = \"R\"\nversion_scheme = \"semver\"\nkv_independent = false\n"),
+              HasSubstr("rt.toml:1:1: missing key 'source'"));
+  const std::string independent = "name = \"R\"\nsource = \"s\"\nversion_scheme = \"build\"\nkv_independent = true\n"
+                                  "[[k_types]]\nvalue = \"f16\"\n";
+  EXPECT_THAT(parse_error(independent), HasSubstr("rt.toml:5:1: missing key 'spec' in [k_types]"));
+}
+
+TEST(RuntimeTable, CrossReferencesAreChecked) {
+  const std::string head = "name = \"R\"\nsource = \"s\"\nversion_scheme = \"build\"\nkv_independent = true\n"
+                           "[[k_types]]\nvalue = \"f16\"\nspec = \"f16\"\n"
+                           "[[v_types]]\nvalue = \"f16\"\nspec = \"f16\"\n";
+  EXPECT_THAT(parse_error(head + "profiles = [\"fast\"]\n"),
+              HasSubstr("rt.toml:8:1: 'profiles' names 'fast', which no [[profiles]] entry defines"));
+  EXPECT_THAT(parse_error(head + "[[pair_rules]]\nv = [\"q8_0\"]\n"),
+              HasSubstr("rt.toml:11:1: pair rule 'v' names 'q8_0', which is not a v_types value"));
+  EXPECT_THAT(parse_error(head + "[[pair_rules]]\nexcept = [\"f16-f16\"]\n"),
+              HasSubstr("'except' entry 'f16-f16' must be K/V"));
+  EXPECT_THAT(parse_error(kJointHeader + "[[k_types]]\nvalue = \"f16\"\nspec = \"f16\"\n[[options]]\nname = \"a\"\n"
+                                         "k = \"f16\"\nv = \"f16\"\n"),
+              HasSubstr("'k_types' needs kv_independent = true"));
+  EXPECT_THAT(parse_error(kJointHeader + "[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\nenv = [\"NOEQUALS\"]\n"),
+              HasSubstr("rt.toml:9:8: 'env' entries must be NAME=VALUE"));
+}
+
+}  // namespace
+}  // namespace kvtune
