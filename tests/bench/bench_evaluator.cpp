@@ -1,0 +1,148 @@
+// The evaluator's cost (issue #4, item 6): linear in the context length T, and separable in K and V
+// (each K configuration quantized once per case, each V configuration once, every pair one
+// probs · values product).
+//
+//   BM_EvaluateContext/T   one K/V pair over one case at T = 4096, 32768, 131072; counter
+//                          `us_per_token` (roughly constant = linear in T) and a fitted O(N).
+//   BM_GridVsPairs         an 8×8 K/V grid as one evaluate() against the same 64 pairs as 64
+//                          evaluate() calls, timed in the same process; counter `grid_over_pairs`
+//                          (the target is ≤ 0.2).
+//
+//   build/tests/bench/bench_evaluator --benchmark_min_time=0.5
+//
+// Every evaluate() runs on one thread, so the comparison is not confused by OpenMP. The case is
+// generated once per benchmark, outside the timing. evaluate() takes its case by value from a
+// CaseSource, so each call is handed a fresh copy: the copy is made before the clock starts and
+// moved into the evaluator, so no timed figure includes generating or copying the case. That favours
+// the one-by-one side, which would otherwise pay for 64 cases instead of one.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "builtin.h"
+#include "kvtune/evaluator.h"
+#include "kvtune/scenario.h"
+#include "kvtune/workload.h"
+
+namespace {
+
+constexpr int64_t kHeadDim = 128;
+// One decoding step of a GQA group: Llama-3-70B has 64 query heads over 8 KV heads, i.e. 8 queries
+// per cached K/V head.
+constexpr int64_t kQueries = 8;
+
+// The reference experiment's keys (sweeps/seed-table.toml): three ×20 outlier channels.
+kvtune::Case make_case(int64_t tokens) {
+  kvtune::WorkloadConfig cfg;
+  cfg.tokens = tokens;
+  cfg.head_dim = kHeadDim;
+  cfg.queries = kQueries;
+  cfg.keys.outlier_channels = {7, 23, 88};
+  cfg.keys.outlier_scale = 20.0;
+  return kvtune::generate_case(cfg, 0);
+}
+
+// Runs evaluate() on `prototype` with one thread, returning the seconds spent inside evaluate()
+// only: the copy the CaseSource hands over is made before the clock starts.
+double timed_evaluate(const kvtune::EvalPlan& plan, const kvtune::Case& prototype) {
+  kvtune::Case fresh = prototype;
+  const kvtune::CaseSource source = [&fresh](size_t) { return std::move(fresh); };
+  const auto t0 = std::chrono::steady_clock::now();
+  const kvtune::EvalResult r = kvtune::evaluate(plan, 1, source, 1);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  benchmark::DoNotOptimize(r.pairs.data());
+  return s;
+}
+
+void BM_EvaluateContext(benchmark::State& state) {
+  const int64_t tokens = state.range(0);
+  const kvtune::Case c = make_case(tokens);
+  const kvtune::EvalPlan plan = kvtune::build_plan(
+      {{"", "int:bits=4,axis=channel", "int:bits=4,axis=token", ""}}, kvtune::builtin_registry(), 8);
+  double total_s = 0.0;
+  for (auto _ : state) {
+    const double s = timed_evaluate(plan, c);
+    state.SetIterationTime(s);
+    total_s += s;
+  }
+  state.SetComplexityN(tokens);
+  state.SetItemsProcessed(state.iterations() * tokens);
+  // The K and V caches in float32, as the evaluator reads them.
+  state.SetBytesProcessed(state.iterations() * tokens * kHeadDim * 2 * int64_t(sizeof(float)));
+  // Plain microseconds (a nanosecond counter would print with an SI prefix, "3.1k").
+  state.counters["us_per_token"] = 1e6 * total_s / double(state.iterations() * tokens);
+}
+BENCHMARK(BM_EvaluateContext)
+    ->Arg(4096)
+    ->Arg(32768)
+    ->Arg(131072)
+    ->UseManualTime()
+    ->Complexity(benchmark::oN)
+    ->Unit(benchmark::kMillisecond);
+
+// Eight distinct K and eight distinct V configurations, all valid specs (`kvtune schemes`), spread
+// over the families a sweep would compare.
+const std::vector<std::string> kKeySpecs = {
+    "int:bits=8,axis=channel", "int:bits=4,axis=channel", "int:bits=4,axis=channel,group=32,asym",
+    "int:bits=2,axis=channel,group=32,asym", "q8_0", "q4_0", "fp8:format=e4m3,scale=unit", "f16"};
+const std::vector<std::string> kValueSpecs = {
+    "int:bits=8,axis=token", "int:bits=4,axis=token", "int:bits=4,axis=token,group=32,scale=f16",
+    "int:bits=3,axis=token,asym", "q8_0", "q4_0", "fp8:format=e5m2,scale=dynamic,granularity=token", "bf16"};
+
+std::vector<kvtune::PairRequest> grid_pairs() {
+  std::vector<kvtune::PairRequest> pairs;
+  for (const std::string& k : kKeySpecs) {
+    for (const std::string& v : kValueSpecs) pairs.push_back({k + " / " + v, k, v, "bench"});
+  }
+  return pairs;
+}
+
+// Per iteration: the 64 pairs as one plan (one evaluate()), then each pair as its own plan (64
+// evaluate() calls), then the diagonal (the same 8 K and 8 V configurations, 8 pairs). The
+// reported time is the grid's. Counters, from sums over the same iterations:
+//   grid_over_pairs  grid time / one-by-one time (the issue's target: ≤ 0.2)
+//   pairs_ms         the 64 one-by-one evaluate() calls
+//   per_pair_ms      (grid − diagonal) / 56: what one more pair costs (its probs · values product
+//                    and metrics); 64 of them are the floor of the grid's time
+//   shared_ms        grid − 64 · per_pair_ms: the reference and the 16 quantizations
+void BM_GridVsPairs(benchmark::State& state) {
+  const kvtune::Case c = make_case(state.range(0));
+  const std::vector<kvtune::PairRequest> requests = grid_pairs();
+  const kvtune::EvalPlan grid = kvtune::build_plan(requests, kvtune::builtin_registry(), 8);
+  std::vector<kvtune::EvalPlan> singles;
+  for (const kvtune::PairRequest& p : requests) singles.push_back(kvtune::build_plan({p}, kvtune::builtin_registry(), 8));
+  std::vector<kvtune::PairRequest> diagonal_requests;
+  for (size_t i = 0; i < 8; ++i) diagonal_requests.push_back(requests[i * 8 + i]);
+  const kvtune::EvalPlan diagonal = kvtune::build_plan(diagonal_requests, kvtune::builtin_registry(), 8);
+  if (grid.k_schemes.size() != 8 || grid.v_schemes.size() != 8 || grid.pairs.size() != 64 ||
+      diagonal.k_schemes.size() != 8 || diagonal.v_schemes.size() != 8) {
+    state.SkipWithError("the grid is not 8 K x 8 V = 64 pairs");
+    return;
+  }
+  double grid_s = 0.0, pairs_s = 0.0, diagonal_s = 0.0;
+  for (auto _ : state) {
+    const double g = timed_evaluate(grid, c);
+    double p = 0.0;
+    for (const kvtune::EvalPlan& single : singles) p += timed_evaluate(single, c);
+    diagonal_s += timed_evaluate(diagonal, c);
+    state.SetIterationTime(g);
+    grid_s += g;
+    pairs_s += p;
+  }
+  const double n = double(state.iterations());
+  const double per_pair_s = (grid_s - diagonal_s) / 56.0 / n;
+  state.counters["grid_over_pairs"] = grid_s / pairs_s;
+  state.counters["pairs_ms"] = 1e3 * pairs_s / n;
+  state.counters["per_pair_ms"] = 1e3 * per_pair_s;
+  state.counters["shared_ms"] = 1e3 * (grid_s / n - 64.0 * per_pair_s);
+}
+// T = 16384 keeps one iteration (66 evaluate() calls) to a few seconds on the 2-core machine;
+// three iterations give a stable sum.
+BENCHMARK(BM_GridVsPairs)->Arg(16384)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
