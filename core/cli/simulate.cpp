@@ -50,20 +50,6 @@ Case load_tensor_case(const SimulateOptions& o) {
   return case_from_tensors(std::move(k.values), std::move(v.values), std::move(q.values));
 }
 
-// One EvalResult per context length of the scenario, each over seeds x layers x heads.
-std::vector<EvalResult> run_scenario(const Scenario& sc, const EvalPlan& plan, int threads) {
-  for (int64_t tokens : sc.contexts) check_plan_shape(plan, tokens, sc.workload.head_dim);
-  const std::vector<CaseKey> cases = scenario_cases(sc);
-  std::vector<EvalResult> runs;
-  for (int64_t tokens : sc.contexts) {
-    const WorkloadConfig cfg = workload_at(sc, tokens);
-    runs.push_back(evaluate(
-        plan, cases.size(), [&](size_t i) { return generate_case(cfg, cases[i].seed, cases[i].layer, cases[i].kv_head); },
-        threads));
-  }
-  return runs;
-}
-
 int run(const SimulateOptions& o) {
   const Registry& registry = builtin_registry();
   const bool tensors = !o.k_path.empty() || !o.v_path.empty() || !o.q_path.empty();
@@ -85,9 +71,10 @@ int run(const SimulateOptions& o) {
     name = o.k_path;
   } else {
     if (!o.pairs.empty()) throw InputError("--pair needs --k/--v/--q tensors; a scenario file lists its own [[pairs]]");
-    const Scenario sc = o.file.empty() ? parse_scenario(kDefaultScenario, kDefaultScenarioName, resolve_model_preset)
-                                       : load_scenario(o.file, resolve_model_preset);
-    runs = run_scenario(sc, build_plan(sc.pairs, registry, o.topk.value_or(sc.topk)), o.threads);
+    Scenario sc = o.file.empty() ? parse_scenario(kDefaultScenario, kDefaultScenarioName, resolve_model_preset)
+                                 : load_scenario(o.file, resolve_model_preset);
+    sc.topk = o.topk.value_or(sc.topk);
+    runs = evaluate_scenario(sc, registry, o.threads);
     name = sc.name;
   }
   if (!o.needle_csv.empty()) {

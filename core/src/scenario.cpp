@@ -267,6 +267,20 @@ Scenario load_scenario(const std::string& path, const ModelLookup& models) {
   return parse_scenario(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path, models);
 }
 
+std::vector<EvalResult> evaluate_scenario(const Scenario& sc, const Registry& registry, int threads) {
+  const EvalPlan plan = build_plan(sc.pairs, registry, sc.topk);
+  for (int64_t tokens : sc.contexts) check_plan_shape(plan, tokens, sc.workload.head_dim);
+  const std::vector<CaseKey> cases = scenario_cases(sc);
+  std::vector<EvalResult> runs;
+  for (int64_t tokens : sc.contexts) {
+    const WorkloadConfig cfg = workload_at(sc, tokens);
+    runs.push_back(evaluate(
+        plan, cases.size(), [&](size_t i) { return generate_case(cfg, cases[i].seed, cases[i].layer, cases[i].kv_head); },
+        threads));
+  }
+  return runs;
+}
+
 EvalPlan build_plan(const std::vector<PairRequest>& pairs, const Registry& registry, int64_t topk) {
   EvalPlan plan;
   plan.topk = topk;

@@ -49,6 +49,10 @@ using ModelLookup = std::function<ModelPreset(const std::string& name)>;
 Scenario parse_scenario(std::string_view text, const std::string& source_name, const ModelLookup& models = {});
 Scenario load_scenario(const std::string& path, const ModelLookup& models = {});
 
+// Evaluates the scenario's pairs: one EvalResult per context length, each over seeds x layers x
+// heads. Throws InputError when a scheme cannot take the workload's shape at some context.
+std::vector<EvalResult> evaluate_scenario(const Scenario& scenario, const Registry& registry, int threads = 0);
+
 // Builds an evaluation plan: one scheme per distinct canonical K spec and V spec (the separable
 // evaluation quantizes each once). Errors are prefixed with the pair's `where`.
 EvalPlan build_plan(const std::vector<PairRequest>& pairs, const Registry& registry, int64_t topk);
