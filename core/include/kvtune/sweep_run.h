@@ -1,0 +1,59 @@
+// Running a sweep: the points of one shard are evaluated in batches (each batch one separable
+// evaluation, so each K and V configuration of a batch is quantized once per case) and each
+// point's record is appended to results.jsonl as one JSON line, flushed, as soon as its batch is
+// done. An interrupted sweep resumes: records already in the file are kept and their points
+// skipped, after checking that the file was written by the same spec (its hash).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kvtune/metrics.h"
+#include "kvtune/sweep.h"
+
+namespace kvtune {
+
+// One evaluated point, as one line of results.jsonl.
+struct SweepRecord {
+  std::string k, v, origin;
+  bool ok = true;
+  std::string error;  // why the point failed (ok = false): its scheme's message
+  double k_bits = 0.0, v_bits = 0.0;
+  std::array<Summary, kMetricCount> metrics{};  // count 0: does not apply (needle metrics, failed point)
+  // Provenance, written on every line.
+  uint64_t spec_hash = 0;
+  std::string kvtune_version, git_commit, host, time;  // time: UTC ISO 8601
+  int64_t shard = 0, shards = 1;
+
+  double bits() const { return (k_bits + v_bits) / 2.0; }
+  const Summary& metric(Metric m) const { return metrics[static_cast<size_t>(m)]; }
+};
+
+struct SweepRunOptions {
+  std::string out_dir;     // results.jsonl goes here (created if missing)
+  bool resume = false;     // keep an existing results.jsonl and skip its points
+  int64_t shard = 0;       // this shard's index...
+  int64_t shards = 1;      // ...of this many: point i belongs to shard i % shards
+  int threads = 0;         // evaluation threads (0 = all cores)
+  size_t batch_points = 64;  // points per separable evaluation (and per flush)
+  std::function<void(size_t done, size_t total)> progress;  // after each batch; may be empty
+};
+
+// Evaluates this shard's points and returns every record of the shard (resumed ones included), in
+// point order. Throws InputError when out_dir cannot be written, when results.jsonl exists without
+// --resume, or when it belongs to another spec. A point whose scheme fails at run time becomes a
+// record with ok = false and the sweep goes on.
+std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const Registry& registry, const SweepRunOptions& options);
+
+// results.jsonl <-> records. read_records names file:line for a malformed line.
+std::string record_to_json_line(const SweepRecord& record);
+std::vector<SweepRecord> read_records(const std::string& path);
+
+// Merges the results.jsonl of several shard directories: all must carry the same spec hash; a
+// point present twice keeps its first record. Records come in directory order, then file order.
+std::vector<SweepRecord> merge_records(const std::vector<std::string>& dirs);
+
+}  // namespace kvtune

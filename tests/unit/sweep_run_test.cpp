@@ -1,0 +1,241 @@
+// The sweep runner: records streamed to results.jsonl, resume, shards and merge, failing points,
+// and the independent pairing's second phase. Specs are built by hand (the parser has its own
+// tests), on a small workload so every run takes milliseconds.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kvtune/error.h"
+#include "kvtune/sweep_run.h"
+#include "test_support.h"
+
+namespace kvtune {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+SweepSpec small_spec(std::vector<SweepPoint> points) {
+  SweepSpec spec;
+  spec.name = "small";
+  spec.source = "small.toml";
+  spec.scenario.workload.tokens = 256;
+  spec.scenario.workload.head_dim = 64;
+  spec.scenario.workload.queries = 2;
+  spec.scenario.workload.keys.outlier_channels = {3, 40};
+  spec.scenario.workload.keys.outlier_scale = 10.0;
+  spec.scenario.contexts = {256};
+  spec.scenario.seeds = {0, 1, 2};
+  spec.points = std::move(points);
+  spec.hash = 0x1234;
+  return spec;
+}
+
+std::vector<SweepPoint> grid_points() {
+  std::vector<SweepPoint> points;
+  for (const char* k : {"int:bits=8,axis=channel", "int:bits=4,axis=channel", "q8_0"}) {
+    for (const char* v : {"int:bits=4,axis=token", "q4_0"}) points.push_back({k, v, "search"});
+  }
+  return points;
+}
+
+class SweepRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           ("kvtune-sweep-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  SweepRunOptions options(const std::string& sub = "out") const {
+    SweepRunOptions o;
+    o.out_dir = (dir_ / sub).string();
+    o.threads = 1;
+    o.batch_points = 4;
+    return o;
+  }
+  std::string results(const std::string& sub = "out") const { return (dir_ / sub / "results.jsonl").string(); }
+
+  static size_t line_count(const std::string& path) {
+    std::ifstream in(path);
+    size_t n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(SweepRun, StreamsOneLinePerPointWithMetricsAndProvenance) {
+  const SweepSpec spec = small_spec(grid_points());
+  const std::vector<SweepRecord> records = run_sweep(spec, builtin_registry(), options());
+  ASSERT_EQ(records.size(), 6u);
+  EXPECT_EQ(line_count(results()), 6u);
+  const std::vector<SweepRecord> read = read_records(results());
+  ASSERT_EQ(read.size(), 6u);
+  for (size_t i = 0; i < read.size(); ++i) {
+    EXPECT_EQ(read[i].k, spec.points[i].k);
+    EXPECT_EQ(read[i].v, spec.points[i].v);
+    EXPECT_TRUE(read[i].ok);
+    EXPECT_EQ(read[i].spec_hash, 0x1234u);
+    EXPECT_FALSE(read[i].git_commit.empty());
+    EXPECT_FALSE(read[i].host.empty());
+    EXPECT_THAT(read[i].time, ::testing::MatchesRegex("[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z"));
+    EXPECT_EQ(read[i].metric(Metric::rel_out_err).count, 6u);  // 3 seeds x 2 queries
+    EXPECT_DOUBLE_EQ(read[i].metric(Metric::rel_out_err).mean, records[i].metric(Metric::rel_out_err).mean);
+    EXPECT_EQ(read[i].metric(Metric::needle_hit).count, 0u);  // no needles: null in the file
+  }
+  // The bits are the footprint's: 8-bit per channel with f32 scales on 256 tokens, q4_0 = 4.5.
+  EXPECT_DOUBLE_EQ(read[0].k_bits, 8.0 + 32.0 / 256.0);
+  EXPECT_DOUBLE_EQ(read[1].v_bits, 4.5);
+  // A sweep point equals the same pair evaluated by the simulator: 8-bit beats 4-bit keys.
+  EXPECT_LT(read[0].metric(Metric::attn_kl).mean, read[2].metric(Metric::attn_kl).mean);
+}
+
+TEST_F(SweepRun, ResumeSkipsWhatIsDoneAndRefusesAnotherSpec) {
+  SweepSpec spec = small_spec(grid_points());
+  SweepRunOptions o = options();
+  const std::vector<SweepRecord> first = run_sweep(spec, builtin_registry(), o);
+  EXPECT_THROW(run_sweep(spec, builtin_registry(), o), InputError);  // exists, no --resume
+
+  // An interrupted run: the last line was cut off mid-write, and two points never ran.
+  std::string text;
+  {
+    std::ifstream in(results());
+    std::stringstream s;
+    s << in.rdbuf();
+    text = s.str();
+  }
+  size_t cut = 0;
+  for (int i = 0; i < 4; ++i) cut = text.find('\n', cut) + 1;
+  {
+    std::ofstream out(results(), std::ios::trunc);
+    out << text.substr(0, cut) << text.substr(cut, 40);  // 4 complete lines + a partial fifth
+  }
+  o.resume = true;
+  size_t calls = 0, last_done = 0;
+  o.progress = [&](size_t done, size_t total) {
+    ++calls;
+    last_done = done;
+    EXPECT_EQ(total, 6u);
+  };
+  const std::vector<SweepRecord> resumed = run_sweep(spec, builtin_registry(), o);
+  EXPECT_EQ(line_count(results()), 6u);  // the partial line dropped, the two missing points added
+  EXPECT_GE(calls, 2u);
+  EXPECT_EQ(last_done, 6u);
+  ASSERT_EQ(resumed.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(resumed[i].metric(Metric::rel_out_err).mean, first[i].metric(Metric::rel_out_err).mean) << i;
+  }
+
+  // A changed workload is another sweep: resume refuses to mix them.
+  spec.hash = 0x9999;
+  try {
+    run_sweep(spec, builtin_registry(), o);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr("spec hash 1234, this one 9999"));
+  }
+}
+
+TEST_F(SweepRun, ShardsCoverEveryPointOnceAndMergeToTheUnshardedResult) {
+  const SweepSpec spec = small_spec(grid_points());
+  const std::vector<SweepRecord> whole = run_sweep(spec, builtin_registry(), options("whole"));
+  for (int64_t i = 0; i < 3; ++i) {
+    SweepRunOptions o = options("shard" + std::to_string(i));
+    o.shard = i;
+    o.shards = 3;
+    EXPECT_EQ(run_sweep(spec, builtin_registry(), o).size(), 2u);
+  }
+  const std::vector<SweepRecord> merged =
+      merge_records({(dir_ / "shard0").string(), (dir_ / "shard1").string(), (dir_ / "shard2").string()});
+  ASSERT_EQ(merged.size(), 6u);
+  for (const SweepRecord& m : merged) {
+    const auto same = std::find_if(whole.begin(), whole.end(), [&](const SweepRecord& w) { return w.k == m.k && w.v == m.v; });
+    ASSERT_NE(same, whole.end());
+    for (size_t x = 0; x < kMetricCount; ++x) {
+      EXPECT_EQ(m.metrics[x].mean, same->metrics[x].mean) << m.k << " / " << m.v;  // deterministic per point
+    }
+  }
+  SweepRunOptions bad = options("bad");
+  bad.shard = 3;
+  bad.shards = 3;
+  EXPECT_THROW(run_sweep(spec, builtin_registry(), bad), InputError);
+}
+
+TEST_F(SweepRun, MergeRefusesShardsOfDifferentSweeps) {
+  SweepSpec a = small_spec({{"q8_0", "q8_0", "search"}});
+  run_sweep(a, builtin_registry(), options("a"));
+  a.hash = 0x77;
+  run_sweep(a, builtin_registry(), options("b"));
+  try {
+    merge_records({(dir_ / "a").string(), (dir_ / "b").string()});
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr("only shards of one sweep can be merged"));
+  }
+}
+
+TEST_F(SweepRun, APointWhoseSchemeFailsIsRecordedAndTheSweepGoesOn) {
+  SweepSpec spec = small_spec({{"f16", "none", "search"}, {"q8_0", "none", "search"}});
+  spec.scenario.workload.keys.scale = 1e4;  // keys beyond f16's range (65504) with the outliers x10
+  const std::vector<SweepRecord> records = run_sweep(spec, builtin_registry(), options());
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_FALSE(records[0].ok);
+  EXPECT_THAT(records[0].error, HasSubstr("keys through 'f16' are not finite"));
+  EXPECT_TRUE(records[1].ok) << records[1].error;
+  const std::vector<SweepRecord> read = read_records(results());
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_FALSE(read[0].ok);
+  EXPECT_EQ(read[0].error, records[0].error);
+}
+
+TEST_F(SweepRun, IndependentPairingPairsThePerRoleFrontiers) {
+  SweepSpec spec = small_spec({});
+  spec.pairing = Pairing::independent;
+  // K: 8-bit per channel (better, more bits), 2-bit per channel (worse, fewer bits), and 8-bit
+  // per token, which has more bits than 8-bit per channel (a scale per token: 8.5 vs 8.125) and a
+  // larger error on outlier channels: dominated.
+  for (const char* k : {"int:bits=8,axis=channel", "int:bits=2,axis=channel", "int:bits=8,axis=token"}) {
+    spec.points.push_back({k, "none", "search"});
+  }
+  for (const char* v : {"int:bits=8,axis=token", "int:bits=4,axis=token"}) spec.points.push_back({"none", v, "search"});
+  const std::vector<SweepRecord> records = run_sweep(spec, builtin_registry(), options());
+  ASSERT_EQ(records.size(), 5u + 4u);  // phase 1, then 2 K x 2 V
+  std::set<std::pair<std::string, std::string>> phase2;
+  for (size_t i = 5; i < records.size(); ++i) phase2.insert({records[i].k, records[i].v});
+  EXPECT_EQ(phase2.count({"int:bits=8,axis=channel", "int:bits=4,axis=token"}), 1u);
+  EXPECT_EQ(phase2.count({"int:bits=2,axis=channel", "int:bits=8,axis=token"}), 1u);
+  for (const auto& p : phase2) EXPECT_NE(p.first, "int:bits=8,axis=token");
+
+  SweepRunOptions sharded = options("sharded");
+  sharded.shards = 2;
+  EXPECT_THROW(run_sweep(spec, builtin_registry(), sharded), InputError);
+}
+
+TEST_F(SweepRun, MalformedResultLinesAreNamedWithTheirLine) {
+  fs::create_directories(dir_);
+  const std::string path = (dir_ / "results.jsonl").string();
+  {
+    std::ofstream out(path);
+    out << "{\"k\": \"q8_0\"}\n";
+  }
+  try {
+    read_records(path);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr(path + ":1: missing field 'v'"));
+  }
+  {
+    std::ofstream out(path);
+    out << "not json\n";
+  }
+  EXPECT_THROW(read_records(path), InputError);
+}
+
+}  // namespace
+}  // namespace kvtune
