@@ -375,6 +375,7 @@ std::vector<RuntimeTable> load_runtime_tables(const fs::path& config_dir, const 
 
 RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
   RuntimeView view;
+  view.title = t.title;
   const std::string& scheme = t.version_scheme;
   const bool latest = requested == "latest";
   view.version = latest ? (t.checked.empty() ? "latest" : t.checked) : std::string(requested);

@@ -7,6 +7,7 @@
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
 #include "toml_reader.h"
+#include "workload_reader.h"
 
 namespace kvtune {
 namespace {
@@ -74,7 +75,10 @@ LayerOverride read_override(TableReader o, int64_t layers, int64_t head_dim) {
   return out;
 }
 
-// Reads [workload] into sc.workload, sc.contexts, sc.model, sc.layers and sc.heads.
+}  // namespace
+
+namespace detail {
+
 void read_workload(TableReader w, const ModelLookup& models, Scenario& sc) {
   WorkloadConfig& cfg = sc.workload;
   if (const toml::node* m = w.node("model")) {
@@ -182,7 +186,40 @@ void read_workload(TableReader w, const ModelLookup& models, Scenario& sc) {
   w.finish();
 }
 
-}  // namespace
+void validate_workload(const Scenario& sc, const std::string& source_name) {
+  for (int64_t tokens : sc.contexts) {
+    try {
+      validate(workload_at(sc, tokens));
+    } catch (const InputError& e) {
+      const std::string at = sc.contexts.size() > 1 ? " at " + std::to_string(tokens) + " tokens" : "";
+      throw InputError(source_name + ": [workload]" + at + ": " + e.what());
+    }
+  }
+}
+
+void read_seeds(TableReader& top, Scenario& sc) {
+  const toml::node* seeds = top.node("seeds");
+  if (seeds != nullptr) {
+    if (seeds->is_integer()) {
+      const int64_t count = top.integer("seeds", 1, 1, 1 << 20);
+      const int64_t first = top.integer("seed_start", 0, 0, int64_t(1) << 62);
+      sc.seeds.clear();
+      for (int64_t i = 0; i < count; ++i) sc.seeds.push_back(static_cast<uint64_t>(first + i));
+    } else if (seeds->is_array()) {
+      sc.seeds.clear();
+      for (int64_t s : top.integers("seeds", 0, int64_t(1) << 62)) sc.seeds.push_back(static_cast<uint64_t>(s));
+      if (sc.seeds.empty()) top.fail(*seeds, "'seeds' must not be empty");
+    } else {
+      top.fail(*seeds, "'seeds' must be a count (integer) or an array of seeds");
+    }
+  }
+  if (top.has("seed_start") && !(seeds != nullptr && seeds->is_integer())) {
+    top.fail(*top.node("seed_start"), "'seed_start' needs 'seeds' given as a count");
+  }
+  top.node("seed_start");
+}
+
+}  // namespace detail
 
 std::vector<CaseKey> scenario_cases(const Scenario& sc) {
   std::vector<CaseKey> out;
@@ -206,34 +243,9 @@ Scenario parse_scenario(std::string_view text, const std::string& source_name, c
   TableReader top(root, source_name, "");
   sc.name = top.string("name", source_name);
   top.string("description", "");
-  read_workload(top.table("workload"), models, sc);
-  for (int64_t tokens : sc.contexts) {
-    try {
-      validate(workload_at(sc, tokens));
-    } catch (const InputError& e) {
-      const std::string at = sc.contexts.size() > 1 ? " at " + std::to_string(tokens) + " tokens" : "";
-      throw InputError(source_name + ": [workload]" + at + ": " + e.what());
-    }
-  }
-
-  if (const toml::node* seeds = top.node("seeds")) {
-    if (seeds->is_integer()) {
-      const int64_t count = top.integer("seeds", 1, 1, 1 << 20);
-      const int64_t first = top.integer("seed_start", 0, 0, int64_t(1) << 62);
-      sc.seeds.clear();
-      for (int64_t i = 0; i < count; ++i) sc.seeds.push_back(static_cast<uint64_t>(first + i));
-    } else if (seeds->is_array()) {
-      sc.seeds.clear();
-      for (int64_t s : top.integers("seeds", 0, int64_t(1) << 62)) sc.seeds.push_back(static_cast<uint64_t>(s));
-      if (sc.seeds.empty()) top.fail(*seeds, "'seeds' must not be empty");
-    } else {
-      top.fail(*seeds, "'seeds' must be a count (integer) or an array of seeds");
-    }
-  }
-  if (top.has("seed_start") && !(top.has("seeds") && root["seeds"].is_integer())) {
-    top.fail(*top.node("seed_start"), "'seed_start' needs 'seeds' given as a count");
-  }
-  top.node("seed_start");
+  detail::read_workload(top.table("workload"), models, sc);
+  detail::validate_workload(sc, source_name);
+  detail::read_seeds(top, sc);
 
   TableReader metrics = top.table("metrics");
   sc.topk = metrics.integer("topk", sc.topk, 1, 1 << 20);

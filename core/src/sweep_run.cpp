@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -39,9 +40,10 @@ std::string host_name() {
   return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string("unknown");
 }
 
+// 16 hex digits, as summary.json spells the spec hash.
 std::string hex(uint64_t v) {
   std::ostringstream s;
-  s << std::hex << v;
+  s << std::hex << std::setw(16) << std::setfill('0') << v;
   return s.str();
 }
 

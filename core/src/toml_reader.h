@@ -26,7 +26,11 @@ class TableReader {
   TableReader(const toml::table& table, std::string file, std::string path)
       : table_(table), file_(std::move(file)), path_(std::move(path)) {}
 
-  bool has(const std::string& key) const { return table_.contains(key); }
+  // Asking about a key makes it a known one, so unknown-key errors list it even when it is absent.
+  bool has(const std::string& key) {
+    known_.insert(key);
+    return table_.contains(key);
+  }
 
   int64_t integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) {
     const toml::node* n = node(key);

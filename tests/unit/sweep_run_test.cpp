@@ -138,7 +138,7 @@ TEST_F(SweepRun, ResumeSkipsWhatIsDoneAndRefusesAnotherSpec) {
     run_sweep(spec, builtin_registry(), o);
     FAIL() << "no error";
   } catch (const InputError& e) {
-    EXPECT_THAT(std::string(e.what()), HasSubstr("spec hash 1234, this one 9999"));
+    EXPECT_THAT(std::string(e.what()), HasSubstr("spec hash 0000000000001234, this one 0000000000009999"));
   }
 }
 

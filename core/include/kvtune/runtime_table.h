@@ -64,6 +64,7 @@ struct RuntimeOption {
 };
 
 struct RuntimeView {
+  std::string title;            // the table's display name ("llama.cpp"), for recommendations
   std::string version;          // the version asked for ("latest" resolved)
   bool beyond_checked = false;  // newer than the table was checked against: options may be stale
   std::vector<RuntimeOption> options;

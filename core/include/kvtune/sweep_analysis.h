@@ -1,7 +1,7 @@
 // What a sweep's records mean against its budget: the feasible set, the Pareto frontier (bits per
 // element vs rel_out_err), the best feasible configuration, and for each target runtime the best
 // feasible configuration it can express (only its own options count), with the gap to the
-// unconstrained best. Pure computation over records; rendering is the CLI's job.
+// unconstrained best. Pure computation over records; kvtune/sweep_report.h renders it.
 #pragma once
 
 #include <cstdint>

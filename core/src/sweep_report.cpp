@@ -1,0 +1,606 @@
+#include "kvtune/sweep_report.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+#include "kvtune/file_io.h"
+
+namespace kvtune {
+namespace {
+
+// The console summary and report.md are one document rendered twice, so they cannot drift apart.
+// A line is a run of spans; code spans (specs, flags) become `code` in Markdown.
+struct Span {
+  std::string text;
+  bool code = false;
+};
+using Line = std::vector<Span>;
+
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  size_t text_columns = 0;  // the first columns are text (left-aligned; code in Markdown), the rest numbers
+};
+
+struct Block {
+  enum Kind { heading1, heading2, heading3, text, item, code, table } kind;
+  Line line;         // headings, text, items
+  std::string body;  // code: pasted verbatim
+  Table grid;        // table
+};
+
+using Doc = std::vector<Block>;
+
+Span code(std::string text) { return {std::move(text), true}; }
+
+std::string fmt(double v, const char* spec = "%.4g") {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, spec, v);
+  return buf;
+}
+
+std::string hex(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+std::string plural(size_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+// Local, so the report does not depend on the spec parser's translation unit.
+const char* objective_text(Objective o) { return o == Objective::min_bits ? "min_bits" : "min_error"; }
+
+int64_t evaluated_context(const SweepSpec& spec) {
+  return spec.scenario.contexts.empty() ? spec.scenario.workload.tokens : spec.scenario.contexts.front();
+}
+
+// The context the memory figures are for (analyze_sweep's choice).
+int64_t memory_context(const SweepSpec& spec) {
+  return spec.budget.fit && spec.budget.fit->ctx > 0 ? spec.budget.fit->ctx : evaluated_context(spec);
+}
+
+struct Counts {
+  size_t ok = 0, failed = 0, feasible = 0;
+};
+
+Counts count(const std::vector<SweepRecord>& records, const SweepAnalysis& analysis) {
+  Counts c;
+  for (size_t i = 0; i < records.size(); ++i) {
+    (records[i].ok ? c.ok : c.failed) += 1;
+    if (analysis.verdicts[i].feasible) ++c.feasible;
+  }
+  return c;
+}
+
+std::vector<std::string> budget_terms(const SweepSpec& spec) {
+  const SweepBudget& b = spec.budget;
+  std::vector<std::string> terms;
+  if (b.max_rel_out_err) terms.push_back("rel_out_err <= " + fmt(*b.max_rel_out_err));
+  if (b.max_attn_kl_p95) terms.push_back("attn_kl p95 <= " + fmt(*b.max_attn_kl_p95));
+  if (b.min_needle_hit) terms.push_back("needle_hit >= " + fmt(*b.min_needle_hit));
+  if (b.max_bits) terms.push_back("bits <= " + fmt(*b.max_bits));
+  if (b.fit) {
+    const MemoryFit& f = *b.fit;
+    terms.push_back(plural(size_t(f.sequences), "sequence") + " of " + std::to_string(memory_context(spec)) +
+                    " tokens in " + format_bytes(double(f.gpu_mem), 2) + " with " + format_bytes(double(f.weights), 2) +
+                    " of weights");
+  }
+  return terms;
+}
+
+// The record with the lowest error among those that ran (shown when nothing is feasible).
+std::optional<size_t> lowest_error(const std::vector<SweepRecord>& records) {
+  std::optional<size_t> best;
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (!records[i].ok) continue;
+    const double e = records[i].metric(Metric::rel_out_err).mean;
+    if (!best || e < records[*best].metric(Metric::rel_out_err).mean) best = i;
+  }
+  return best;
+}
+
+Line pair_line(const std::string& lead, const SweepRecord& r) {
+  return {{lead + "K "}, code(r.k), {", V "}, code(r.v)};
+}
+
+Line metrics_line(const SweepRecord& r) {
+  std::string text = "bits " + fmt(r.bits()) + " (K " + fmt(r.k_bits) + ", V " + fmt(r.v_bits) + "); rel_out_err " +
+                     fmt(r.metric(Metric::rel_out_err).mean) + " (p95 " + fmt(r.metric(Metric::rel_out_err).p95) +
+                     "); attn_kl p95 " + fmt(r.metric(Metric::attn_kl).p95) + "; top1_agree " +
+                     fmt(r.metric(Metric::top1_agree).mean);
+  const Summary& needle = r.metric(Metric::needle_hit);
+  if (needle.count > 0) text += "; needle_hit " + fmt(needle.mean);
+  return {{"metrics: " + text}};
+}
+
+std::optional<Line> memory_line(const SweepSpec& spec, const RecordVerdict& v) {
+  if (!v.memory) return std::nullopt;
+  std::string text = "memory: " + format_bytes(double(v.memory->total_bytes), 2) + " per sequence of " +
+                     std::to_string(memory_context(spec)) + " tokens (" + format_bytes(v.memory->bytes_per_token, 1) +
+                     "/token)";
+  if (v.sequences) text += "; " + plural(size_t(*v.sequences), "sequence") + " fit";
+  return Line{{text}};
+}
+
+void add(Doc& doc, Block::Kind kind, Line line) { doc.push_back({kind, std::move(line), {}, {}}); }
+void add(Doc& doc, Block::Kind kind, const std::string& text) { add(doc, kind, Line{{text}}); }
+
+void describe_point(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                    const SweepAnalysis& analysis, size_t i) {
+  add(doc, Block::text, metrics_line(records[i]));
+  if (auto m = memory_line(spec, analysis.verdicts[i])) add(doc, Block::text, *m);
+}
+
+void add_violations(Doc& doc, const RecordVerdict& v) {
+  add(doc, Block::text, "violations:");
+  for (const std::string& s : v.violations) add(doc, Block::item, s);
+}
+
+Table frontier_table(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis) {
+  Table t;
+  t.header = {"k", "v", "k_bits", "v_bits", "bits", "rel_out_err", "attn_kl_p95", "needle_hit"};
+  if (spec.model) t.header.push_back("memory/seq @" + std::to_string(memory_context(spec)));
+  t.header.push_back("feasible");
+  t.text_columns = 2;
+  for (size_t i : analysis.frontier) {
+    const SweepRecord& r = records[i];
+    const RecordVerdict& v = analysis.verdicts[i];
+    const Summary& needle = r.metric(Metric::needle_hit);
+    std::vector<std::string> row = {r.k,
+                                    r.v,
+                                    fmt(r.k_bits),
+                                    fmt(r.v_bits),
+                                    fmt(r.bits()),
+                                    fmt(r.metric(Metric::rel_out_err).mean),
+                                    fmt(r.metric(Metric::attn_kl).p95),
+                                    needle.count ? fmt(needle.mean) : "-"};
+    if (spec.model) row.push_back(v.memory ? format_bytes(double(v.memory->total_bytes), 2) : "-");
+    row.push_back(v.feasible ? (analysis.best == i ? "yes (best)" : "yes") : "no");
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+void add_settings(Doc& doc, const RuntimeSettings& s) {
+  if (!s.cli.empty()) {
+    add(doc, Block::text, "flags:");
+    doc.push_back({Block::code, {}, join(s.cli, " "), {}});
+  }
+  if (!s.env.empty()) {
+    add(doc, Block::text, "environment:");
+    doc.push_back({Block::code, {}, join(s.env, "\n"), {}});
+  }
+  if (!s.python.empty()) {
+    add(doc, Block::text, "python:");
+    doc.push_back({Block::code, {}, s.python, {}});
+  }
+  if (!s.build.empty()) {
+    add(doc, Block::text, "build requirements:");
+    for (const std::string& b : s.build) add(doc, Block::item, Line{code(b)});
+  }
+  if (s.needs_flash_attention) add(doc, Block::text, "needs flash attention enabled");
+  if (!s.unsupported.empty()) {
+    add(doc, Block::text, "cannot run on:");
+    for (const std::string& u : s.unsupported) add(doc, Block::item, u);
+  }
+}
+
+void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                 const SweepAnalysis& analysis, size_t index) {
+  const RuntimeChoice& c = analysis.runtimes[index];
+  const RuntimeView* view = index < spec.runtime_views.size() ? &spec.runtime_views[index] : nullptr;
+  add(doc, Block::heading3, c.title + " " + c.version);
+  if (view != nullptr && view->beyond_checked) {
+    add(doc, Block::text, "this version is newer than the table was checked against: its options may be stale");
+  }
+  if (c.record && c.option) {
+    const RuntimeOption& o = *c.option;
+    Line head = {{"recommended: " + o.name + " ("}};
+    for (const Span& s : pair_line("", records[*c.record])) head.push_back(s);
+    head.push_back({")"});
+    add(doc, Block::text, head);
+    if (!o.settings.verified) add(doc, Block::text, "(emulation not verified against the runtime's sources)");
+    add_settings(doc, o.settings);
+    describe_point(doc, spec, records, analysis, *c.record);
+    if (!o.settings.caveats.empty()) {
+      add(doc, Block::text, "caveats:");
+      for (const std::string& cv : o.settings.caveats) add(doc, Block::item, cv);
+    }
+    if (!o.origins.empty()) add(doc, Block::text, "from: " + join(o.origins, ", "));
+    add(doc, Block::text, c.gap.empty() ? "this is the best configuration overall" : "gap: " + c.gap);
+  } else {
+    add(doc, Block::text, "cannot meet the budget: no option of this version is feasible");
+    if (c.closest && c.closest_option) {
+      Line head = {{"closest option (not a recommendation): " + c.closest_option->name + " ("}};
+      for (const Span& s : pair_line("", records[*c.closest])) head.push_back(s);
+      head.push_back({")"});
+      add(doc, Block::text, head);
+      if (records[*c.closest].ok) describe_point(doc, spec, records, analysis, *c.closest);
+      add_violations(doc, analysis.verdicts[*c.closest]);
+    }
+    if (!c.gap.empty()) add(doc, Block::text, "gap: " + c.gap);
+  }
+  if (view != nullptr && !view->not_emulated.empty()) {
+    add(doc, Block::text, "settings kvtune cannot judge (no scheme emulates them):");
+    for (const RuntimeNotEmulated& n : view->not_emulated) add(doc, Block::item, n.setting + ": " + n.reason);
+  }
+}
+
+Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis) {
+  Doc doc;
+  const Counts n = count(records, analysis);
+  add(doc, Block::heading1, "sweep " + spec.name);
+  add(doc, Block::text, "spec: " + spec.source + " (hash " + hex(spec.hash) + ")");
+  add(doc, Block::text,
+      "workload: model " + (spec.model ? spec.model->name : std::string("none")) + ", " +
+          std::to_string(evaluated_context(spec)) + " tokens, " + plural(scenario_cases(spec.scenario).size(), "case") +
+          "; " + std::to_string(records.size()) + " of " + std::to_string(spec.points.size()) + " points evaluated, " +
+          std::to_string(n.failed) + " failed, " + std::to_string(n.feasible) + " feasible");
+  const std::vector<std::string> terms = budget_terms(spec);
+  add(doc, Block::text,
+      "budget: " + (terms.empty() ? std::string("none") : join(terms, ", ")) + "; objective " +
+          objective_text(spec.budget.objective));
+
+  add(doc, Block::heading2, "Pareto frontier (bits/element vs rel_out_err)");
+  if (analysis.frontier.empty()) {
+    add(doc, Block::text, "no point ran successfully");
+  } else {
+    doc.push_back({Block::table, {}, {}, frontier_table(spec, records, analysis)});
+  }
+
+  add(doc, Block::heading2, "Best feasible configuration");
+  if (analysis.best) {
+    add(doc, Block::text, pair_line("", records[*analysis.best]));
+    describe_point(doc, spec, records, analysis, *analysis.best);
+    add(doc, Block::text, "origin: " + records[*analysis.best].origin);
+  } else {
+    add(doc, Block::text, "nothing meets the budget");
+    if (auto closest = lowest_error(records)) {
+      add(doc, Block::text, pair_line("closest (lowest rel_out_err, not a recommendation): ", records[*closest]));
+      describe_point(doc, spec, records, analysis, *closest);
+      add_violations(doc, analysis.verdicts[*closest]);
+    }
+  }
+
+  if (!analysis.runtimes.empty()) {
+    add(doc, Block::heading2, "Runtimes");
+    for (size_t i = 0; i < analysis.runtimes.size(); ++i) add_runtime(doc, spec, records, analysis, i);
+  }
+  if (!spec.notes.empty()) {
+    add(doc, Block::heading2, "Notes");
+    for (const std::string& note : spec.notes) add(doc, Block::item, note);
+  }
+  return doc;
+}
+
+// --- console ---
+
+std::string plain(const Line& line) {
+  std::string out;
+  for (const Span& s : line) out += s.text;
+  return out;
+}
+
+void print_table(std::ostream& out, const Table& t, const std::string& indent) {
+  std::vector<size_t> width(t.header.size());
+  for (size_t c = 0; c < t.header.size(); ++c) {
+    width[c] = t.header[c].size();
+    for (const auto& r : t.rows) width[c] = std::max(width[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    out << indent;
+    for (size_t c = 0; c < cells.size(); ++c) {
+      const std::string pad(width[c] - cells[c].size(), ' ');
+      const bool last = c + 1 == cells.size();
+      if (c < t.text_columns) {
+        out << cells[c] << (last ? "" : pad);
+      } else {
+        out << pad << cells[c];
+      }
+      out << (last ? "\n" : "  ");
+    }
+  };
+  line(t.header);
+  size_t total = 0;
+  for (size_t w : width) total += w + 2;
+  out << indent << std::string(total - 2, '-') << "\n";
+  for (const auto& r : t.rows) line(r);
+}
+
+void render_console(std::ostream& out, const Doc& doc) {
+  for (size_t b = 0; b < doc.size(); ++b) {
+    const Block& block = doc[b];
+    const std::string text = plain(block.line);
+    switch (block.kind) {
+      case Block::heading1:
+        out << text << "\n" << std::string(text.size(), '=') << "\n";
+        break;
+      case Block::heading2:
+        out << "\n" << text << "\n" << std::string(text.size(), '-') << "\n";
+        break;
+      case Block::heading3:
+        out << "\n" << text << "\n";
+        break;
+      case Block::text:
+        out << "  " << text << "\n";
+        break;
+      case Block::item:
+        out << "    - " << text << "\n";
+        break;
+      case Block::code: {
+        std::istringstream lines(block.body);
+        for (std::string l; std::getline(lines, l);) out << "      " << l << "\n";
+        break;
+      }
+      case Block::table:
+        print_table(out, block.grid, "  ");
+        break;
+    }
+  }
+}
+
+// --- Markdown ---
+
+std::string md_escape(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    if (std::string_view("\\`*_[]<>|#").find(ch) != std::string_view::npos) out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+// Inline code that survives backticks inside it (CommonMark: a longer fence).
+std::string md_code(const std::string& text) {
+  const std::string fence = text.find('`') == std::string::npos ? "`" : "``";
+  const bool pad = !text.empty() && (text.front() == '`' || text.back() == '`');
+  return fence + (pad ? " " : "") + text + (pad ? " " : "") + fence;
+}
+
+std::string md_line(const Line& line) {
+  std::string out;
+  for (const Span& s : line) out += s.code ? md_code(s.text) : md_escape(s.text);
+  return out;
+}
+
+std::string render_markdown(const Doc& doc) {
+  std::ostringstream out;
+  const Block* previous = nullptr;
+  for (const Block& block : doc) {
+    // Blank lines separate blocks; consecutive items form one list.
+    if (previous != nullptr && !(block.kind == Block::item && previous->kind == Block::item)) out << "\n";
+    switch (block.kind) {
+      case Block::heading1:
+        out << "# " << md_line(block.line) << "\n";
+        break;
+      case Block::heading2:
+        out << "## " << md_line(block.line) << "\n";
+        break;
+      case Block::heading3:
+        out << "### " << md_line(block.line) << "\n";
+        break;
+      case Block::text:
+        out << md_line(block.line) << "\n";
+        break;
+      case Block::item:
+        out << "- " << md_line(block.line) << "\n";
+        break;
+      case Block::code: {
+        // A fence longer than any run of backticks in the snippet.
+        size_t run = 0, longest = 0;
+        for (char ch : block.body) longest = std::max(longest, run = ch == '`' ? run + 1 : 0);
+        const std::string fence(std::max<size_t>(3, longest + 1), '`');
+        out << fence << "\n" << block.body << "\n" << fence << "\n";
+        break;
+      }
+      case Block::table: {
+        const Table& t = block.grid;
+        auto row = [&](const std::vector<std::string>& cells, bool header) {
+          out << "|";
+          for (size_t c = 0; c < cells.size(); ++c) {
+            out << " " << (!header && c < t.text_columns ? md_code(cells[c]) : md_escape(cells[c])) << " |";
+          }
+          out << "\n";
+        };
+        row(t.header, true);
+        out << "|";
+        for (size_t c = 0; c < t.header.size(); ++c) out << (c < t.text_columns ? " --- |" : " ---: |");
+        out << "\n";
+        for (const auto& r : t.rows) row(r, false);
+        break;
+      }
+    }
+    previous = &block;
+  }
+  return out.str();
+}
+
+// --- JSON ---
+
+using json = nlohmann::ordered_json;
+
+json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis,
+                size_t i) {
+  const SweepRecord& r = records[i];
+  const RecordVerdict& v = analysis.verdicts[i];
+  json p = {{"k", r.k}, {"v", r.v}, {"origin", r.origin}, {"ok", r.ok}};
+  if (!r.ok) p["error"] = r.error;
+  p["k_bits"] = r.k_bits;
+  p["v_bits"] = r.v_bits;
+  p["bits"] = r.bits();
+  json metrics = json::object();
+  for (size_t m = 0; m < kMetricCount; ++m) {
+    const Summary& s = r.metrics[m];
+    metrics[std::string(kMetricNames[m])] =
+        s.count == 0 ? json(nullptr) : json{{"mean", s.mean}, {"p95", s.p95}, {"max", s.max}, {"count", s.count}};
+  }
+  p["metrics"] = std::move(metrics);
+  p["feasible"] = v.feasible;
+  p["violations"] = v.violations;
+  if (v.memory) {
+    p["memory"] = {{"context", memory_context(spec)},
+                   {"total_bytes", v.memory->total_bytes},
+                   {"bytes_per_token", v.memory->bytes_per_token},
+                   {"k_bits", v.memory->k_bits},
+                   {"v_bits", v.memory->v_bits}};
+  } else {
+    p["memory"] = nullptr;
+  }
+  p["sequences"] = v.sequences ? json(*v.sequences) : json(nullptr);
+  return p;
+}
+
+json settings_json(const RuntimeSettings& s) {
+  return {{"cli", s.cli},
+          {"env", s.env},
+          {"python", s.python},
+          {"build", s.build},
+          {"unsupported", s.unsupported},
+          {"caveats", s.caveats},
+          {"needs_flash_attention", s.needs_flash_attention},
+          {"verified", s.verified}};
+}
+
+json option_json(const RuntimeOption& o) {
+  return {{"name", o.name},
+          {"k", o.k_spec},
+          {"v", o.v_spec},
+          {"settings", settings_json(o.settings)},
+          {"origins", o.origins}};
+}
+
+json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis,
+                  size_t index) {
+  const RuntimeChoice& c = analysis.runtimes[index];
+  const RuntimeView* view = index < spec.runtime_views.size() ? &spec.runtime_views[index] : nullptr;
+  json r = {{"name", c.target.name},
+            {"title", c.title},
+            {"version", c.version},
+            {"requested_version", c.target.version},
+            {"beyond_checked", view != nullptr && view->beyond_checked},
+            {"meets_budget", c.record.has_value()}};
+  if (c.record && c.option) {
+    r["recommendation"] = {{"option", option_json(*c.option)},
+                           {"point", point_json(spec, records, analysis, *c.record)}};
+  } else {
+    r["recommendation"] = nullptr;
+  }
+  if (c.closest && c.closest_option) {
+    r["closest"] = {{"option", option_json(*c.closest_option)},
+                    {"point", point_json(spec, records, analysis, *c.closest)}};
+  } else {
+    r["closest"] = nullptr;
+  }
+  r["gap"] = c.gap;
+  json not_emulated = json::array();
+  if (view != nullptr) {
+    for (const RuntimeNotEmulated& n : view->not_emulated) {
+      not_emulated.push_back({{"setting", n.setting}, {"reason", n.reason}});
+    }
+  }
+  r["not_emulated"] = std::move(not_emulated);
+  return r;
+}
+
+// --- CSV ---
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char ch : s) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return out + "\"";
+}
+
+}  // namespace
+
+void print_sweep_summary(std::ostream& out, const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                         const SweepAnalysis& analysis) {
+  render_console(out, build_document(spec, records, analysis));
+}
+
+std::string sweep_report_md(const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                            const SweepAnalysis& analysis) {
+  return render_markdown(build_document(spec, records, analysis));
+}
+
+std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                               const SweepAnalysis& analysis) {
+  const Counts n = count(records, analysis);
+  const SweepBudget& b = spec.budget;
+  json budget = json::object();
+  auto bound = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  budget["max_rel_out_err"] = bound(b.max_rel_out_err);
+  budget["max_attn_kl_p95"] = bound(b.max_attn_kl_p95);
+  budget["min_needle_hit"] = bound(b.min_needle_hit);
+  budget["max_bits"] = bound(b.max_bits);
+  budget["fit"] = b.fit ? json{{"gpu_mem", b.fit->gpu_mem},
+                               {"weights", b.fit->weights},
+                               {"ctx", memory_context(spec)},
+                               {"sequences", b.fit->sequences}}
+                        : json(nullptr);
+
+  json doc = {{"name", spec.name}, {"source", spec.source}, {"spec_hash", hex(spec.hash)}};
+  doc["workload"] = {{"model", spec.model ? json(spec.model->name) : json(nullptr)},
+                     {"tokens", evaluated_context(spec)},
+                     {"cases", scenario_cases(spec.scenario).size()}};
+  doc["objective"] = objective_text(b.objective);
+  doc["budget"] = std::move(budget);
+  doc["counts"] = {
+      {"points", spec.points.size()}, {"evaluated", records.size()}, {"failed", n.failed}, {"feasible", n.feasible}};
+  json frontier = json::array();
+  for (size_t i : analysis.frontier) frontier.push_back(point_json(spec, records, analysis, i));
+  doc["frontier"] = std::move(frontier);
+  doc["best"] = analysis.best ? point_json(spec, records, analysis, *analysis.best) : json(nullptr);
+  json runtimes = json::array();
+  for (size_t i = 0; i < analysis.runtimes.size(); ++i) runtimes.push_back(runtime_json(spec, records, analysis, i));
+  doc["runtimes"] = std::move(runtimes);
+  doc["notes"] = spec.notes;
+  return doc.dump(2) + "\n";
+}
+
+std::string frontier_csv(const SweepSpec& /*spec*/, const std::vector<SweepRecord>& records,
+                         const SweepAnalysis& analysis) {
+  std::string out =
+      "k,v,k_bits,v_bits,bits,rel_out_err,rel_out_err_p95,attn_kl_p95,needle_hit,bytes_per_token,feasible\n";
+  // %.9g keeps the figures exact enough to re-sort and re-plot without printing float noise.
+  for (size_t i : analysis.frontier) {
+    const SweepRecord& r = records[i];
+    const RecordVerdict& v = analysis.verdicts[i];
+    const Summary& needle = r.metric(Metric::needle_hit);
+    const std::vector<std::string> fields = {csv_field(r.k),
+                                             csv_field(r.v),
+                                             fmt(r.k_bits, "%.9g"),
+                                             fmt(r.v_bits, "%.9g"),
+                                             fmt(r.bits(), "%.9g"),
+                                             fmt(r.metric(Metric::rel_out_err).mean, "%.9g"),
+                                             fmt(r.metric(Metric::rel_out_err).p95, "%.9g"),
+                                             fmt(r.metric(Metric::attn_kl).p95, "%.9g"),
+                                             needle.count ? fmt(needle.mean, "%.9g") : "",
+                                             v.memory ? fmt(v.memory->bytes_per_token, "%.9g") : "",
+                                             v.feasible ? "true" : "false"};
+    out += join(fields, ",") + "\n";
+  }
+  return out;
+}
+
+void write_sweep_report(const std::string& out_dir, const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                        const SweepAnalysis& analysis) {
+  auto write = [&](const std::string& name, const std::string& text) {
+    write_file_atomic(out_dir + "/" + name, std::as_bytes(std::span(text.data(), text.size())));
+  };
+  write("summary.json", sweep_summary_json(spec, records, analysis));
+  write("frontier.csv", frontier_csv(spec, records, analysis));
+  write("report.md", sweep_report_md(spec, records, analysis));
+}
+
+}  // namespace kvtune

@@ -1,0 +1,734 @@
+// Reading a sweep file (docs/sweep-file.md) and expanding it into validated points. Everything that
+// can be checked without evaluating is checked here, so a sweep never fails an hour in on a typo.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "kvtune/error.h"
+#include "kvtune/file_io.h"
+#include "kvtune/policy.h"
+#include "kvtune/spec.h"
+#include "kvtune/sweep.h"
+#include "toml_reader.h"
+#include "workload_reader.h"
+
+namespace kvtune {
+namespace {
+
+using detail::TableReader;
+using detail::where;
+
+// Grid combinations and policy variants dropped under skip_invalid, reported in spec.notes.
+struct GridInfo {
+  std::string where;
+  bool skip_invalid = false;
+  size_t dropped = 0;
+  std::vector<std::string> examples;  // the first few reasons
+};
+
+// A candidate before the policy tables are crossed with it.
+struct Base {
+  std::string spec;           // canonical
+  std::string where;          // the entry's (or the grid's) file:line:col
+  toml::source_position pos;  // sorts the candidates into file order
+  GridInfo* grid = nullptr;   // the grid it came from, if any
+};
+
+// One policy key of [search.policy] / [search.k_policy] / [search.v_policy] and its values; an empty
+// value is the default (the key is left out of the spec).
+struct PolicyAxis {
+  std::string key;
+  std::vector<std::string> values;
+};
+
+// What the expansion works with besides the file: the registry and the workload's shape.
+struct Shape {
+  const Registry& registry;
+  int64_t tokens, head_dim;
+  bool rope;
+};
+
+std::string format_real(double x) {
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(x);
+}
+
+// The nodes of a key given as one value or an array of values; an empty array is refused.
+std::vector<const toml::node*> one_or_many(const TableReader& t, const toml::node& n, const std::string& key) {
+  std::vector<const toml::node*> out;
+  if (const toml::array* a = n.as_array()) {
+    if (a->empty()) t.fail(n, "'" + key + "' must not be empty");
+    for (const toml::node& e : *a) out.push_back(&e);
+  } else {
+    out.push_back(&n);
+  }
+  return out;
+}
+
+// A parameter value from TOML, spelled as a spec writes it; checked against its domain here so a
+// typo is an error at its own position even under skip_invalid. Flags: "" = absent, the name = set.
+// With `zero_is_default` (policy tables), 0 and the domain's default mean "leave the key out" ("").
+std::string param_value(const TableReader& t, const toml::node& n, const ParamDomain& d, bool zero_is_default) {
+  const std::string what = "'" + d.name + "' ";
+  switch (d.kind) {
+    case ParamDomain::Kind::flag:
+      if (!n.is_boolean()) t.fail(n, what + "is a flag: write true (set) or false (not set)");
+      return *n.value<bool>() ? d.name : "";
+    case ParamDomain::Kind::integer: {
+      const auto v = n.value<int64_t>();
+      if (!n.is_integer() || !v) t.fail(n, what + "must be an integer (" + d.describe() + ")");
+      if (zero_is_default && *v == 0) return "";
+      if (*v < d.min || *v > d.max || (d.power_of_two && (*v & (*v - 1)) != 0)) {
+        t.fail(n, what + "= " + std::to_string(*v) + " is not valid; expected " + d.describe() +
+                      (zero_is_default ? " or 0 (none)" : ""));
+      }
+      return std::to_string(*v);
+    }
+    case ParamDomain::Kind::choice: {
+      const auto v = n.value<std::string>();
+      if (!n.is_string() || std::find(d.choices.begin(), d.choices.end(), *v) == d.choices.end()) {
+        t.fail(n, what + "must be one of: " + join(d.choices));
+      }
+      return zero_is_default && *v == d.default_value ? "" : *v;
+    }
+    case ParamDomain::Kind::real: {
+      const auto v = n.value<double>();
+      if (!(n.is_floating_point() || n.is_integer()) || !v || !std::isfinite(*v)) {
+        t.fail(n, what + "must be a number");
+      }
+      return format_real(*v);
+    }
+  }
+  return {};
+}
+
+// Makes a scheme; the registry's message is prefixed with `at`.
+SchemePtr make_at(const Registry& registry, const std::string& spec, const std::string& at) {
+  try {
+    return registry.make(spec);
+  } catch (const InputError& e) {
+    throw InputError(at + ": " + e.what());
+  }
+}
+
+// Empty when the scheme can run on the workload as one `role`, else why not.
+std::string shape_problem(const Scheme& scheme, Role role, const Shape& shape) {
+  std::string why = scheme.check_shape(shape.tokens, shape.head_dim);
+  if (why.empty() && role == Role::key && !shape.rope && scheme.spec().find("rope_stage=pre") != std::string::npos) {
+    why = "'" + scheme.spec() + "': rope_stage=pre needs a workload with RoPE ([workload.rope] or a model)";
+  }
+  return why;
+}
+
+// ---- [search]: explicit lists and grids ----
+
+void read_list(TableReader& s, const std::string& key, const Shape& shape, std::vector<Base>* k, std::vector<Base>* v) {
+  const toml::node* n = s.node(key);
+  if (n == nullptr) return;
+  const toml::array* a = n->as_array();
+  if (a == nullptr) s.fail(*n, "'" + key + "' must be an array of scheme specs");
+  for (const toml::node& e : *a) {
+    if (!e.is_string()) s.fail(e, "'" + key + "' entries must be scheme spec strings");
+    const std::string at = where(s.file(), e.source());
+    const Base base{make_at(shape.registry, *e.value<std::string>(), at)->spec(), at, e.source().begin, nullptr};
+    if (k) k->push_back(base);
+    if (v) v->push_back(base);
+  }
+}
+
+// The cartesian product of value lists, first list slowest.
+std::vector<std::vector<std::string>> product(const std::vector<std::vector<std::string>>& lists) {
+  std::vector<std::vector<std::string>> out{{}};
+  for (const std::vector<std::string>& values : lists) {
+    std::vector<std::vector<std::string>> next;
+    for (const std::vector<std::string>& prefix : out) {
+      for (const std::string& value : values) {
+        next.push_back(prefix);
+        next.back().push_back(value);
+      }
+    }
+    out = std::move(next);
+  }
+  return out;
+}
+
+std::string with_items(const std::string& spec, const std::vector<std::string>& items) {
+  std::string out = spec;
+  for (const std::string& item : items) {
+    if (item.empty()) continue;
+    out += (out.find(':') == std::string::npos ? ":" : ",") + item;
+  }
+  return out;
+}
+
+void drop(GridInfo& grid, const std::string& why) {
+  ++grid.dropped;
+  if (grid.examples.size() < 3) grid.examples.push_back(why);
+}
+
+void read_grid(const toml::node& entry, const std::string& file, const Shape& shape, GridInfo& grid,
+               std::vector<Base>& k, std::vector<Base>& v) {
+  if (!entry.is_table()) throw InputError(where(file, entry.source()) + ": each [[search.grid]] entry must be a table");
+  TableReader g(*entry.as_table(), file, "search.grid");
+  grid.where = where(file, entry.source());
+  bool to_k = true, to_v = true;
+  if (const toml::node* roles = g.node("roles")) {
+    to_k = to_v = false;
+    const toml::array* a = roles->as_array();
+    if (a == nullptr || a->empty()) g.fail(*roles, "'roles' must be a non-empty array of \"k\" and \"v\"");
+    for (const toml::node& r : *a) {
+      const auto role = r.value<std::string>();
+      if (!r.is_string() || (*role != "k" && *role != "v")) g.fail(r, "'roles' entries must be \"k\" or \"v\"");
+      (*role == "k" ? to_k : to_v) = true;
+    }
+  }
+  const toml::node& fam = g.required("family", "a scheme family, e.g. \"int\"");
+  const FamilyInfo* family = fam.is_string() ? shape.registry.find(*fam.value<std::string>()) : nullptr;
+  if (family == nullptr) g.fail(fam, "'family' must be one of: " + join(shape.registry.names()));
+  grid.skip_invalid = g.boolean("skip_invalid", false);
+
+  // Every other key is a parameter of the family or a policy key, in declaration order.
+  std::vector<const ParamDomain*> domains;
+  for (const ParamDomain& d : family->params) domains.push_back(&d);
+  for (const ParamDomain& d : policy_domains()) domains.push_back(&d);
+  std::vector<std::vector<std::string>> axes;
+  for (const ParamDomain* d : domains) {
+    const toml::node* n = g.node(d->name);
+    if (n == nullptr) continue;
+    std::vector<std::string> values;
+    for (const toml::node* e : one_or_many(g, *n, d->name)) values.push_back(param_value(g, *e, *d, false));
+    for (std::string& value : values) {
+      if (!value.empty() && d->kind != ParamDomain::Kind::flag) value = d->name + "=" + value;
+    }
+    axes.push_back(std::move(values));
+  }
+  g.finish();  // unknown keys: the message lists the family's parameters and the policy keys
+
+  for (const std::vector<std::string>& combo : product(axes)) {
+    const std::string spec = with_items(family->name, combo);
+    SchemePtr scheme;
+    try {
+      scheme = shape.registry.make(spec);
+    } catch (const InputError& e) {
+      if (!grid.skip_invalid) {
+        throw InputError(grid.where + ": [[search.grid]] combination '" + spec + "' is refused: " + e.what() +
+                         " (skip_invalid = true drops such combinations)");
+      }
+      drop(grid, e.what());
+      continue;
+    }
+    const Base base{scheme->spec(), grid.where, entry.source().begin, &grid};
+    if (to_k) k.push_back(base);
+    if (to_v) v.push_back(base);
+  }
+}
+
+// ---- policy crossing ----
+
+std::vector<PolicyAxis> read_policy(TableReader t, const std::set<std::string>& taken) {
+  std::vector<PolicyAxis> axes;
+  for (const ParamDomain& d : policy_domains()) {
+    const toml::node* n = t.node(d.name);
+    if (n == nullptr) continue;
+    if (taken.count(d.name)) t.fail(*n, "'" + d.name + "' is already crossed by [search.policy]");
+    PolicyAxis axis{d.name, {}};
+    for (const toml::node* e : one_or_many(t, *n, d.name)) axis.values.push_back(param_value(t, *e, d, true));
+    axes.push_back(std::move(axis));
+  }
+  t.finish();
+  return axes;
+}
+
+// The specs a base becomes under the policy axes: a key the base already sets keeps its value,
+// rope_stage only applies to keys, and rotation_group only goes where a rotation is.
+std::vector<std::string> cross(const Base& base, Role role, const std::vector<PolicyAxis>& axes) {
+  std::set<std::string> own;
+  for (const auto& [key, _] : parse_spec(base.spec).params) own.insert(key);
+  std::vector<PolicyAxis> used;
+  for (const PolicyAxis& a : axes) {
+    if (own.count(a.key) || (a.key == "rope_stage" && role != Role::key)) continue;
+    used.push_back(a);
+  }
+  std::vector<std::vector<std::string>> lists;
+  for (const PolicyAxis& a : used) lists.push_back(a.values);
+  std::vector<std::string> out;
+  for (const std::vector<std::string>& combo : product(lists)) {
+    bool rotates = base.spec.find("rotation=hadamard") != std::string::npos;
+    for (size_t i = 0; i < used.size(); ++i) rotates |= used[i].key == "rotation" && combo[i] == "hadamard";
+    std::vector<std::string> items;
+    for (size_t i = 0; i < used.size(); ++i) {
+      if (combo[i].empty() || (used[i].key == "rotation_group" && !rotates)) continue;
+      items.push_back(used[i].key + "=" + combo[i]);
+    }
+    out.push_back(with_items(base.spec, items));
+  }
+  return out;
+}
+
+// The role's candidates: bases in file order, crossed with the policy, validated, deduplicated.
+std::vector<std::string> expand_role(std::vector<Base> bases, Role role, const std::vector<PolicyAxis>& axes,
+                                     const Shape& shape, std::map<std::string, SchemePtr>& schemes) {
+  std::stable_sort(bases.begin(), bases.end(), [](const Base& a, const Base& b) {
+    return a.pos.line != b.pos.line ? a.pos.line < b.pos.line : a.pos.column < b.pos.column;
+  });
+  const std::string role_label = role == Role::key ? "K candidate" : "V candidate";
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const Base& base : bases) {
+    for (const std::string& spec : cross(base, role, axes)) {
+      std::string why;
+      SchemePtr scheme;
+      try {
+        scheme = shape.registry.make(spec);
+        why = shape_problem(*scheme, role, shape);
+        if (!why.empty())
+          why = "cannot take the workload (" + std::to_string(shape.tokens) + " tokens, head_dim " +
+                std::to_string(shape.head_dim) + "): " + why;
+      } catch (const InputError& e) {
+        why = e.what();
+      }
+      if (!why.empty()) {
+        if (base.grid && base.grid->skip_invalid) {
+          drop(*base.grid, why);
+          continue;
+        }
+        throw InputError(base.where + ": " + role_label + " '" + spec + "': " + why);
+      }
+      const std::string canonical = scheme->spec();
+      if (seen.insert(canonical).second) {
+        out.push_back(canonical);
+        schemes.emplace(canonical, scheme);
+      }
+    }
+  }
+  return out;
+}
+
+// ---- points ----
+
+struct Constraints {
+  bool k_at_least_v = false;
+  std::optional<double> max_pair_bits;
+  std::set<std::pair<std::string, std::string>> exclude;
+  const toml::node* table = nullptr;  // for the error when constraints cannot apply
+};
+
+Constraints read_constraints(TableReader t, const Registry& registry) {
+  Constraints c;
+  c.k_at_least_v = t.boolean("k_bits_at_least_v_bits", false);
+  if (t.node("max_pair_bits") != nullptr) c.max_pair_bits = t.real("max_pair_bits", 0.0, 0.0, 1e6);
+  if (const toml::node* n = t.node("exclude")) {
+    const toml::array* a = n->as_array();
+    if (a == nullptr) t.fail(*n, "'exclude' must be an array of \"KSPEC/VSPEC\" strings");
+    for (const toml::node& e : *a) {
+      const auto text = e.value<std::string>();
+      const size_t slash = text ? text->find('/') : std::string::npos;
+      if (!e.is_string() || slash == std::string::npos || text->find('/', slash + 1) != std::string::npos) {
+        t.fail(e, "'exclude' entries must be \"KSPEC/VSPEC\" (one '/')");
+      }
+      const std::string at = where(t.file(), e.source()) + ": 'exclude' entry";
+      c.exclude.emplace(make_at(registry, text->substr(0, slash), at)->spec(),
+                        make_at(registry, text->substr(slash + 1), at)->spec());
+    }
+  }
+  t.finish();
+  return c;
+}
+
+std::vector<SweepPoint> search_points(const SweepSpec& spec, const Constraints& c,
+                                      const std::map<std::string, SchemePtr>& schemes, const Shape& shape,
+                                      const std::string& pairing_at, std::vector<std::string>& notes) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  const auto& ks = spec.k_candidates;
+  const auto& vs = spec.v_candidates;
+  if (ks.empty() && vs.empty()) return {};
+  if (spec.pairing != Pairing::matched && (ks.empty() || vs.empty())) {
+    throw InputError(pairing_at + ": pairing \"" + pairing_name(spec.pairing) +
+                     "\" needs K and V candidates; [search] gives " + std::to_string(ks.size()) + " K and " +
+                     std::to_string(vs.size()) + " V candidates");
+  }
+  switch (spec.pairing) {
+    case Pairing::cartesian:
+      for (const std::string& k : ks) {
+        for (const std::string& v : vs) pairs.emplace_back(k, v);
+      }
+      break;
+    case Pairing::matched:
+      for (const std::string& k : ks) {
+        if (std::find(vs.begin(), vs.end(), k) != vs.end()) pairs.emplace_back(k, k);
+      }
+      if (pairs.empty()) {
+        throw InputError(pairing_at + ": pairing \"matched\" needs candidates that are both K and V candidates; the " +
+                         std::to_string(ks.size()) + " K and " + std::to_string(vs.size()) +
+                         " V candidates share none (list them under 'both')");
+      }
+      break;
+    case Pairing::independent:  // phase 1: each role against the exact other role
+      for (const std::string& k : ks) pairs.emplace_back(k, "none");
+      for (const std::string& v : vs) pairs.emplace_back("none", v);
+      break;
+  }
+  auto bits = [&](const std::string& s) { return schemes.at(s)->bits_per_element(shape.tokens, shape.head_dim); };
+  size_t by_order = 0, by_sum = 0, by_exclude = 0;
+  std::vector<SweepPoint> out;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const auto& [k, v] : pairs) {
+    if (!seen.insert({k, v}).second) continue;
+    if (c.exclude.count({k, v})) {
+      ++by_exclude;
+      continue;
+    }
+    if (c.k_at_least_v && bits(k) < bits(v)) {
+      ++by_order;
+      continue;
+    }
+    if (c.max_pair_bits && bits(k) + bits(v) > *c.max_pair_bits) {
+      ++by_sum;
+      continue;
+    }
+    out.push_back({k, v, "search"});
+  }
+  if (by_order + by_sum + by_exclude > 0) {
+    notes.push_back("[search.constraints] dropped " + std::to_string(by_order + by_sum + by_exclude) + " of " +
+                    std::to_string(seen.size()) + " pairs (k_bits_at_least_v_bits: " + std::to_string(by_order) +
+                    ", max_pair_bits: " + std::to_string(by_sum) + ", exclude: " + std::to_string(by_exclude) + ")");
+  }
+  return out;
+}
+
+// ---- [budget] and runtimes ----
+
+uint64_t size_value(const TableReader& t, const toml::node& n, const std::string& what) {
+  if (const auto bytes = n.value<int64_t>(); n.is_integer() && bytes && *bytes > 0)
+    return static_cast<uint64_t>(*bytes);
+  if (!n.is_string()) t.fail(n, "'" + what + "' must be a size such as \"80GiB\" or a byte count");
+  try {
+    return parse_size(*n.value<std::string>(), "budget.fit." + what);
+  } catch (const InputError& e) {
+    t.fail(n, e.what());
+  }
+}
+
+SweepBudget read_budget(TableReader b, const SweepSpec& spec) {
+  SweepBudget out;
+  auto bound = [&](const char* key, double max) -> std::optional<double> {
+    if (b.node(key) == nullptr) return std::nullopt;  // node() also lists the key as valid
+    return b.real(key, 0.0, 0.0, max);
+  };
+  out.max_rel_out_err = bound("max_rel_out_err", 1e6);
+  out.max_attn_kl_p95 = bound("max_attn_kl_p95", 1e6);
+  out.min_needle_hit = bound("min_needle_hit", 1.0);
+  if (out.min_needle_hit && spec.scenario.workload.needles.depths.empty()) {
+    b.fail(*b.node("min_needle_hit"), "'min_needle_hit' needs needles in the workload ([workload.needles] depths)");
+  }
+  out.max_bits = bound("max_bits", 64.0);
+  if (const toml::node* fit = b.node("fit")) {
+    if (!fit->is_table())
+      b.fail(*fit, "'fit' must be a table { gpu_mem = \"80GiB\", weights = \"16GB\", ctx, sequences }");
+    if (!spec.model) {
+      b.fail(*fit, "'fit' needs [workload] model = \"NAME\": the cache's size depends on the model's layers and heads");
+    }
+    TableReader f = b.table("fit");
+    MemoryFit m;
+    m.gpu_mem = size_value(f, f.required("gpu_mem", "a size such as \"80GiB\""), "gpu_mem");
+    if (const toml::node* w = f.node("weights")) {
+      m.weights = size_value(f, *w, "weights");
+      if (m.weights >= m.gpu_mem) f.fail(*w, "'weights' leave nothing of 'gpu_mem' for the cache");
+    }
+    m.ctx = f.integer("ctx", spec.scenario.contexts.front(), 1, int64_t(1) << 24);
+    m.sequences = f.integer("sequences", 1, 1, int64_t(1) << 20);
+    f.finish();
+    out.fit = m;
+  }
+  const bool error_bound = out.max_rel_out_err || out.max_attn_kl_p95 || out.min_needle_hit;
+  const std::string objective =
+      b.choice("objective", error_bound ? "min_bits" : "min_error", {"min_bits", "min_error"});
+  out.objective = objective == "min_bits" ? Objective::min_bits : Objective::min_error;
+  b.finish();
+  return out;
+}
+
+struct Target {
+  RuntimeTarget target;
+  std::string where;
+};
+
+std::vector<Target> read_targets(TableReader& top) {
+  std::vector<Target> out;
+  const toml::node* n = top.node("runtimes");
+  if (n == nullptr) return out;
+  const toml::array* a = n->as_array();
+  if (a == nullptr) top.fail(*n, "'runtimes' must be an array of \"name@version\" strings or [[runtimes]] tables");
+  for (const toml::node& e : *a) {
+    Target t{{}, where(top.file(), e.source())};
+    if (const auto s = e.value<std::string>(); e.is_string()) {
+      const size_t at = s->find('@');
+      t.target.name = s->substr(0, at);
+      if (at != std::string::npos) t.target.version = s->substr(at + 1);
+      if (t.target.name.empty() || t.target.version.empty()) {
+        top.fail(e, "'runtimes' entries must be \"name\" or \"name@version\"");
+      }
+    } else if (e.is_table()) {
+      TableReader r(*e.as_table(), top.file(), "runtimes");
+      const toml::node& name = r.required("name", "a runtime, e.g. \"llama-cpp\"");
+      t.target.name = r.string("name", "");
+      t.target.version = r.string("version", "latest");
+      if (t.target.name.empty() || t.target.version.empty()) r.fail(name, "'name' and 'version' must not be empty");
+      r.finish();
+    } else {
+      top.fail(e, "'runtimes' entries must be \"name@version\" strings or tables with name and version");
+    }
+    for (const Target& prior : out) {
+      if (prior.target.name == t.target.name && prior.target.version == t.target.version) {
+        top.fail(e, "runtime '" + t.target.name + "@" + t.target.version + "' is listed twice (first at " +
+                        prior.where + ")");
+      }
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Resolves each target's options and appends their pairs as points (exempt from the constraints).
+void add_runtime_points(SweepSpec& spec, const std::vector<Target>& targets, const SweepContext& context,
+                        const Shape& shape) {
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const SweepPoint& p : spec.points) seen.insert({p.k, p.v});
+  std::vector<std::string> names;
+  for (const RuntimeTable& t : context.runtime_tables) names.push_back(t.name);
+  for (const Target& target : targets) {
+    const auto table = std::find_if(context.runtime_tables.begin(), context.runtime_tables.end(),
+                                    [&](const RuntimeTable& t) { return t.name == target.target.name; });
+    if (table == context.runtime_tables.end()) {
+      throw InputError(target.where + ": unknown runtime '" + target.target.name + "'; valid ones are: " +
+                       (names.empty() ? std::string("(none: no configs/runtimes tables loaded)") : join(names)));
+    }
+    RuntimeView view;
+    try {
+      view = runtime_options(*table, target.target.version);
+    } catch (const InputError& e) {
+      throw InputError(target.where + ": runtime '" + target.target.name + "': " + e.what());
+    }
+    const std::string label = target.target.name + " " + view.version;
+    for (const RuntimeOption& option : view.options) {
+      std::string why = shape_problem(*make_at(shape.registry, option.k_spec, label), Role::key, shape);
+      if (why.empty()) why = shape_problem(*make_at(shape.registry, option.v_spec, label), Role::value, shape);
+      if (!why.empty()) {
+        spec.notes.push_back(label + ": option '" + option.name + "' dropped: " + why);
+        continue;
+      }
+      if (seen.insert({option.k_spec, option.v_spec}).second) {
+        spec.points.push_back({option.k_spec, option.v_spec, "runtime " + label + ": " + option.name});
+      }
+    }
+    spec.runtimes.push_back(target.target);
+    spec.runtime_views.push_back(std::move(view));
+  }
+}
+
+// ---- the hash ----
+
+// A canonical text of a TOML value: tables in key order (toml++ keeps them sorted), strings
+// length-prefixed, numbers in their shortest round-trip spelling. Comments, whitespace, key order
+// and inline-vs-standard table syntax do not change it.
+void serialize(const toml::node& n, std::string& out) {
+  if (const toml::table* t = n.as_table()) {
+    out += '{';
+    for (const auto& [key, value] : *t) {
+      out += std::to_string(key.str().size()) + ':' + std::string(key.str()) + '=';
+      serialize(value, out);
+      out += ';';
+    }
+    out += '}';
+  } else if (const toml::array* a = n.as_array()) {
+    out += '[';
+    for (const toml::node& e : *a) {
+      serialize(e, out);
+      out += ',';
+    }
+    out += ']';
+  } else if (n.is_string()) {
+    const std::string s = *n.value<std::string>();
+    out += '"' + std::to_string(s.size()) + ':' + s;
+  } else if (n.is_integer()) {
+    out += std::to_string(*n.value<int64_t>());
+  } else if (n.is_floating_point()) {
+    out += 'f' + format_real(*n.value<double>());
+  } else if (n.is_boolean()) {
+    out += *n.value<bool>() ? "true" : "false";
+  } else {
+    std::ostringstream date;  // dates and times: toml++'s own (canonical) spelling
+    if (const auto* d = n.as_date()) date << d->get();
+    if (const auto* tm = n.as_time()) date << tm->get();
+    if (const auto* dt = n.as_date_time()) date << dt->get();
+    out += 'd' + date.str();
+  }
+}
+
+// FNV-1a, 64-bit (Fowler/Noll/Vo, http://www.isthe.com/chongo/tech/comp/fnv/): offset basis
+// 14695981039346656037, prime 1099511628211.
+uint64_t fnv1a64(const std::string& text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+template <typename T>
+std::string list(const std::vector<T>& items) {
+  std::string out;
+  for (const T& x : items) out += std::to_string(x) + ',';
+  return out;
+}
+
+// Everything that determines a point's metrics: the [workload] table as written, the shape a model
+// preset resolved it to (a changed preset file changes the hash), seeds, layers, heads and topk.
+uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
+  std::string text = "kvtune sweep v1\nworkload=";
+  if (const toml::node* w = root.get("workload")) serialize(*w, text);
+  const WorkloadConfig& cfg = sc.workload;
+  text += "\nshape=" + list(std::vector<int64_t>{cfg.head_dim, cfg.layers, cfg.kv_heads, cfg.q_per_kv}) +
+          (cfg.rope.enabled ? "rope," + format_real(cfg.rope.theta) + "," +
+                                  (cfg.rope.convention == RopeConvention::interleaved ? "interleaved" : "rotate_half")
+                            : "norope");
+  text += "\ncontexts=" + list(sc.contexts) + "\nseeds=" + list(sc.seeds) + "\nlayers=" + list(sc.layers) +
+          "\nheads=" + list(sc.heads) + "\ntopk=" + std::to_string(sc.topk);
+  return fnv1a64(text);
+}
+
+}  // namespace
+
+const char* pairing_name(Pairing pairing) {
+  switch (pairing) {
+    case Pairing::cartesian:
+      return "cartesian";
+    case Pairing::matched:
+      return "matched";
+    case Pairing::independent:
+      return "independent";
+  }
+  return "?";
+}
+
+const char* objective_name(Objective objective) { return objective == Objective::min_bits ? "min_bits" : "min_error"; }
+
+SweepSpec parse_sweep(std::string_view text, const std::string& source_name, const SweepContext& context) {
+  if (context.registry == nullptr) throw std::invalid_argument("parse_sweep: the context has no registry");
+  const Registry& registry = *context.registry;
+  const toml::table root = detail::parse_toml(text, source_name);
+  SweepSpec spec;
+  spec.source = source_name;
+  spec.text = std::string(text);
+  TableReader top(root, source_name, "");
+  spec.name = top.string("name", std::filesystem::path(source_name).filename().string());
+  top.string("description", "");
+  Scenario& sc = spec.scenario;
+  sc.name = spec.name;
+
+  // The workload: the scenario reader, then the sweep's one-context rule.
+  detail::read_workload(top.table("workload"), context.models, sc);
+  if (sc.contexts.size() != 1) {
+    top.fail(*root["workload"]["tokens"].node(), "a sweep evaluates one context length; 'tokens' lists " +
+                                                     std::to_string(sc.contexts.size()) +
+                                                     " (write one sweep file per context)");
+  }
+  detail::validate_workload(sc, source_name);
+  detail::read_seeds(top, sc);
+  TableReader metrics = top.table("metrics");
+  sc.topk = metrics.integer("topk", sc.topk, 1, 1 << 20);
+  metrics.finish();
+  if (!sc.model.empty()) spec.model = context.models(sc.model);  // resolved once already: cannot fail now
+
+  if (const toml::node* plugins = top.node("plugins")) {
+    const toml::array* a = plugins->as_array();
+    if (a == nullptr) top.fail(*plugins, "'plugins' must be an array of shared-library paths");
+    for (const toml::node& e : *a) {
+      if (!e.is_string() || e.value<std::string>()->empty()) top.fail(e, "'plugins' entries must be non-empty paths");
+      spec.plugins.push_back(*e.value<std::string>());
+    }
+  }
+
+  const Shape shape{registry, sc.contexts.front(), sc.workload.head_dim, sc.workload.rope.enabled};
+  TableReader search = top.table("search");
+  const std::string pairing = search.choice("pairing", "cartesian", {"cartesian", "matched", "independent"});
+  spec.pairing = pairing == "matched"       ? Pairing::matched
+                 : pairing == "independent" ? Pairing::independent
+                                            : Pairing::cartesian;
+  const toml::node* search_node = root.get("search");
+  const std::string pairing_at = search.has("pairing") ? where(source_name, search.node("pairing")->source())
+                                 : search_node         ? where(source_name, search_node->source())
+                                                       : source_name;
+  std::vector<Base> k_bases, v_bases;
+  read_list(search, "k", shape, &k_bases, nullptr);
+  read_list(search, "v", shape, nullptr, &v_bases);
+  read_list(search, "both", shape, &k_bases, &v_bases);
+  std::vector<std::unique_ptr<GridInfo>> grids;
+  if (const toml::node* list_node = search.node("grid")) {
+    const toml::array* a = list_node->as_array();
+    if (a == nullptr) search.fail(*list_node, "'grid' must be an array of tables ([[search.grid]])");
+    for (const toml::node& entry : *a) {
+      grids.push_back(std::make_unique<GridInfo>());
+      read_grid(entry, source_name, shape, *grids.back(), k_bases, v_bases);
+    }
+  }
+  const std::vector<PolicyAxis> both = read_policy(search.table("policy"), {});
+  std::set<std::string> taken;
+  for (const PolicyAxis& a : both) taken.insert(a.key);
+  std::vector<PolicyAxis> k_axes = both, v_axes = both;
+  for (PolicyAxis& a : read_policy(search.table("k_policy"), taken)) k_axes.push_back(std::move(a));
+  for (PolicyAxis& a : read_policy(search.table("v_policy"), taken)) v_axes.push_back(std::move(a));
+  const Constraints constraints = read_constraints(search.table("constraints"), registry);
+  if (spec.pairing == Pairing::independent && search.has("constraints")) {
+    search.fail(*search.node("constraints"),
+                "[search.constraints] apply to pairs; with pairing = \"independent\" each phase-1 point pairs one "
+                "role with exact, so constraints cannot apply (use cartesian)");
+  }
+  search.finish();
+
+  spec.budget = read_budget(top.table("budget"), spec);
+  const std::vector<Target> targets = read_targets(top);
+  top.finish();
+
+  // Expansion: candidates, search points, constraints, then runtime points.
+  std::map<std::string, SchemePtr> schemes;
+  spec.k_candidates = expand_role(std::move(k_bases), Role::key, k_axes, shape, schemes);
+  spec.v_candidates = expand_role(std::move(v_bases), Role::value, v_axes, shape, schemes);
+  schemes.emplace("none", registry.make("none"));
+  for (const auto& grid : grids) {
+    if (grid->dropped == 0) continue;
+    spec.notes.push_back("[[search.grid]] at " + grid->where + ": skip_invalid dropped " +
+                         std::to_string(grid->dropped) + " candidate(s), e.g. " + join(grid->examples, "; "));
+  }
+  if (spec.k_candidates.empty() && spec.v_candidates.empty() && targets.empty()) {
+    throw InputError(source_name +
+                     ": nothing to evaluate: [search] gives no K or V candidates and no runtimes are "
+                     "named (give [search] k/v/both or [[search.grid]], or [[runtimes]])");
+  }
+  spec.points = search_points(spec, constraints, schemes, shape, pairing_at, spec.notes);
+  add_runtime_points(spec, targets, context, shape);
+  if (spec.points.empty()) {
+    const bool searched = !spec.k_candidates.empty() || !spec.v_candidates.empty();
+    throw InputError(source_name + ": nothing to evaluate: " +
+                     (searched ? "[search.constraints] dropped every pair" : "no [search] candidates") +
+                     " and no runtime option is left (" + join(spec.notes, "; ") + ")");
+  }
+  spec.hash = spec_hash(root, sc);
+  return spec;
+}
+
+SweepSpec load_sweep(const std::string& path, const SweepContext& context) {
+  const std::vector<std::byte> bytes = read_file(path);
+  return parse_sweep(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path, context);
+}
+
+}  // namespace kvtune

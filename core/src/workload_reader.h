@@ -1,0 +1,22 @@
+// The parts of a scenario file that sweep files share verbatim: the [workload] table and the
+// top-level seeds. Internal to core/src (toml++ never reaches a public header); defined in
+// scenario.cpp, so a scenario and a sweep describe the same workload with the same keys and errors.
+#pragma once
+
+#include <string>
+
+#include "kvtune/scenario.h"
+#include "toml_reader.h"
+
+namespace kvtune::detail {
+
+// Reads [workload] into sc.workload, sc.contexts, sc.model, sc.layers and sc.heads.
+void read_workload(TableReader w, const ModelLookup& models, Scenario& sc);
+
+// Checks the workload at each of sc.contexts; errors name source_name and [workload].
+void validate_workload(const Scenario& sc, const std::string& source_name);
+
+// Reads `seeds` (a count, with an optional `seed_start`, or an array) into sc.seeds.
+void read_seeds(TableReader& top, Scenario& sc);
+
+}  // namespace kvtune::detail

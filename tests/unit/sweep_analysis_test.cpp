@@ -1,0 +1,433 @@
+// Sweep analysis and its rendering (sweep_analysis.h, sweep_report.h) on hand-made specs and
+// records: each budget bound, the Pareto frontier of a hand-checked set, both objectives, runtime
+// recommendations restricted to the runtime's own options (and none for a runtime that cannot meet
+// the budget), the gap text, DESIGN §6's memory figures, and the files the report writes.
+#include "kvtune/sweep_analysis.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "kvtune/model_preset.h"
+#include "kvtune/sweep_report.h"
+#include "test_support.h"
+
+namespace kvtune {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+constexpr uint64_t KiB = 1024, GiB = uint64_t(1) << 30;
+
+SweepRecord record(const std::string& k, const std::string& v, double k_bits, double v_bits, double err) {
+  SweepRecord r;
+  r.k = k;
+  r.v = v;
+  r.origin = "search";
+  r.k_bits = k_bits;
+  r.v_bits = v_bits;
+  Summary& e = r.metrics[size_t(Metric::rel_out_err)];
+  e = {err, err * 2, err * 3, 16};
+  r.metrics[size_t(Metric::attn_kl)] = {err / 10, err / 5, err, 16};
+  r.metrics[size_t(Metric::top1_agree)] = {1.0, 1.0, 1.0, 16};
+  return r;
+}
+
+SweepRecord failed(const std::string& k, const std::string& v, const std::string& error) {
+  SweepRecord r;
+  r.k = k;
+  r.v = v;
+  r.ok = false;
+  r.error = error;
+  return r;
+}
+
+SweepSpec make_spec(const std::vector<SweepRecord>& records) {
+  SweepSpec spec;
+  spec.name = "unit";
+  spec.source = "unit.toml";
+  spec.scenario.contexts = {4096};
+  spec.scenario.workload.tokens = 4096;
+  for (const SweepRecord& r : records) spec.points.push_back({r.k, r.v, r.origin});
+  return spec;
+}
+
+SweepAnalysis analyze(const SweepSpec& spec, const std::vector<SweepRecord>& records) {
+  return analyze_sweep(spec, records, builtin_registry());
+}
+
+// --- feasibility ---
+
+TEST(SweepAnalysis, EveryBoundIsCheckedWithNumbersInTheViolation) {
+  std::vector<SweepRecord> records = {record("a", "a", 8, 8, 0.0312), record("b", "b", 4, 4, 0.01)};
+  records[1].metrics[size_t(Metric::attn_kl)].p95 = 0.5;
+  records[1].metrics[size_t(Metric::needle_hit)] = {0.75, 0.0, 1.0, 8};
+  SweepSpec spec = make_spec(records);
+  spec.budget.max_rel_out_err = 0.02;
+  spec.budget.max_attn_kl_p95 = 0.1;
+  spec.budget.min_needle_hit = 0.9;
+  spec.budget.max_bits = 6;
+  const SweepAnalysis a = analyze(spec, records);
+  ASSERT_EQ(a.verdicts.size(), 2u);
+  EXPECT_FALSE(a.verdicts[0].feasible);
+  EXPECT_THAT(a.verdicts[0].violations, ElementsAre("rel_out_err 0.0312 > 0.02", "no needle samples", "bits 8 > 6"));
+  EXPECT_FALSE(a.verdicts[1].feasible);
+  EXPECT_THAT(a.verdicts[1].violations, ElementsAre("attn_kl p95 0.5 > 0.1", "needle_hit 0.75 < 0.9"));
+  EXPECT_FALSE(a.best);
+}
+
+TEST(SweepAnalysis, ValuesJustOverABoundPrintEnoughDigitsToDiffer) {
+  const std::vector<SweepRecord> records = {record("a", "a", 8, 8, 0.0200004)};
+  SweepSpec spec = make_spec(records);
+  spec.budget.max_rel_out_err = 0.02;
+  const SweepAnalysis a = analyze(spec, records);
+  EXPECT_THAT(a.verdicts[0].violations, ElementsAre("rel_out_err 0.0200004 > 0.02"));
+}
+
+TEST(SweepAnalysis, WithoutBoundsEveryRunPointIsFeasible) {
+  const std::vector<SweepRecord> records = {record("a", "a", 8, 8, 0.5), record("b", "b", 4, 4, 0.9)};
+  const SweepAnalysis a = analyze(make_spec(records), records);
+  EXPECT_TRUE(a.verdicts[0].feasible);
+  EXPECT_TRUE(a.verdicts[1].feasible);
+  EXPECT_FALSE(a.verdicts[0].memory);  // no model preset: no memory figures
+  EXPECT_EQ(a.best, 1u);
+}
+
+TEST(SweepAnalysis, ANonFiniteErrorNeverMeetsABound) {
+  const std::vector<SweepRecord> records = {record("a", "a", 8, 8, std::numeric_limits<double>::quiet_NaN())};
+  SweepSpec spec = make_spec(records);
+  spec.budget.max_rel_out_err = 0.02;
+  const SweepAnalysis a = analyze(spec, records);
+  EXPECT_FALSE(a.verdicts[0].feasible);
+  EXPECT_THAT(a.frontier, IsEmpty());
+}
+
+TEST(SweepAnalysis, FailedRecordsAreInfeasibleWithTheirErrorAndOffTheFrontier) {
+  const std::vector<SweepRecord> records = {
+      failed("int:bits=4,group=96", "f16", "group 96 does not divide head_dim 128"),
+      record("f16", "f16", 16, 16, 0.0001)};
+  const SweepAnalysis a = analyze(make_spec(records), records);
+  EXPECT_FALSE(a.verdicts[0].feasible);
+  EXPECT_THAT(a.verdicts[0].violations, ElementsAre("failed: group 96 does not divide head_dim 128"));
+  EXPECT_THAT(a.frontier, ElementsAre(1u));
+  EXPECT_EQ(a.best, 1u);
+}
+
+// --- frontier and objectives ---
+
+// Hand-checked: C is dominated by B (same bits, more error), E by D (more bits and error), F ties D
+// exactly and comes later, H failed. Left: G, D, B, A by bits.
+std::vector<SweepRecord> frontier_set() {
+  return {record("A", "A", 16, 16, 0.0001), record("B", "B", 8.5, 8.5, 0.002), record("C", "C", 8.5, 8.5, 0.003),
+          record("D", "D", 4.5, 4.5, 0.02), record("E", "E", 6, 6, 0.03),      record("F", "F", 4, 5, 0.02),
+          record("G", "G", 3, 3, 0.2),      failed("H", "H", "boom")};
+}
+
+TEST(SweepAnalysis, FrontierIsTheParetoSetByBits) {
+  const std::vector<SweepRecord> records = frontier_set();
+  const SweepAnalysis a = analyze(make_spec(records), records);
+  EXPECT_THAT(a.frontier, ElementsAre(6u, 3u, 1u, 0u));
+}
+
+TEST(SweepAnalysis, MinBitsPicksTheFewestBitsThenTheLowerError) {
+  const std::vector<SweepRecord> records = frontier_set();
+  SweepSpec spec = make_spec(records);
+  spec.budget.max_rel_out_err = 0.01;
+  EXPECT_EQ(analyze(spec, records).best, 1u);  // B: 8.5 bits like C, lower error
+  spec.budget.max_rel_out_err = 0.025;
+  EXPECT_EQ(analyze(spec, records).best, 3u);  // D and F tie exactly: the first in record order
+}
+
+TEST(SweepAnalysis, MinErrorPicksTheLowestErrorThenFewerBits) {
+  std::vector<SweepRecord> records = frontier_set();
+  records.push_back(record("A2", "A2", 8, 8, 0.0001));  // A's error with fewer bits
+  SweepSpec spec = make_spec(records);
+  spec.budget.objective = Objective::min_error;
+  spec.budget.max_bits = 20;
+  EXPECT_EQ(analyze(spec, records).best, 8u);
+  spec.budget.max_bits = 5;
+  EXPECT_EQ(analyze(spec, records).best, 3u);  // D: the lowest error within 5 bits
+}
+
+// --- runtimes ---
+
+RuntimeOption option(const std::string& name, const std::string& k, const std::string& v) {
+  RuntimeOption o;
+  o.name = name;
+  o.k_spec = k;
+  o.v_spec = v;
+  return o;
+}
+
+// f16, q8_0/q8_0, q8_0/q4_0, q4_0/q4_0 with a 1% error bound: the best (fewest bits) is q8_0/q4_0.
+std::vector<SweepRecord> runtime_records() {
+  return {record("f16", "f16", 16, 16, 0.0001), record("q8_0", "q8_0", 8.5, 8.5, 0.002),
+          record("q8_0", "q4_0", 8.5, 4.5, 0.004), record("q4_0", "q4_0", 4.5, 4.5, 0.02)};
+}
+
+SweepSpec runtime_spec(const std::vector<SweepRecord>& records) {
+  SweepSpec spec = make_spec(records);
+  spec.budget.max_rel_out_err = 0.01;
+
+  RuntimeView joint;  // one dtype for K and V: cannot express q8_0/q4_0
+  joint.title = "Joint RT";
+  joint.version = "1.2.0";
+  joint.options = {option("f16", "f16", "f16"), option("int8", "q8_0", "q8_0"), option("int8 again", "q8_0", "q8_0"),
+                   option("not evaluated", "q5_0", "q5_0")};
+  joint.options[1].settings.cli = {"--kv-dtype int8", "--attn-backend X"};
+  joint.options[1].settings.env = {"RT_KV=1", "RT_FAST=0"};
+  joint.options[1].settings.python = "LLM(model=..., kv_dtype=\"int8\")\nllm.generate(...)";
+  joint.options[1].settings.build = {"RT_INT8=ON"};
+  joint.options[1].settings.caveats = {"scales per layer, not per head", "second caveat"};
+  joint.options[1].settings.verified = false;
+
+  RuntimeView split;  // K and V separately: its best is the overall best
+  split.version = "b1";
+  split.options = {option("q8_0/q8_0", "q8_0", "q8_0"), option("q8_0/q4_0", "q8_0", "q4_0")};
+
+  RuntimeView tiny;  // only q4_0: over the error bound
+  tiny.title = "Tiny RT";
+  tiny.version = "0.1";
+  tiny.options = {option("q4_0", "q4_0", "q4_0")};
+  tiny.options[0].settings.cli = {"--tiny-q4"};
+
+  spec.runtimes = {{"joint", "latest"}, {"split", "b1"}, {"tiny", "latest"}};
+  spec.runtime_views = {joint, split, tiny};
+  return spec;
+}
+
+TEST(SweepAnalysis, ARuntimesBestIsChosenOnlyAmongItsOwnOptions) {
+  const std::vector<SweepRecord> records = runtime_records();
+  const SweepAnalysis a = analyze(runtime_spec(records), records);
+  ASSERT_EQ(a.best, 2u);
+  ASSERT_EQ(a.runtimes.size(), 3u);
+
+  const RuntimeChoice& joint = a.runtimes[0];
+  EXPECT_EQ(joint.title, "Joint RT");
+  EXPECT_EQ(joint.version, "1.2.0");
+  ASSERT_EQ(joint.record, 1u);
+  ASSERT_TRUE(joint.option);
+  EXPECT_EQ(joint.option->name, "int8");  // two options with one pair: the first is named
+  EXPECT_FALSE(joint.closest);
+  EXPECT_EQ(joint.gap,
+            "the best overall (K q8_0, V q4_0) needs 6.5 bits/element vs 8.5 here (rel_out_err 0.004 vs 0.002)");
+
+  const RuntimeChoice& split = a.runtimes[1];
+  EXPECT_EQ(split.title, "split");  // no title in the view: the target's name
+  EXPECT_EQ(split.record, 2u);
+  EXPECT_THAT(split.gap, IsEmpty());
+}
+
+TEST(SweepAnalysis, ARuntimeWithNoFeasibleOptionGetsItsClosestAndNoRecommendation) {
+  const std::vector<SweepRecord> records = runtime_records();
+  const SweepAnalysis a = analyze(runtime_spec(records), records);
+  const RuntimeChoice& tiny = a.runtimes[2];
+  EXPECT_FALSE(tiny.record);
+  EXPECT_FALSE(tiny.option);
+  ASSERT_EQ(tiny.closest, 3u);
+  EXPECT_EQ(tiny.closest_option->name, "q4_0");
+  EXPECT_THAT(tiny.gap, HasSubstr("none of its options meets the budget"));
+  EXPECT_THAT(tiny.gap, HasSubstr("K q8_0, V q4_0"));
+}
+
+TEST(SweepAnalysis, MinErrorGapNamesTheErrors) {
+  const std::vector<SweepRecord> records = runtime_records();
+  SweepSpec spec = runtime_spec(records);
+  spec.budget.objective = Objective::min_error;
+  spec.runtime_views[0].options = {option("int8", "q8_0", "q8_0")};
+  const SweepAnalysis a = analyze(spec, records);
+  EXPECT_EQ(a.best, 0u);
+  EXPECT_EQ(a.runtimes[0].gap,
+            "the best overall (K f16, V f16) reaches rel_out_err 0.0001 vs 0.002 here (16 vs 8.5 bits/element)");
+}
+
+TEST(SweepAnalysis, NothingFeasibleIsSaidInEveryGap) {
+  const std::vector<SweepRecord> records = runtime_records();
+  SweepSpec spec = runtime_spec(records);
+  spec.budget.max_rel_out_err = 1e-6;
+  const SweepAnalysis a = analyze(spec, records);
+  EXPECT_FALSE(a.best);
+  for (const RuntimeChoice& c : a.runtimes) {
+    EXPECT_FALSE(c.record);
+    EXPECT_TRUE(c.closest);
+    EXPECT_EQ(c.gap, "no evaluated configuration meets the budget");
+  }
+  EXPECT_EQ(a.runtimes[0].closest, 0u);  // f16: the lowest error among its options
+}
+
+TEST(SweepAnalysis, ShippedTablesGiveTheirViewsATitle) {
+  const RuntimeTable t =
+      load_runtime_table(fs::path(KVTUNE_SOURCE_DIR) / "configs" / "runtimes" / "llama-cpp.toml", builtin_registry());
+  EXPECT_EQ(runtime_options(t, "latest").title, "llama.cpp");
+}
+
+// --- memory (DESIGN §6) ---
+
+SweepSpec llama70b_spec(const std::vector<SweepRecord>& records) {
+  SweepSpec spec = make_spec(records);
+  spec.model = find_model_preset(fs::path(KVTUNE_SOURCE_DIR) / "configs", "llama-3.1-70b");
+  return spec;
+}
+
+TEST(SweepAnalysis, MemoryFiguresMatchTheDesignForLlama70b) {
+  const std::vector<SweepRecord> records = {record("f16", "f16", 16, 16, 0.0001),
+                                            record("q8_0", "q4_0", 8.5, 4.5, 0.004)};
+  SweepSpec spec = llama70b_spec(records);
+  spec.budget.fit = MemoryFit{100 * GiB, 20 * GiB, 131072, 3};
+  const SweepAnalysis a = analyze(spec, records);
+  ASSERT_TRUE(a.verdicts[0].memory);
+  EXPECT_DOUBLE_EQ(a.verdicts[0].memory->bytes_per_token, 320.0 * KiB);
+  EXPECT_EQ(a.verdicts[0].memory->total_bytes, 40 * GiB);
+  EXPECT_EQ(a.verdicts[0].sequences, 2u);  // 80 GiB free / 40 GiB
+  EXPECT_FALSE(a.verdicts[0].feasible);
+  EXPECT_THAT(a.verdicts[0].violations, ElementsAre("3 sequences x 40.00 GiB > 80.00 GiB free after weights (2 fit)"));
+  ASSERT_TRUE(a.verdicts[1].memory);
+  EXPECT_DOUBLE_EQ(a.verdicts[1].memory->bytes_per_token, 130.0 * KiB);
+  EXPECT_EQ(a.verdicts[1].sequences, 4u);  // 16.25 GiB each
+  EXPECT_TRUE(a.verdicts[1].feasible);
+  EXPECT_EQ(a.best, 1u);
+}
+
+TEST(SweepAnalysis, MemoryIsReportedAtTheEvaluatedContextWithoutAFitBudget) {
+  const std::vector<SweepRecord> records = {record("f16", "f16", 16, 16, 0.0001)};
+  const SweepAnalysis a = analyze(llama70b_spec(records), records);
+  ASSERT_TRUE(a.verdicts[0].memory);
+  EXPECT_EQ(a.verdicts[0].memory->total_bytes, 320 * KiB * 4096);
+  EXPECT_FALSE(a.verdicts[0].sequences);
+  EXPECT_TRUE(a.verdicts[0].feasible);
+}
+
+// --- rendering ---
+
+std::string summary(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& a) {
+  std::ostringstream out;
+  print_sweep_summary(out, spec, records, a);
+  return out.str();
+}
+
+// The part of a rendered text from `from` up to `to` (or the end).
+std::string section(const std::string& text, const std::string& from, const std::string& to) {
+  const size_t begin = text.find(from);
+  if (begin == std::string::npos) return "";
+  const size_t end = to.empty() ? std::string::npos : text.find(to, begin + from.size());
+  return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+TEST(SweepReport, ConsoleSummaryPrintsSettingsToPasteAndNeverRecommendsTheInfeasible) {
+  const std::vector<SweepRecord> records = runtime_records();
+  SweepSpec spec = runtime_spec(records);
+  spec.notes = {"dropped option 'q5_0' of rt: head_dim"};
+  const SweepAnalysis a = analyze(spec, records);
+  const std::string text = summary(spec, records, a);
+
+  EXPECT_THAT(text, HasSubstr("sweep unit"));
+  EXPECT_THAT(text, HasSubstr("4 of 4 points evaluated, 0 failed, 3 feasible"));
+  EXPECT_THAT(text, HasSubstr("budget: rel_out_err <= 0.01; objective min_bits"));
+  EXPECT_THAT(text, HasSubstr("Pareto frontier"));
+  EXPECT_THAT(text, HasSubstr("yes (best)"));
+  EXPECT_THAT(text, HasSubstr("dropped option 'q5_0' of rt: head_dim"));
+
+  const std::string joint = section(text, "Joint RT 1.2.0", "split b1");
+  EXPECT_THAT(joint, HasSubstr("recommended: int8 (K q8_0, V q8_0)"));
+  EXPECT_THAT(joint, HasSubstr("      --kv-dtype int8 --attn-backend X\n"));
+  EXPECT_THAT(joint, HasSubstr("      RT_KV=1\n      RT_FAST=0\n"));
+  EXPECT_THAT(joint, HasSubstr("      LLM(model=..., kv_dtype=\"int8\")\n      llm.generate(...)\n"));
+  EXPECT_THAT(joint, HasSubstr("RT_INT8=ON"));
+  EXPECT_THAT(joint, HasSubstr("scales per layer, not per head"));
+  EXPECT_THAT(joint, HasSubstr("second caveat"));
+  EXPECT_THAT(joint, HasSubstr("(emulation not verified against the runtime's sources)"));
+  EXPECT_THAT(joint, HasSubstr("gap: the best overall (K q8_0, V q4_0) needs 6.5 bits/element vs 8.5 here"));
+
+  const std::string split = section(text, "split b1", "Tiny RT 0.1");
+  EXPECT_THAT(split, HasSubstr("recommended: q8_0/q4_0"));
+  EXPECT_THAT(split, HasSubstr("this is the best configuration overall"));
+  EXPECT_THAT(split, Not(HasSubstr("not verified")));
+
+  const std::string tiny = section(text, "Tiny RT 0.1", "Notes");
+  EXPECT_THAT(tiny, HasSubstr("cannot meet the budget"));
+  EXPECT_THAT(tiny, HasSubstr("closest option (not a recommendation): q4_0 (K q4_0, V q4_0)"));
+  EXPECT_THAT(tiny, HasSubstr("rel_out_err 0.02 > 0.01"));
+  EXPECT_THAT(tiny, Not(HasSubstr("recommended")));
+  EXPECT_THAT(tiny, Not(HasSubstr("--tiny-q4")));  // its settings are not offered to paste
+}
+
+TEST(SweepReport, NothingFeasibleSaysSoAndShowsTheClosest) {
+  const std::vector<SweepRecord> records = runtime_records();
+  SweepSpec spec = runtime_spec(records);
+  spec.budget.max_rel_out_err = 1e-6;
+  const std::string text = summary(spec, records, analyze(spec, records));
+  EXPECT_THAT(text, HasSubstr("nothing meets the budget"));
+  EXPECT_THAT(text, HasSubstr("closest (lowest rel_out_err, not a recommendation): K f16, V f16"));
+  EXPECT_THAT(text, Not(HasSubstr("recommended:")));
+}
+
+TEST(SweepReport, FrontierCsvHasTheHeaderAndQuotesSpecsWithCommas) {
+  const std::vector<SweepRecord> records = {record("int:bits=4,axis=token", "q4_0", 4.5, 4.5, 0.02),
+                                            record("f16", "f16", 16, 16, 0.0001)};
+  const SweepSpec spec = llama70b_spec(records);
+  const std::string csv = frontier_csv(spec, records, analyze(spec, records));
+  std::istringstream lines(csv);
+  std::string header, first, second;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  std::getline(lines, second);
+  EXPECT_EQ(header,
+            "k,v,k_bits,v_bits,bits,rel_out_err,rel_out_err_p95,attn_kl_p95,needle_hit,bytes_per_token,feasible");
+  EXPECT_THAT(first, ::testing::StartsWith("\"int:bits=4,axis=token\",q4_0,4.5,4.5,4.5,0.02,0.04,0.004,,"));
+  EXPECT_THAT(first, ::testing::EndsWith(",true"));
+  EXPECT_EQ(second, "f16,f16,16,16,16,0.0001,0.0002,2e-05,,327680,true");
+}
+
+TEST(SweepReport, SummaryJsonCarriesEverySection) {
+  const std::vector<SweepRecord> records = runtime_records();
+  const SweepSpec spec = runtime_spec(records);
+  const std::string json = sweep_summary_json(spec, records, analyze(spec, records));
+  for (const char* key : {"\"name\"", "\"source\"", "\"spec_hash\"", "\"workload\"", "\"budget\"", "\"counts\"",
+                          "\"frontier\"", "\"best\"", "\"runtimes\"", "\"recommendation\"", "\"closest\"",
+                          "\"caveats\"", "\"gap\"", "\"notes\"", "\"rel_out_err\"", "\"violations\""}) {
+    EXPECT_THAT(json, HasSubstr(key));
+  }
+  EXPECT_THAT(json, HasSubstr("\"meets_budget\": false"));
+  EXPECT_EQ(json.back(), '\n');
+}
+
+TEST(SweepReport, MarkdownReportHasTheSectionsAndTables) {
+  const std::vector<SweepRecord> records = runtime_records();
+  const SweepSpec spec = runtime_spec(records);
+  const std::string md = sweep_report_md(spec, records, analyze(spec, records));
+  EXPECT_THAT(md, ::testing::StartsWith("# sweep unit\n"));
+  EXPECT_THAT(md, HasSubstr("\n## Pareto frontier"));
+  EXPECT_THAT(md, HasSubstr("\n| k | v | k\\_bits |"));
+  EXPECT_THAT(md, HasSubstr("| `q8_0` | `q4_0` |"));
+  EXPECT_THAT(md, HasSubstr("\n## Best feasible configuration\n"));
+  EXPECT_THAT(md, HasSubstr("\n### Joint RT 1.2.0\n"));
+  EXPECT_THAT(md, HasSubstr("```\n--kv-dtype int8 --attn-backend X\n```"));
+  EXPECT_THAT(md, HasSubstr("cannot meet the budget"));
+}
+
+TEST(SweepReport, WritesTheThreeFiles) {
+  const std::vector<SweepRecord> records = runtime_records();
+  const SweepSpec spec = runtime_spec(records);
+  const fs::path dir = fs::temp_directory_path() / ("kvtune_sweep_report_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_sweep_report(dir.string(), spec, records, analyze(spec, records));
+  for (const char* name : {"summary.json", "frontier.csv", "report.md"}) {
+    EXPECT_TRUE(fs::is_regular_file(dir / name)) << name;
+    EXPECT_GT(fs::file_size(dir / name), 0u) << name;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kvtune

@@ -1,0 +1,394 @@
+// Sweep files (docs/sweep-file.md): how [search] expands into points, how runtimes add theirs, what
+// the hash covers, that the shipped default parses, and that every bad input names file:line:col.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+
+#include "kvtune/error.h"
+#include "kvtune/sweep.h"
+#include "test_support.h"
+
+namespace kvtune {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::filesystem::path config_dir() { return std::filesystem::path(KVTUNE_SOURCE_DIR) / "configs"; }
+
+const SweepContext& context() {
+  static const SweepContext c = [] {
+    SweepContext out;
+    out.registry = &builtin_registry();
+    out.models = [](const std::string& name) { return find_model_preset(config_dir(), name); };
+    out.runtime_tables = load_runtime_tables(config_dir(), builtin_registry());
+    return out;
+  }();
+  return c;
+}
+
+SweepSpec parse(const std::string& text) { return parse_sweep(text, "s.toml", context()); }
+
+// The message of the InputError that parsing `text` throws (empty when it parses).
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return {};
+}
+
+std::string canonical(const std::string& spec) { return builtin_registry().make(spec)->spec(); }
+
+std::vector<std::pair<std::string, std::string>> pairs_of(const SweepSpec& s) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const SweepPoint& p : s.points) out.emplace_back(p.k, p.v);
+  return out;
+}
+
+bool any_contains(const std::vector<std::string>& list, const std::string& part) {
+  return std::any_of(list.begin(), list.end(), [&](const std::string& s) { return s.find(part) != std::string::npos; });
+}
+
+TEST(SweepSpec, GridIsTheProductOfItsValueLists) {
+  const SweepSpec s = parse(R"(
+[search]
+v = ["f16"]
+[[search.grid]]
+roles = ["k"]
+family = "int"
+bits = [2, 4, 8]
+axis = ["channel", "token"]
+asym = [true, false]
+)");
+  EXPECT_EQ(s.k_candidates.size(), 12u);
+  EXPECT_EQ(s.points.size(), 12u);
+  EXPECT_EQ(s.k_candidates.front(), "int:bits=2,axis=channel,asym");
+  EXPECT_EQ(s.k_candidates[1], "int:bits=2,axis=channel");
+  EXPECT_THAT(s.v_candidates, ElementsAre("f16"));
+  EXPECT_EQ(s.points.front().origin, "search");
+  EXPECT_EQ(s.pairing, Pairing::cartesian);
+  EXPECT_EQ(s.name, "s.toml");  // the file name when the file gives none
+}
+
+TEST(SweepSpec, SkipInvalidDropsRefusedCombinationsAndSaysSo) {
+  // axis=tensor refuses a group; group 48 does not divide head_dim 128 for per-token scales.
+  const SweepSpec s = parse(R"(
+[search]
+v = ["f16"]
+[[search.grid]]
+family = "int"
+roles = ["k"]
+axis = ["tensor", "token"]
+group = [32, 48]
+skip_invalid = true
+)");
+  EXPECT_THAT(s.k_candidates, ElementsAre("int:bits=8,axis=token,group=32"));
+  ASSERT_EQ(s.notes.size(), 1u);
+  EXPECT_THAT(s.notes[0], HasSubstr("[[search.grid]] at s.toml:4:1: skip_invalid dropped 3 candidate(s)"));
+}
+
+TEST(SweepSpec, PolicyValuesAreCrossedWithEveryCandidate) {
+  const SweepSpec s = parse(R"(
+[workload]
+rope = {}
+[search]
+both = ["q8_0", "q4_0:residual_window=32"]
+[search.policy]
+residual_window = [0, 128]
+[search.k_policy]
+rope_stage = ["post", "pre"]
+[search.v_policy]
+sink_tokens = 4
+)");
+  EXPECT_THAT(s.k_candidates,
+              ElementsAre("q8_0", canonical("q8_0:rope_stage=pre"), canonical("q8_0:residual_window=128"),
+                          canonical("q8_0:residual_window=128,rope_stage=pre"), canonical("q4_0:residual_window=32"),
+                          canonical("q4_0:residual_window=32,rope_stage=pre")));
+  // rope_stage only applies to keys; a key the candidate sets itself keeps its value.
+  EXPECT_THAT(s.v_candidates,
+              ElementsAre(canonical("q8_0:sink_tokens=4"), canonical("q8_0:sink_tokens=4,residual_window=128"),
+                          canonical("q4_0:residual_window=32,sink_tokens=4")));
+  EXPECT_EQ(s.points.size(), 6u * 3u);
+}
+
+TEST(SweepSpec, RotationGroupOnlyGoesWhereARotationIs) {
+  const SweepSpec s = parse(R"(
+[search]
+k = ["q8_0"]
+v = ["q4_0"]
+[search.policy]
+rotation = ["none", "hadamard"]
+rotation_group = 64
+)");
+  EXPECT_THAT(s.k_candidates, ElementsAre("q8_0", canonical("q8_0:rotation=hadamard,rotation_group=64")));
+}
+
+TEST(SweepSpec, CandidatesAreCanonicalDeduplicatedAndInFileOrder) {
+  const SweepSpec s = parse(R"(
+[search]
+both = ["q8_0:variant=ref"]
+k = ["int:axis=channel,bits=4", "int:bits=4,axis=channel", "q8_0"]
+v = ["q4_0", "q4_0:rotation=none"]
+)");
+  EXPECT_THAT(s.k_candidates, ElementsAre("q8_0", "int:bits=4,axis=channel"));
+  EXPECT_THAT(s.v_candidates, ElementsAre("q8_0", "q4_0"));
+  EXPECT_EQ(s.points.size(), 4u);
+}
+
+TEST(SweepSpec, MatchedPairsCandidatesOfBothRoles) {
+  const SweepSpec s = parse(R"(
+[search]
+pairing = "matched"
+k = ["q8_0", "q4_0"]
+v = ["f16", "q4_0"]
+)");
+  using P = std::pair<std::string, std::string>;
+  EXPECT_THAT(pairs_of(s), ElementsAre(P{"q4_0", "q4_0"}));
+}
+
+TEST(SweepSpec, IndependentPairsEachRoleWithExact) {
+  const SweepSpec s = parse(R"(
+[search]
+pairing = "independent"
+k = ["q8_0", "none"]
+v = ["q4_0", "none"]
+)");
+  using P = std::pair<std::string, std::string>;
+  EXPECT_THAT(pairs_of(s), ElementsAre(P{"q8_0", "none"}, P{"none", "none"}, P{"none", "q4_0"}));
+  EXPECT_STREQ(pairing_name(s.pairing), "independent");
+}
+
+TEST(SweepSpec, ConstraintsPrunePairs) {
+  const SweepSpec s = parse(R"(
+[search]
+both = ["q4_0", "q8_0"]
+[search.constraints]
+k_bits_at_least_v_bits = true
+max_pair_bits = 13.0
+exclude = ["q8_0:variant=ref / q4_0:rotation=none"]
+)");
+  // q4_0 = 4.5 and q8_0 = 8.5 bits: (q4_0, q8_0) has fewer K bits, (q8_0, q8_0) is 17 > 13, and
+  // (q8_0, q4_0) is excluded.
+  using P = std::pair<std::string, std::string>;
+  EXPECT_THAT(pairs_of(s), ElementsAre(P{"q4_0", "q4_0"}));
+  ASSERT_EQ(s.notes.size(), 1u);
+  EXPECT_THAT(s.notes[0], HasSubstr("dropped 3 of 4 pairs (k_bits_at_least_v_bits: 1, max_pair_bits: 1, exclude: 1)"));
+}
+
+TEST(SweepSpec, RuntimePointsFollowTheSearchPoints) {
+  const SweepSpec s = parse(R"(
+[search]
+both = ["bf16"]
+[[runtimes]]
+name = "vllm"
+)");
+  ASSERT_EQ(s.runtime_views.size(), 1u);
+  ASSERT_EQ(s.runtimes.size(), 1u);
+  EXPECT_EQ(s.runtimes[0].version, "latest");
+  EXPECT_EQ(s.points.front().k, "bf16");
+  EXPECT_EQ(s.points.front().origin, "search");  // vLLM's "auto" is bf16/bf16: one point, the search's
+  std::set<std::pair<std::string, std::string>> distinct;
+  for (const RuntimeOption& o : s.runtime_views[0].options) distinct.insert({o.k_spec, o.v_spec});
+  EXPECT_EQ(s.points.size(), distinct.size());
+  for (size_t i = 1; i < s.points.size(); ++i) {
+    EXPECT_THAT(s.points[i].origin, HasSubstr("runtime vllm " + s.runtime_views[0].version + ": "));
+  }
+  const auto pairs = pairs_of(s);
+  const std::set<std::pair<std::string, std::string>> all(pairs.begin(), pairs.end());
+  EXPECT_EQ(all.size(), s.points.size());  // no duplicate (k, v)
+}
+
+TEST(SweepSpec, RuntimeOptionsThatCannotTakeTheShapeAreNoted) {
+  // head_dim 48 is not a multiple of ggml's 32-element blocks: llama.cpp's quantized types drop out.
+  const SweepSpec s = parse(R"(
+runtimes = ["llama-cpp"]
+[workload]
+head_dim = 48
+)");
+  EXPECT_TRUE(s.k_candidates.empty());
+  ASSERT_FALSE(s.points.empty());
+  for (const SweepPoint& p : s.points) {
+    EXPECT_EQ(p.k.find('q'), std::string::npos) << p.k;
+    EXPECT_EQ(p.v.find('q'), std::string::npos) << p.v;
+  }
+  EXPECT_TRUE(any_contains(s.notes, "llama-cpp " + s.runtime_views[0].version + ": option '"));
+  EXPECT_TRUE(any_contains(s.notes, "head_dim 48 is not a multiple of the 32-element ggml block"));
+}
+
+TEST(SweepSpec, BudgetAndFit) {
+  const SweepSpec s = parse(R"(
+[workload]
+model = "llama-3.1-8b"
+tokens = 1024
+[search]
+both = ["q8_0"]
+[budget]
+max_bits = 8.5
+fit = { gpu_mem = "80GiB", weights = "16GB" }
+)");
+  ASSERT_TRUE(s.model.has_value());
+  EXPECT_EQ(s.model->name, "llama-3.1-8b");
+  EXPECT_EQ(s.scenario.workload.head_dim, 128);
+  ASSERT_TRUE(s.budget.fit.has_value());
+  EXPECT_EQ(s.budget.fit->gpu_mem, 80ull << 30);
+  EXPECT_EQ(s.budget.fit->weights, 16000000000ull);
+  EXPECT_EQ(s.budget.fit->ctx, 1024);
+  EXPECT_EQ(s.budget.fit->sequences, 1);
+  EXPECT_EQ(s.budget.objective, Objective::min_error);  // no error bound
+  EXPECT_EQ(s.budget.max_bits, 8.5);
+  EXPECT_EQ(parse("[search]\nboth = [\"q8_0\"]\n[budget]\nmax_rel_out_err = 0.1\n").budget.objective,
+            Objective::min_bits);
+  EXPECT_STREQ(objective_name(Objective::min_error), "min_error");
+}
+
+constexpr const char* kHashed = R"(
+name = "a"
+seeds = 2
+[workload]
+tokens = 1024
+head_dim = 64
+[workload.keys]
+outlier_count = 2
+outlier_scale = 5.0
+[search]
+both = ["q8_0"]
+)";
+
+TEST(SweepSpec, HashCoversTheWorkloadOnly) {
+  const uint64_t h = parse(kHashed).hash;
+  // Reordered keys, comments, inline tables and another name, search and budget: the same hash.
+  EXPECT_EQ(parse(R"(
+# a comment
+seeds = 2   # two
+name = "b"
+[search]
+both = ["q4_0", "f16"]
+[budget]
+max_bits = 6.0
+[workload]
+keys = { outlier_scale = 5.0, outlier_count = 2 }
+head_dim = 64
+tokens = 1024
+)")
+                .hash,
+            h);
+  std::string other = kHashed;
+  other.replace(other.find("5.0"), 3, "6.0");
+  EXPECT_NE(parse(other).hash, h);
+  other = kHashed;
+  other.replace(other.find("seeds = 2"), 9, "seeds = 3");
+  EXPECT_NE(parse(other).hash, h);
+  EXPECT_NE(parse(std::string(kHashed) + "[metrics]\ntopk = 4\n").hash, h);
+}
+
+TEST(SweepSpec, ShippedDefaultParses) {
+  const std::string path = std::string(KVTUNE_SOURCE_DIR) + "/sweeps/default.toml";
+  const SweepSpec s = load_sweep(path, context());
+  EXPECT_EQ(s.source, path);
+  EXPECT_EQ(s.scenario.contexts, std::vector<int64_t>{32768});
+  EXPECT_EQ(s.scenario.workload.q_per_kv, 4);
+  EXPECT_EQ(s.runtime_views.size(), 7u);
+  ASSERT_TRUE(s.budget.fit.has_value());
+  EXPECT_FALSE(s.text.empty());
+  size_t search = 0;
+  for (const SweepPoint& p : s.points) search += p.origin == "search";
+  std::cout << "sweeps/default.toml: " << s.k_candidates.size() << " K x " << s.v_candidates.size() << " V candidates, "
+            << search << " search points + " << s.points.size() - search << " runtime points = " << s.points.size()
+            << " points, " << scenario_cases(s.scenario).size() << " cases\n";
+  for (const std::string& n : s.notes) std::cout << "  note: " << n << "\n";
+  EXPECT_GT(search, 50u);
+  EXPECT_LT(s.points.size(), 600u);  // keeps the default run near a minute on two cores
+}
+
+// ---- bad input: every message names file:line:col ----
+
+TEST(SweepSpec, RefusesUnknownKeys) {
+  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\nparing = \"matched\"\n"),
+              HasSubstr("s.toml:3:1: unknown key 'paring' in [search]; valid keys are: both"));
+  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[budget]\nmax_err = 0.1\n"),
+              HasSubstr("s.toml:4:1: unknown key 'max_err' in [budget]"));
+  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[[search.grid]]\nfamily = \"int\"\nbitz = 4\n"),
+              HasSubstr("s.toml:5:1: unknown key 'bitz' in [search.grid]; valid keys are: asym, axis, bits"));
+  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[search.policy]\nwindow = 4\n"),
+              HasSubstr("s.toml:4:1: unknown key 'window' in [search.policy]"));
+}
+
+TEST(SweepSpec, RefusesBadSpecsAndGridValues) {
+  EXPECT_THAT(error_of("[search]\nk = [\"q8_0\", \"q9_0\"]\nv = [\"f16\"]\n"),
+              HasSubstr("s.toml:2:14: unknown scheme 'q9_0'"));
+  EXPECT_THAT(error_of("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\nbits = [4, 9]\n"),
+              HasSubstr("s.toml:5:12: 'bits' = 9 is not valid; expected 2..8"));
+  EXPECT_THAT(error_of("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\naxis = \"row\"\n"),
+              HasSubstr("s.toml:5:8: 'axis' must be one of: tensor, channel, token"));
+  EXPECT_THAT(error_of("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\nasym = \"yes\"\n"),
+              HasSubstr("s.toml:5:8: 'asym' is a flag"));
+  EXPECT_THAT(error_of("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int8\"\n"),
+              HasSubstr("s.toml:4:10: 'family' must be one of: bf16"));
+  EXPECT_THAT(error_of("[search]\nv = [\"f16\"]\n[search.policy]\nresidual_window = [0, -4]\n"),
+              HasSubstr("s.toml:4:23: 'residual_window' = -4 is not valid"));
+}
+
+TEST(SweepSpec, RefusesGridCombinationsWithoutSkipInvalid) {
+  EXPECT_THAT(error_of("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\naxis = [\"token\", \"tensor\"]\n"
+                       "group = 32\n"),
+              HasSubstr("s.toml:3:1: [[search.grid]] combination 'int:axis=tensor,group=32' is refused"));
+  // A combination the family accepts but the workload's head_dim cannot take.
+  EXPECT_THAT(error_of("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\naxis = \"token\"\ngroup = 48\n"),
+              HasSubstr("s.toml:3:1: K candidate 'int:bits=8,axis=token,group=48': cannot take the workload "
+                        "(4096 tokens, head_dim 128)"));
+  EXPECT_THAT(error_of("[search]\nk = [\"q8_0\"]\nv = [\"q4_0\"]\n[workload]\nhead_dim = 48\n"),
+              HasSubstr("s.toml:2:6: K candidate 'q8_0': cannot take the workload"));
+  EXPECT_THAT(error_of("[search]\nk = [\"q8_0\"]\nv = [\"q4_0\"]\n[search.k_policy]\nrope_stage = \"pre\"\n"),
+              HasSubstr("s.toml:2:6: K candidate 'q8_0:rope_stage=pre': cannot take the workload"));
+}
+
+TEST(SweepSpec, RefusesBadWorkloadsAndBudgets) {
+  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[workload]\ntokens = [1024, 2048]\n"),
+              HasSubstr("s.toml:4:10: a sweep evaluates one context length; 'tokens' lists 2"));
+  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[budget]\nmin_needle_hit = 0.9\n"),
+              HasSubstr("s.toml:4:18: 'min_needle_hit' needs needles in the workload"));
+  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[budget]\nfit = { gpu_mem = \"80GiB\" }\n"),
+              HasSubstr("s.toml:4:7: 'fit' needs [workload] model"));
+  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[workload]\nmodel = \"llama-3.1-8b\"\n[budget]\n"
+                       "fit = { gpu_mem = \"80 GiBs\" }\n"),
+              HasSubstr("s.toml:6:19: "));
+  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[budget]\nobjective = \"min_cost\"\n"),
+              HasSubstr("s.toml:4:13: 'objective' must be one of: min_bits, min_error"));
+}
+
+TEST(SweepSpec, RefusesBadRuntimes) {
+  EXPECT_THAT(error_of("runtimes = [\"vllm\", \"llama.cpp\"]\n"),
+              HasSubstr("s.toml:1:21: unknown runtime 'llama.cpp'; valid ones are: llama-cpp, lmdeploy"));
+  EXPECT_THAT(error_of("runtimes = [\"vllm@banana\"]\n"), HasSubstr("s.toml:1:13: runtime 'vllm': "));
+  EXPECT_THAT(error_of("[[runtimes]]\nname = \"llama-cpp\"\nversion = \"8700\"\n"),
+              HasSubstr("s.toml:1:1: runtime 'llama-cpp': "));
+  EXPECT_THAT(error_of("runtimes = [\"vllm\", \"vllm@latest\"]\n"),
+              HasSubstr("s.toml:1:21: runtime 'vllm@latest' is listed twice"));
+}
+
+TEST(SweepSpec, RefusesEmptyOrUnpairableSearches) {
+  EXPECT_THAT(error_of("name = \"x\"\n"), HasSubstr("s.toml: nothing to evaluate"));
+  EXPECT_THAT(error_of("[search]\npairing = \"zip\"\nboth = [\"q8_0\"]\n"),
+              HasSubstr("s.toml:2:11: 'pairing' must be one of: cartesian, matched, independent"));
+  EXPECT_THAT(error_of("[search]\npairing = \"matched\"\nk = [\"q8_0\"]\nv = [\"q4_0\"]\n"),
+              HasSubstr("s.toml:2:11: pairing \"matched\" needs candidates that are both K and V candidates"));
+  EXPECT_THAT(error_of("[search]\nk = [\"q8_0\"]\n"),
+              HasSubstr("s.toml:1:1: pairing \"cartesian\" needs K and V candidates"));
+  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[search.constraints]\nexclude = [\"q8_0\"]\n"),
+              HasSubstr("s.toml:4:12: 'exclude' entries must be \"KSPEC/VSPEC\""));
+  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[search.constraints]\nexclude = [\"q8_0/q7_0\"]\n"),
+              HasSubstr("s.toml:4:12: 'exclude' entry: unknown scheme 'q7_0'"));
+  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[search.constraints]\nmax_pair_bits = 4.0\n"),
+              HasSubstr("s.toml: nothing to evaluate: [search.constraints] dropped every pair"));
+  EXPECT_THAT(error_of("[search]\npairing = \"independent\"\nboth = [\"q8_0\"]\n[search.constraints]\n"
+                       "k_bits_at_least_v_bits = true\n"),
+              HasSubstr("s.toml:4:1: [search.constraints] apply to pairs"));
+}
+
+}  // namespace
+}  // namespace kvtune
