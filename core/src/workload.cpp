@@ -1,5 +1,6 @@
 #include "kvtune/workload.h"
 
+#include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -110,9 +111,35 @@ void tilt_queries_toward_sinks(Case& c, const SinkProfile& sinks) {
   }
 }
 
+// The direction to move query row i's needle keys along: the part of q_i orthogonal to every
+// other query row, so planting row i's needles leaves the other rows' logits unchanged (queries
+// share directions through the sink tilt and the recency bias; moving along q_i itself would make
+// one row's needle a strong competitor of another's). Falls back to q_i when the other rows span
+// it (as many rows as channels).
+std::vector<double> needle_direction(const Matrix& queries, int64_t i) {
+  const int64_t n = queries.rows(), d = queries.cols();
+  std::vector<double> r(static_cast<size_t>(d));
+  for (int64_t e = 0; e < d; ++e) r[e] = queries(i, e);
+  if (n > 1 && n - 1 < d) {
+    Eigen::MatrixXd others(n - 1, d);
+    for (int64_t j = 0, row = 0; j < n; ++j) {
+      if (j == i) continue;
+      for (int64_t e = 0; e < d; ++e) others(row, e) = queries(j, e);
+      ++row;
+    }
+    const Eigen::Map<Eigen::VectorXd> q(r.data(), d);
+    const Eigen::VectorXd coef = (others * others.transpose()).ldlt().solve(others * q);
+    const Eigen::VectorXd rest = q - others.transpose() * coef;
+    if (rest.squaredNorm() > 1e-6 * q.squaredNorm()) {
+      for (int64_t e = 0; e < d; ++e) r[e] = rest[e];
+    }
+  }
+  return r;
+}
+
 // Plants the needles of every query row: picks free tokens at the row's depths, then moves each
-// needle key along q_i until the row's needles hold `mass` of its reference attention in equal
-// shares, and writes the pre-RoPE keys back.
+// needle key along the row's needle direction until the row's needles hold `mass` of its
+// reference attention in equal shares, and writes the pre-RoPE keys back.
 void plant_needles(Case& c, const WorkloadConfig& cfg) {
   const int64_t t = c.keys.rows(), d = c.keys.cols();
   const auto& depths = cfg.needles.depths;
@@ -126,8 +153,7 @@ void plant_needles(Case& c, const WorkloadConfig& cfg) {
   std::vector<double> l(static_cast<size_t>(t));
   for (int64_t i = 0; i < c.queries.rows(); ++i) {
     const float* q = c.queries.row(i);
-    const double qq = dot(q, q, d);
-    if (qq == 0.0) continue;  // a zero query attends uniformly: no key can be made to stand out
+    if (dot(q, q, d) == 0.0) continue;  // a zero query attends uniformly: no key can be made to stand out
     std::vector<Needle> mine;
     for (int64_t n = 0; n < cfg.needles.per_query; ++n) {
       const int64_t depth = (i * cfg.needles.per_query + n) % static_cast<int64_t>(depths.size());
@@ -143,10 +169,13 @@ void plant_needles(Case& c, const WorkloadConfig& cfg) {
     std::vector<double> rest = l;
     for (const Needle& n : mine) rest[n.token] = -INFINITY;
     const double target = std::log(share / (1.0 - share * double(mine.size()))) + logsumexp(rest);
+    const std::vector<double> r = needle_direction(c.queries, i);
+    double qr = 0.0;  // q_i . r: how much one unit along r moves row i's logit (times sqrt(D))
+    for (int64_t e = 0; e < d; ++e) qr += double(q[e]) * r[e];
     for (const Needle& n : mine) {
-      const double step = (target - l[n.token]) * std::sqrt(double(d)) / qq;
+      const double step = (target - l[n.token]) * std::sqrt(double(d)) / qr;
       float* k = c.keys.row(n.token);
-      for (int64_t e = 0; e < d; ++e) k[e] = static_cast<float>(k[e] + step * q[e]);
+      for (int64_t e = 0; e < d; ++e) k[e] = static_cast<float>(k[e] + step * r[e]);
       std::copy(k, k + d, c.keys_pre_rope.row(n.token));
       const int64_t p = c.positions[n.token];
       apply_rope({c.keys_pre_rope.row(n.token), 1, d}, std::span<const int64_t>(&p, 1), cfg.rope, /*inverse=*/true);

@@ -177,6 +177,30 @@ TEST(Workload, MultiNeedleQueriesShareTheirMass) {
   }
 }
 
+// Queries share directions (the sink tilt, the recency bias): each row's needle key moves only
+// along the part of its query orthogonal to the other rows, so planting one row's needle does not
+// change another row's attention, and every row ends with exactly its target mass.
+TEST(Workload, NeedlesOfSeveralRowsDoNotDisturbEachOther) {
+  WorkloadConfig cfg = small();
+  cfg.queries = 2;
+  cfg.q_per_kv = 4;  // 8 query rows
+  cfg.sinks = {4, 8.0, 0.1, 0.3};
+  cfg.recency = {3.0, 64.0};
+  cfg.needles = {{0.2, 0.4, 0.6, 0.8}, 0.5, 1};
+  const Case c = generate_case(cfg, 21);
+  const AttentionScores s = attention_scores(c.queries, c.keys);
+  ASSERT_EQ(c.needles.size(), 8u);
+  for (const Needle& n : c.needles) {
+    EXPECT_NEAR(s.prob_row(n.query)[n.token], 0.5, 2e-3) << "row " << n.query;
+    // Another row's needle holds no special mass for this row.
+    for (const Needle& other : c.needles) {
+      if (other.query != n.query) {
+        EXPECT_LT(s.prob_row(n.query)[other.token], 0.1) << n.query << " vs " << other.query;
+      }
+    }
+  }
+}
+
 TEST(Workload, GqaGivesEveryQueryHeadItsOwnQueries) {
   WorkloadConfig cfg = small();
   cfg.queries = 3;
