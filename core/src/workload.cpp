@@ -71,8 +71,10 @@ double logsumexp(const std::vector<double>& l, int64_t skip = -1) {
   return m + std::log(s);
 }
 
-// Tilts each query toward the sink keys until they hold `mass` of its attention (bisection on the
-// tilt; the sink mass grows monotonically with it because the sinks share one direction).
+// Tilts each query toward (or away from) the sink keys until they hold `mass` of its attention
+// (bisection on the tilt; the sink mass grows monotonically with it because the sinks share one
+// direction). Away matters as much as toward: a sink key is several times longer than the others,
+// so an untilted random query may already give the sinks almost all of its attention.
 void tilt_queries_toward_sinks(Case& c, const SinkProfile& sinks) {
   const int64_t d = c.keys.cols(), t = c.keys.rows();
   std::vector<double> w(static_cast<size_t>(d), 0.0);
@@ -100,9 +102,16 @@ void tilt_queries_toward_sinks(Case& c, const SinkProfile& sinks) {
       for (int64_t j = 0; j < sinks.count; ++j) m += std::exp(l[j] - lse);
       return m;
     };
-    if (sink_mass(0.0) >= sinks.mass) continue;
-    double lo = 0.0, hi = 1.0;
-    for (int it = 0; it < 60 && sink_mass(hi) < sinks.mass; ++it) hi *= 2.0;
+    const double untilted = sink_mass(0.0);
+    if (untilted == sinks.mass) continue;
+    double lo = 0.0, hi = 0.0;
+    if (untilted < sinks.mass) {
+      hi = 1.0;
+      for (int it = 0; it < 60 && sink_mass(hi) < sinks.mass; ++it) hi *= 2.0;
+    } else {
+      lo = -1.0;
+      for (int it = 0; it < 60 && sink_mass(lo) > sinks.mass; ++it) lo *= 2.0;
+    }
     for (int it = 0; it < 60; ++it) {
       const double mid = 0.5 * (lo + hi);
       (sink_mass(mid) < sinks.mass ? lo : hi) = mid;
