@@ -13,5 +13,8 @@ Runner add_simulate(CLI::App& app);
 Runner add_quantize(CLI::App& app);
 Runner add_schemes(CLI::App& app);
 Runner add_memory(CLI::App& app);
+Runner add_sweep(CLI::App& app);
+Runner add_merge(CLI::App& app);
+Runner add_recommend(CLI::App& app);
 
 }  // namespace kvtune::cli
