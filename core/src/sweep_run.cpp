@@ -248,6 +248,11 @@ std::vector<SweepRecord> merge_records(const std::vector<std::string>& dirs) {
         throw InputError(path + ": written by spec " + hex(r.spec_hash) + " but " + first_dir + " by spec " +
                          hex(out.front().spec_hash) + "; only shards of one sweep can be merged");
       }
+      if (!out.empty() && (r.kvtune_version != out.front().kvtune_version || r.git_commit != out.front().git_commit)) {
+        throw InputError(path + ": written by kvtune " + r.kvtune_version + " (commit " + r.git_commit + ") but " +
+                         first_dir + " by " + out.front().kvtune_version + " (commit " + out.front().git_commit +
+                         "); shards must come from one build");
+      }
       if (first_dir.empty()) first_dir = dir;
       if (seen.insert({r.k, r.v}).second) out.push_back(std::move(r));
     }
@@ -279,6 +284,13 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const Registry& regist
       if (r.spec_hash != spec.hash) {
         throw InputError(path + ": written by a sweep whose workload differs (spec hash " + hex(r.spec_hash) +
                          ", this one " + hex(spec.hash) + "); --resume continues only the same sweep");
+      }
+      // A record is only exact for the code that computed it: the generator or a scheme may have
+      // changed since, even when the workload did not.
+      if (r.kvtune_version != KVTUNE_VERSION || r.git_commit != KVTUNE_GIT_COMMIT) {
+        throw InputError(path + ": written by kvtune " + r.kvtune_version + " (commit " + r.git_commit +
+                         "), this is " + KVTUNE_VERSION + " (commit " + KVTUNE_GIT_COMMIT +
+                         "); its results may differ from this build's, so start a new --out");
       }
       if (r.shard != o.shard || r.shards != o.shards) {
         throw InputError(path + ": written by shard " + std::to_string(r.shard) + "/" + std::to_string(r.shards) +

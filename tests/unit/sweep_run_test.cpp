@@ -217,6 +217,38 @@ TEST_F(SweepRun, IndependentPairingPairsThePerRoleFrontiers) {
   EXPECT_THROW(run_sweep(spec, builtin_registry(), sharded), InputError);
 }
 
+// Records are only exact for the build that computed them: resume and merge refuse another one's.
+TEST_F(SweepRun, ResumeAndMergeRefuseResultsOfAnotherBuild) {
+  const SweepSpec spec = small_spec({{"q8_0", "q8_0", "search"}, {"q4_0", "q4_0", "search"}});
+  run_sweep(spec, builtin_registry(), options("a"));
+  run_sweep(spec, builtin_registry(), options("b"));
+  const std::vector<SweepRecord> mine = read_records(results("a"));
+  std::string text;
+  for (SweepRecord r : mine) {
+    r.git_commit = "0123456789ab";
+    text += record_to_json_line(r);
+  }
+  {
+    std::ofstream out(results("b"), std::ios::trunc);
+    out << text;
+  }
+  SweepRunOptions o = options("b");
+  o.resume = true;
+  try {
+    run_sweep(spec, builtin_registry(), o);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr("(commit 0123456789ab)"));
+    EXPECT_THAT(std::string(e.what()), HasSubstr("start a new --out"));
+  }
+  try {
+    merge_records({(dir_ / "a").string(), (dir_ / "b").string()});
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr("shards must come from one build"));
+  }
+}
+
 TEST_F(SweepRun, MalformedResultLinesAreNamedWithTheirLine) {
   fs::create_directories(dir_);
   const std::string path = (dir_ / "results.jsonl").string();

@@ -44,7 +44,7 @@ struct SweepRunOptions {
 
 // Evaluates this shard's points and returns every record of the shard (resumed ones included), in
 // point order. Throws InputError when out_dir cannot be written, when results.jsonl exists without
-// --resume, or when it belongs to another spec. A point whose scheme fails at run time becomes a
+// --resume, or when it belongs to another spec, shard or build (kvtune version and git commit). A point whose scheme fails at run time becomes a
 // record with ok = false and the sweep goes on.
 std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const Registry& registry, const SweepRunOptions& options);
 
@@ -52,7 +52,8 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const Registry& regist
 std::string record_to_json_line(const SweepRecord& record);
 std::vector<SweepRecord> read_records(const std::string& path);
 
-// Merges the results.jsonl of several shard directories: all must carry the same spec hash; a
+// Merges the results.jsonl of several shard directories: all must carry the same spec hash and
+// come from the same build (version and commit); a
 // point present twice keeps its first record. Records come in directory order, then file order.
 std::vector<SweepRecord> merge_records(const std::vector<std::string>& dirs);
 
