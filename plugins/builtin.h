@@ -2,6 +2,7 @@
 // written against the public scheme interface only; builtin_families.cmake lists them.
 #pragma once
 
+#include "kvtune/plugin_loader.h"
 #include "kvtune/registry.h"
 
 #define KVTUNE_STRINGIFY2(x) #x
@@ -16,5 +17,8 @@ void register_builtin_families(Registry& registry);
 
 // A process-wide registry holding the built-ins (built once, thread-safe).
 const Registry& builtin_registry();
+
+// The built-ins plus the plugins at `paths` (kvtune/plugin_loader.h), loaded in order.
+Registry registry_with_plugins(const std::vector<std::string>& paths);
 
 }  // namespace kvtune

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "kvtune/conformance.h"
 #include "kvtune/error.h"
 #include "kvtune/numeric/bits.h"
 #include "test_support.h"
@@ -14,63 +15,12 @@
 namespace kvtune {
 namespace {
 
-// Values to try for one parameter: its examples, else the domain's ends (and middle for small ranges), every choice,
-// the flag on and off. Unset is always one of the options.
-std::vector<std::optional<std::string>> values_of(const ParamDomain& d) {
-  std::vector<std::optional<std::string>> v;
-  if (d.default_value.empty()) v.push_back(std::nullopt);
-  switch (d.kind) {
-    case ParamDomain::Kind::integer:
-      if (!d.examples.empty()) {
-        for (const std::string& e : d.examples) v.push_back(e);
-        break;
-      }
-      v.push_back(std::to_string(d.min));
-      if (d.max - d.min <= 16) v.push_back(std::to_string((d.min + d.max) / 2));
-      v.push_back(std::to_string(d.max));
-      break;
-    case ParamDomain::Kind::choice:
-      for (const std::string& c : d.choices) v.push_back(c);
-      break;
-    case ParamDomain::Kind::flag:
-      v.push_back("");
-      break;
-    case ParamDomain::Kind::real:
-      v.push_back(d.default_value.empty() ? std::string("1") : d.default_value);
-      break;
-  }
-  return v;
-}
-
-// Every combination the registry accepts (cross-parameter refusals are skipped), by canonical spec.
+// Every combination the registry accepts, by canonical spec (kvtune/conformance.h enumerates them
+// from the parameter domains, as check-plugin does for a plugin).
 std::vector<std::string> all_specs() {
   std::set<std::string> out;
   for (const FamilyInfo* f : builtin_registry().families()) {
-    std::vector<std::string> partial = {""};
-    for (const ParamDomain& d : f->params) {
-      std::vector<std::string> next;
-      for (const std::string& p : partial) {
-        for (const auto& v : values_of(d)) {
-          if (!v) {
-            next.push_back(p);
-            continue;
-          }
-          const std::string item = d.kind == ParamDomain::Kind::flag ? d.name : d.name + "=" + *v;
-          next.push_back(p.empty() ? item : p + "," + item);
-        }
-      }
-      partial = std::move(next);
-    }
-    // The family's default spec also runs under each rotation policy.
-    partial.push_back("rotation=hadamard");
-    partial.push_back("rotation=hadamard,rotation_group=16");
-    partial.push_back("sink_tokens=2,residual_window=3,block_tokens=2");
-    for (const std::string& p : partial) {
-      try {
-        out.insert(builtin_registry().make(p.empty() ? f->name : f->name + ":" + p)->spec());
-      } catch (const InputError&) {
-      }
-    }
+    for (const std::string& spec : conformance::enumerate_specs(*f, builtin_registry())) out.insert(spec);
   }
   return {out.begin(), out.end()};
 }
@@ -82,162 +32,64 @@ std::string spec_test_name(const ::testing::TestParamInfo<std::string>& param) {
   return name;
 }
 
-struct Shape {
-  int64_t tokens, head_dim;
-};
-// Single token, odd lengths, a partial last group and a typical head.
-const Shape kShapes[] = {{1, 16}, {7, 32}, {33, 64}, {64, 128}};
+using conformance::Shape;
 
+// Each test runs the check of the same name in kvtune/conformance.h (shared with `kvtune
+// check-plugin`) and fails with its message.
 class Conformance : public ::testing::TestWithParam<std::string> {
  protected:
   SchemePtr scheme() const { return builtin_registry().make(GetParam()); }
-
-  // Shapes this scheme can store (a token group must divide head_dim, for instance).
-  std::vector<Shape> shapes() const {
-    std::vector<Shape> ok;
-    for (Shape s : kShapes) {
-      if (scheme()->check_shape(s.tokens, s.head_dim).empty()) ok.push_back(s);
-    }
-    return ok;
-  }
-
-  // Normal data with two outlier channels and an offset channel, as keys have.
-  static Matrix keys_like(Shape s, uint64_t seed) {
-    Matrix m = testing::normal_matrix(s.tokens, s.head_dim, seed);
-    for (int64_t r = 0; r < s.tokens; ++r) {
-      m(r, 1) *= 20.0f;
-      m(r, s.head_dim - 2) *= 20.0f;
-      m(r, 3) += 4.0f;
-    }
-    return m;
-  }
+  std::vector<Shape> shapes() const { return conformance::accepted_shapes(*scheme()); }
+  static Matrix keys_like(Shape s, uint64_t seed) { return conformance::keys_like(s, seed); }
 
   static Matrix roundtrip(const Scheme& s, const Matrix& x) {
     Matrix y(x.rows(), x.cols());
     s.roundtrip(x, {}, y);
     return y;
   }
+
+  void expect_check(const char* name) const {
+    const std::string why = conformance::run_check(name, *scheme(), builtin_registry());
+    EXPECT_TRUE(why.empty()) << name << ": " << why;
+  }
 };
 
-TEST_P(Conformance, AcceptsAtLeastOneShape) { EXPECT_FALSE(shapes().empty()); }
+TEST_P(Conformance, AcceptsAtLeastOneShape) { expect_check("accepts_a_shape"); }
 
 TEST_P(Conformance, CanonicalSpecRoundTrips) {
-  EXPECT_EQ(builtin_registry().make(scheme()->spec())->spec(), scheme()->spec());
+  expect_check("canonical_spec_round_trips");
   EXPECT_EQ(scheme()->spec(), GetParam());
 }
 
 TEST_P(Conformance, RoundtripEqualsDequantizeOfQuantizeBitForBit) {
-  const SchemePtr s = scheme();
-  for (Shape shape : shapes()) {
-    const Matrix x = keys_like(shape, 1);
-    Matrix via_packed(shape.tokens, shape.head_dim);
-    s->dequantize(s->quantize(x, {}), {}, via_packed);
-    const Matrix fused = roundtrip(*s, x);
-    for (int64_t i = 0; i < x.size(); ++i) {
-      ASSERT_EQ(float_bits(fused.data()[i]), float_bits(via_packed.data()[i]))
-          << "element " << i << " of " << shape.tokens << "x" << shape.head_dim;
-    }
-  }
+  expect_check("roundtrip_equals_dequantize_of_quantize");
 }
 
-TEST_P(Conformance, FootprintEqualsPackedSize) {
-  const SchemePtr s = scheme();
-  for (Shape shape : shapes()) {
-    EXPECT_EQ(s->quantize(keys_like(shape, 2), {}).size(), s->footprint(shape.tokens, shape.head_dim))
-        << shape.tokens << "x" << shape.head_dim;
-  }
-}
+TEST_P(Conformance, FootprintEqualsPackedSize) { expect_check("footprint_equals_packed_size"); }
 
-TEST_P(Conformance, IsDeterministic) {
-  const SchemePtr s = scheme();
-  for (Shape shape : shapes()) {
-    const Matrix x = keys_like(shape, 3);
-    EXPECT_EQ(s->quantize(x, {}), s->quantize(x, {}));
-    EXPECT_EQ(roundtrip(*s, x), roundtrip(*s, x));
-  }
-}
+TEST_P(Conformance, IsDeterministic) { expect_check("deterministic"); }
 
-TEST_P(Conformance, ZeroBlockStaysZero) {
-  for (Shape shape : shapes()) {
-    const Matrix zeros(shape.tokens, shape.head_dim);
-    EXPECT_EQ(roundtrip(*scheme(), zeros), zeros);
-  }
-}
+TEST_P(Conformance, ZeroBlockStaysZero) { expect_check("zero_block_stays_zero"); }
 
-// Kept to the precision of the stored scale: a bf16 scale is good to 2^-9 relative. Under a
-// rotation a constant row becomes one large coefficient per group and zeros, which formats
-// without an exact zero code (iq4_nl, min/max types) cannot keep; the row mean (the large
-// coefficient) must still survive, to within half a step of a 2-mantissa-bit float (fp8 e5m2).
-TEST_P(Conformance, ConstantBlockIsKept) {
-  const bool rotated = GetParam().find("rotation=hadamard") != std::string::npos;
-  for (Shape shape : shapes()) {
-    const Matrix constant(shape.tokens, shape.head_dim, -2.5f);
-    const Matrix y = roundtrip(*scheme(), constant);
-    for (int64_t r = 0; r < y.rows(); ++r) {
-      double mean = 0;
-      for (int64_t c = 0; c < y.cols(); ++c) {
-        if (!rotated) {
-          ASSERT_NEAR(y(r, c), -2.5f, 2.5f / 256) << r << ", " << c;
-        }
-        mean += y(r, c);
-      }
-      ASSERT_NEAR(mean / double(y.cols()), -2.5, rotated ? 2.5 / 8 : 2.5 / 256) << "row " << r;
-    }
-  }
-}
+TEST_P(Conformance, ConstantBlockIsKept) { expect_check("constant_block_is_kept"); }
 
-// The round trip is a fixed point. Scales stored in f16/bf16 make it exact; a recomputed float32
-// scale may move by an ulp, so values may move by float32 rounding of the block's magnitude.
-TEST_P(Conformance, QuantizingARoundTrippedTensorChangesNothing) {
-  const SchemePtr s = scheme();
-  for (Shape shape : shapes()) {
-    const Matrix once = roundtrip(*s, keys_like(shape, 4));
-    const Matrix twice = roundtrip(*s, once);
-    float amax = 0;
-    for (int64_t i = 0; i < once.size(); ++i) amax = std::max(amax, std::abs(once.data()[i]));
-    for (int64_t i = 0; i < once.size(); ++i) {
-      ASSERT_NEAR(twice.data()[i], once.data()[i], 1e-6f * amax) << "element " << i;
-    }
-  }
-}
+TEST_P(Conformance, QuantizingARoundTrippedTensorChangesNothing) { expect_check("requantizing_is_a_fixed_point"); }
 
-TEST_P(Conformance, DequantizeRejectsAPackedBlockOfAnyOtherSize) {
-  const SchemePtr s = scheme();
-  for (Shape shape : shapes()) {
-    std::vector<std::byte> packed = s->quantize(keys_like(shape, 7), {});
-    packed.push_back(std::byte{0});
-    Matrix out(shape.tokens, shape.head_dim);
-    EXPECT_THROW(s->dequantize(packed, {}, out), InputError);
-  }
-}
+TEST_P(Conformance, DequantizeRejectsAPackedBlockOfAnyOtherSize) { expect_check("dequantize_rejects_other_sizes"); }
 
 // Schemes may depend on the role (llama.cpp rotates K and V in different groups): the fused and
 // packed paths must agree for values too.
 TEST_P(Conformance, ValueRoleRoundtripEqualsDequantizeOfQuantize) {
-  const SchemePtr s = scheme();
-  const QuantContext value_ctx{Role::value, {}, 0};
-  for (Shape shape : shapes()) {
-    const Matrix x = keys_like(shape, 8);
-    Matrix via_packed(shape.tokens, shape.head_dim), fused(shape.tokens, shape.head_dim);
-    s->dequantize(s->quantize(x, value_ctx), value_ctx, via_packed);
-    s->roundtrip(x, value_ctx, fused);
-    EXPECT_EQ(fused, via_packed);
-  }
+  expect_check("value_role_roundtrip_equals_dequantize_of_quantize");
 }
 
 // Whatever the bits, a quantizer never moves a value by more than the block's whole range.
-TEST_P(Conformance, OutputIsFiniteAndWithinTheBlockRange) {
-  const SchemePtr s = scheme();
-  for (Shape shape : shapes()) {
-    const Matrix x = keys_like(shape, 5);
-    const Matrix y = roundtrip(*s, x);
-    const auto [lo, hi] = std::minmax_element(x.data(), x.data() + x.size());
-    for (int64_t i = 0; i < x.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(y.data()[i])) << i;
-      ASSERT_LE(std::abs(y.data()[i] - x.data()[i]), (*hi - *lo) * 1.001f) << i;
-    }
-  }
-}
+TEST_P(Conformance, OutputIsFiniteAndWithinTheBlockRange) { expect_check("output_finite_and_within_block_range"); }
+
+TEST_P(Conformance, RefusedShapesThrowInputError) { expect_check("refused_shapes_throw_input_error"); }
+
+// check-plugin runs exactly these checks; a check added to the library needs a test here too.
+TEST(ConformanceCoverage, EveryLibraryCheckHasATest) { EXPECT_EQ(conformance::checks().size(), 12u); }
 
 INSTANTIATE_TEST_SUITE_P(AllRegisteredSchemes, Conformance, ::testing::ValuesIn(all_specs()),
                          spec_test_name);

@@ -33,6 +33,9 @@ class SchemeParams {
   double real(const std::string& name) const;
   const std::string& choice(const std::string& name) const;
   bool flag(const std::string& name) const;
+  // Every parameter that is set, by name (a set flag has the value ""): what a plugin's factory
+  // receives.
+  const std::map<std::string, std::string>& values() const { return values_; }
 
   // family:key=value,... in domain order: parameters marked in_canonical always, others when set
   // to something other than their default.

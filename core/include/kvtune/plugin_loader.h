@@ -1,0 +1,46 @@
+// Loading out-of-tree scheme plugins (DESIGN §3, docs/plugin-guide.md). A plugin is a shared
+// library exporting the C entry point of kvtune/plugin_abi.h; each family it describes is added
+// to a Registry as a FamilyInfo whose schemes are kvtune::Scheme adapters over the plugin's C
+// vtable, so nothing downstream can tell them from built-ins. Plugins are never unloaded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvtune/registry.h"
+
+namespace kvtune {
+
+// What a loaded plugin said about itself.
+struct PluginInfo {
+  std::string path;  // absolute; the origin of each of its families
+  std::string name;
+  std::string version;
+  uint32_t abi_major = 0;
+  uint32_t abi_minor = 0;
+  std::vector<std::string> families;  // in the plugin's order
+};
+
+// Loads the plugin at `path` and adds its families to `registry`, all or none. Throws InputError,
+// naming the path, when the file is missing, is not a shared library, has no entry point, was
+// built for another ABI major (both versions named), has malformed tables, or declares a family
+// whose name is taken (both origins named).
+PluginInfo load_plugin(Registry& registry, const std::string& path);
+
+// load_plugin for each path, in order.
+std::vector<PluginInfo> load_plugins(Registry& registry, const std::vector<std::string>& paths);
+
+// The plugins named by a KVTUNE_PLUGIN_PATH value: colon-separated directories, each contributing
+// its *.so files in sorted order. Empty entries are skipped; a directory that does not exist is an
+// InputError naming it.
+std::vector<std::string> plugin_path_entries(std::string_view value);
+
+// plugin_path_entries of the KVTUNE_PLUGIN_PATH environment variable (none when it is unset).
+std::vector<std::string> plugins_from_environment();
+
+// A copy of `base` with the plugins at `paths` loaded into it.
+Registry registry_with_plugins(const Registry& base, const std::vector<std::string>& paths);
+
+}  // namespace kvtune

@@ -1,0 +1,363 @@
+#include "kvtune/conformance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "kvtune/error.h"
+#include "kvtune/numeric/bits.h"
+#include "kvtune/plugin_loader.h"
+
+namespace kvtune::conformance {
+namespace {
+
+std::string shape_name(Shape s) { return std::to_string(s.tokens) + "x" + std::to_string(s.head_dim); }
+
+std::string number(double x) {
+  std::ostringstream out;
+  out.precision(9);
+  out << x;
+  return out.str();
+}
+
+Matrix roundtrip(const Scheme& s, ConstMatrixView x, const QuantContext& ctx = {}) {
+  Matrix y(x.rows, x.cols);
+  s.roundtrip(x, ctx, y);
+  return y;
+}
+
+std::string accepts_a_shape(const Scheme& s, const Registry&) {
+  return accepted_shapes(s).empty() ? "accepts none of 1x16, 7x32, 33x64, 64x128" : "";
+}
+
+std::string canonical_spec_round_trips(const Scheme& s, const Registry& registry) {
+  const std::string again = registry.make(s.spec())->spec();
+  return again == s.spec() ? "" : "spec '" + s.spec() + "' parses back as '" + again + "'";
+}
+
+// The fused path equals the packed path bit for bit, for keys (`role` key) or values.
+std::string fused_equals_packed(const Scheme& s, Role role, uint64_t seed) {
+  const QuantContext ctx{role, {}, 0};
+  for (Shape shape : accepted_shapes(s)) {
+    const Matrix x = keys_like(shape, seed);
+    Matrix via_packed(shape.tokens, shape.head_dim);
+    s.dequantize(s.quantize(x, ctx), ctx, via_packed);
+    const Matrix fused = roundtrip(s, x, ctx);
+    for (int64_t i = 0; i < x.size(); ++i) {
+      if (float_bits(fused.data()[i]) != float_bits(via_packed.data()[i])) {
+        return "element " + std::to_string(i) + " of " + shape_name(shape) + ": roundtrip gives " +
+               number(fused.data()[i]) + ", dequantize(quantize()) " + number(via_packed.data()[i]);
+      }
+    }
+  }
+  return "";
+}
+
+std::string roundtrip_equals_dequantize_of_quantize(const Scheme& s, const Registry&) {
+  return fused_equals_packed(s, Role::key, 1);
+}
+
+std::string value_role_roundtrip_equals_dequantize_of_quantize(const Scheme& s, const Registry&) {
+  return fused_equals_packed(s, Role::value, 8);
+}
+
+std::string footprint_equals_packed_size(const Scheme& s, const Registry&) {
+  for (Shape shape : accepted_shapes(s)) {
+    const size_t packed = s.quantize(keys_like(shape, 2), {}).size();
+    const size_t footprint = s.footprint(shape.tokens, shape.head_dim);
+    if (packed != footprint) {
+      return shape_name(shape) + ": quantize returned " + std::to_string(packed) + " bytes, footprint says " +
+             std::to_string(footprint);
+    }
+  }
+  return "";
+}
+
+std::string deterministic(const Scheme& s, const Registry&) {
+  for (Shape shape : accepted_shapes(s)) {
+    const Matrix x = keys_like(shape, 3);
+    if (s.quantize(x, {}) != s.quantize(x, {})) return shape_name(shape) + ": two quantize calls differ";
+    if (!(roundtrip(s, x) == roundtrip(s, x))) return shape_name(shape) + ": two roundtrip calls differ";
+  }
+  return "";
+}
+
+std::string zero_block_stays_zero(const Scheme& s, const Registry&) {
+  for (Shape shape : accepted_shapes(s)) {
+    const Matrix zeros(shape.tokens, shape.head_dim);
+    const Matrix y = roundtrip(s, zeros);
+    for (int64_t i = 0; i < y.size(); ++i) {
+      if (y.data()[i] != 0.0f) return shape_name(shape) + ": element " + std::to_string(i) + " is " + number(y.data()[i]);
+    }
+  }
+  return "";
+}
+
+// Kept to the precision of the stored scale: a bf16 scale is good to 2^-9 relative. Under a
+// rotation a constant row becomes one large coefficient per group and zeros, which formats
+// without an exact zero code (iq4_nl, min/max types) cannot keep; the row mean (the large
+// coefficient) must still survive, to within half a step of a 2-mantissa-bit float (fp8 e5m2).
+std::string constant_block_is_kept(const Scheme& s, const Registry&) {
+  const bool rotated = s.spec().find("rotation=hadamard") != std::string::npos;
+  for (Shape shape : accepted_shapes(s)) {
+    const Matrix constant(shape.tokens, shape.head_dim, -2.5f);
+    const Matrix y = roundtrip(s, constant);
+    for (int64_t r = 0; r < y.rows(); ++r) {
+      double mean = 0;
+      for (int64_t c = 0; c < y.cols(); ++c) {
+        if (!rotated && !(std::abs(double(y(r, c)) - -2.5) <= 2.5 / 256)) {
+          return shape_name(shape) + ": element (" + std::to_string(r) + ", " + std::to_string(c) + ") of a -2.5 block is " +
+                 number(y(r, c));
+        }
+        mean += y(r, c);
+      }
+      mean /= double(y.cols());
+      if (!(std::abs(mean - -2.5) <= (rotated ? 2.5 / 8 : 2.5 / 256))) {
+        return shape_name(shape) + ": row " + std::to_string(r) + " of a -2.5 block has mean " + number(mean);
+      }
+    }
+  }
+  return "";
+}
+
+// The round trip is a fixed point. Scales stored in f16/bf16 make it exact; a recomputed float32
+// scale may move by an ulp, so values may move by float32 rounding of the block's magnitude.
+std::string requantizing_is_a_fixed_point(const Scheme& s, const Registry&) {
+  for (Shape shape : accepted_shapes(s)) {
+    const Matrix once = roundtrip(s, keys_like(shape, 4));
+    const Matrix twice = roundtrip(s, once);
+    float amax = 0;
+    for (int64_t i = 0; i < once.size(); ++i) amax = std::max(amax, std::abs(once.data()[i]));
+    for (int64_t i = 0; i < once.size(); ++i) {
+      if (!(std::abs(twice.data()[i] - once.data()[i]) <= 1e-6f * amax)) {
+        return shape_name(shape) + ": element " + std::to_string(i) + " moves from " + number(once.data()[i]) + " to " +
+               number(twice.data()[i]) + " when re-quantized";
+      }
+    }
+  }
+  return "";
+}
+
+std::string dequantize_rejects_other_sizes(const Scheme& s, const Registry&) {
+  for (Shape shape : accepted_shapes(s)) {
+    std::vector<std::byte> packed = s.quantize(keys_like(shape, 7), {});
+    packed.push_back(std::byte{0});
+    Matrix out(shape.tokens, shape.head_dim);
+    try {
+      s.dequantize(packed, {}, out);
+    } catch (const InputError&) {
+      continue;
+    }
+    return shape_name(shape) + ": dequantize accepted a packed block one byte too long";
+  }
+  return "";
+}
+
+// Whatever the bits, a quantizer never moves a value by more than the block's whole range.
+std::string output_finite_and_within_block_range(const Scheme& s, const Registry&) {
+  for (Shape shape : accepted_shapes(s)) {
+    const Matrix x = keys_like(shape, 5);
+    const Matrix y = roundtrip(s, x);
+    const auto [lo, hi] = std::minmax_element(x.data(), x.data() + x.size());
+    for (int64_t i = 0; i < x.size(); ++i) {
+      if (!std::isfinite(y.data()[i])) return shape_name(shape) + ": element " + std::to_string(i) + " is not finite";
+      if (!(std::abs(y.data()[i] - x.data()[i]) <= (*hi - *lo) * 1.001f)) {
+        return shape_name(shape) + ": element " + std::to_string(i) + " moves from " + number(x.data()[i]) + " to " +
+               number(y.data()[i]) + ", more than the block's range";
+      }
+    }
+  }
+  return "";
+}
+
+// Degenerate and odd shapes: check_shape answers without crashing, empty blocks are refused, and
+// a refused shape makes quantize throw InputError rather than read or write out of bounds.
+std::string refused_shapes_throw_input_error(const Scheme& s, const Registry&) {
+  const Shape odd[] = {{0, 16}, {1, 0}, {3, 17}, {2, 1}, {5, 24}};
+  for (Shape shape : odd) {
+    const std::string why = s.check_shape(shape.tokens, shape.head_dim);
+    if (why.empty()) {
+      if (shape.tokens < 1 || shape.head_dim < 1) return shape_name(shape) + ": check_shape accepts an empty block";
+      continue;
+    }
+    const Matrix x(std::max<int64_t>(shape.tokens, 0), std::max<int64_t>(shape.head_dim, 0), 1.0f);
+    try {
+      (void)s.quantize(x, {});
+    } catch (const InputError&) {
+      continue;
+    }
+    return shape_name(shape) + ": check_shape refuses it (" + why + ") but quantize does not throw InputError";
+  }
+  return "";
+}
+
+const std::vector<Check> kChecks = {
+    {"accepts_a_shape", accepts_a_shape},
+    {"canonical_spec_round_trips", canonical_spec_round_trips},
+    {"roundtrip_equals_dequantize_of_quantize", roundtrip_equals_dequantize_of_quantize},
+    {"value_role_roundtrip_equals_dequantize_of_quantize", value_role_roundtrip_equals_dequantize_of_quantize},
+    {"footprint_equals_packed_size", footprint_equals_packed_size},
+    {"deterministic", deterministic},
+    {"zero_block_stays_zero", zero_block_stays_zero},
+    {"constant_block_is_kept", constant_block_is_kept},
+    {"requantizing_is_a_fixed_point", requantizing_is_a_fixed_point},
+    {"dequantize_rejects_other_sizes", dequantize_rejects_other_sizes},
+    {"output_finite_and_within_block_range", output_finite_and_within_block_range},
+    {"refused_shapes_throw_input_error", refused_shapes_throw_input_error},
+};
+
+std::string guarded(const Check& check, const Scheme& scheme, const Registry& registry) {
+  try {
+    return check.run(scheme, registry);
+  } catch (const std::exception& e) {
+    return std::string("threw: ") + e.what();
+  } catch (...) {
+    return "threw an unknown exception";
+  }
+}
+
+}  // namespace
+
+const std::vector<Shape>& shapes() {
+  static const std::vector<Shape> all = {{1, 16}, {7, 32}, {33, 64}, {64, 128}};
+  return all;
+}
+
+std::vector<Shape> accepted_shapes(const Scheme& scheme) {
+  std::vector<Shape> ok;
+  for (Shape s : shapes()) {
+    if (scheme.check_shape(s.tokens, s.head_dim).empty()) ok.push_back(s);
+  }
+  return ok;
+}
+
+Matrix keys_like(Shape s, uint64_t seed) {
+  std::mt19937_64 engine(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Matrix m(s.tokens, s.head_dim);
+  for (int64_t i = 0; i < m.size(); ++i) m.data()[i] = normal(engine);
+  for (int64_t r = 0; r < s.tokens; ++r) {
+    m(r, 1) *= 20.0f;
+    m(r, s.head_dim - 2) *= 20.0f;
+    m(r, 3) += 4.0f;
+  }
+  return m;
+}
+
+const std::vector<Check>& checks() { return kChecks; }
+
+std::string run_check(std::string_view name, const Scheme& scheme, const Registry& registry) {
+  for (const Check& c : kChecks) {
+    if (name == c.name) return guarded(c, scheme, registry);
+  }
+  throw std::logic_error("no conformance check named '" + std::string(name) + "'");
+}
+
+std::vector<Result> check_scheme(const Scheme& scheme, const Registry& registry) {
+  std::vector<Result> out;
+  for (const Check& c : kChecks) {
+    std::string why = guarded(c, scheme, registry);
+    out.push_back({c.name, why.empty(), std::move(why)});
+  }
+  return out;
+}
+
+std::vector<std::optional<std::string>> sample_values(const ParamDomain& d) {
+  std::vector<std::optional<std::string>> v;
+  if (d.default_value.empty()) v.push_back(std::nullopt);
+  switch (d.kind) {
+    case ParamDomain::Kind::integer:
+      if (!d.examples.empty()) {
+        for (const std::string& e : d.examples) v.push_back(e);
+        break;
+      }
+      v.push_back(std::to_string(d.min));
+      if (d.max - d.min <= 16) v.push_back(std::to_string((d.min + d.max) / 2));
+      v.push_back(std::to_string(d.max));
+      break;
+    case ParamDomain::Kind::choice:
+      for (const std::string& c : d.choices) v.push_back(c);
+      break;
+    case ParamDomain::Kind::flag:
+      v.push_back("");
+      break;
+    case ParamDomain::Kind::real:
+      v.push_back(d.default_value.empty() ? std::string("1") : d.default_value);
+      break;
+  }
+  return v;
+}
+
+std::vector<std::string> enumerate_specs(const FamilyInfo& f, const Registry& registry) {
+  std::vector<std::string> partial = {""};
+  for (const ParamDomain& d : f.params) {
+    std::vector<std::string> next;
+    for (const std::string& p : partial) {
+      for (const auto& v : sample_values(d)) {
+        if (!v) {
+          next.push_back(p);
+          continue;
+        }
+        const std::string item = d.kind == ParamDomain::Kind::flag ? d.name : d.name + "=" + *v;
+        next.push_back(p.empty() ? item : p + "," + item);
+      }
+    }
+    partial = std::move(next);
+  }
+  // The family's default spec also runs under each rotation policy and a token policy.
+  partial.push_back("rotation=hadamard");
+  partial.push_back("rotation=hadamard,rotation_group=16");
+  partial.push_back("sink_tokens=2,residual_window=3,block_tokens=2");
+  std::set<std::string> out;
+  for (const std::string& p : partial) {
+    try {
+      out.insert(registry.make(p.empty() ? f.name : f.name + ":" + p)->spec());
+    } catch (const InputError&) {
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+int check_plugin(const std::string& path, const Registry& base, std::ostream& out) {
+  Registry registry = base;
+  const PluginInfo plugin = load_plugin(registry, path);
+  out << "plugin " << plugin.path << ": " << plugin.name << " " << plugin.version << ", ABI " << plugin.abi_major << "."
+      << plugin.abi_minor << ", families: " << join(plugin.families) << "\n";
+  size_t total = 0, failed = 0;
+  for (const std::string& name : plugin.families) {
+    const std::vector<std::string> specs = enumerate_specs(*registry.find(name), registry);
+    if (specs.empty()) {
+      ++total, ++failed;
+      out << "FAIL " << name << " - enumerate_specs: no parameter combination from its domains is accepted\n";
+      continue;
+    }
+    for (const std::string& spec : specs) {
+      SchemePtr scheme;
+      try {
+        scheme = registry.make(spec);
+      } catch (const std::exception& e) {
+        ++total, ++failed;
+        out << "FAIL " << name << " " << spec << " make: " << e.what() << "\n";
+        continue;
+      }
+      for (const Result& r : check_scheme(*scheme, registry)) {
+        ++total;
+        if (r.passed) {
+          out << "PASS " << name << " " << spec << " " << r.check << "\n";
+        } else {
+          ++failed;
+          out << "FAIL " << name << " " << spec << " " << r.check << ": " << r.message << "\n";
+        }
+      }
+    }
+  }
+  out << (failed == 0 ? "all " + std::to_string(total) + " checks passed"
+                      : std::to_string(failed) + " of " + std::to_string(total) + " checks failed")
+      << "\n";
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace kvtune::conformance
