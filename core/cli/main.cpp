@@ -4,6 +4,7 @@
 #include <map>
 
 #include "commands.h"
+#include "plugins.h"
 #include "kvtune/error.h"
 #include "kvtune/version.h"
 
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   auto add = [&](kvtune::cli::Runner (*make)(CLI::App&), const char* name, const char* help) {
     CLI::App* sub = app.add_subcommand(name, help);
     runners[sub] = make(*sub);
+    kvtune::cli::add_plugin_option(*sub);
   };
   add(kvtune::cli::add_sweep, "sweep", "search K/V schemes against a budget; the frontier, the best and each runtime's flags");
   add(kvtune::cli::add_recommend, "recommend", "the common question as a sweep: a model, a context, a budget, runtimes");
@@ -22,6 +24,7 @@ int main(int argc, char** argv) {
   add(kvtune::cli::add_simulate, "simulate", "attention over quantized K/V caches, synthetic or from .npy tensors");
   add(kvtune::cli::add_quantize, "quantize", "round-trip a tensor through a scheme, optionally writing packed bytes");
   add(kvtune::cli::add_schemes, "schemes", "list every scheme family with its parameters and their domains");
+  add(kvtune::cli::add_check_plugin, "check-plugin", "run the conformance checks on every scheme of a plugin");
   add(kvtune::cli::add_memory, "memory", "KV-cache bytes per token and per sequence, and how many sequences fit a GPU");
   try {
     app.parse(argc, argv);

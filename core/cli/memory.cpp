@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "builtin.h"
 #include "commands.h"
+#include "plugins.h"
 #include "kvtune/error.h"
 #include "presets.h"
 
@@ -62,7 +62,7 @@ Model resolve_model(const MemoryOptions& o) {
 
 SchemePtr make_scheme(const std::string& option, const std::string& spec) {
   try {
-    return builtin_registry().make(spec);
+    return command_registry().make(spec);
   } catch (const InputError& e) {
     throw InputError(option + ": " + e.what());
   }

@@ -1,8 +1,8 @@
 // kvtune quantize --scheme SPEC [--role k|v] --in A.npy --out B.npy [--packed-out FILE]
 #include <iostream>
 
-#include "builtin.h"
 #include "commands.h"
+#include "plugins.h"
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
 #include "kvtune/npy.h"
@@ -15,7 +15,7 @@ struct QuantizeOptions {
 };
 
 int run(const QuantizeOptions& o) {
-  const SchemePtr scheme = builtin_registry().make(o.scheme);
+  const SchemePtr scheme = command_registry().make(o.scheme);
   // Refuse unwritable outputs before any work, so nothing is half-written.
   require_writable(o.out);
   if (!o.packed_out.empty()) require_writable(o.packed_out);

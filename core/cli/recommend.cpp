@@ -13,6 +13,7 @@
 #include "embedded_scenarios.h"
 #include "kvtune/error.h"
 #include "kvtune/memory.h"
+#include "plugins.h"
 #include "presets.h"
 #include "sweep_support.h"
 
@@ -103,7 +104,7 @@ int recommend(const RecommendOptions& o) {
   if (o.eval_ctx && *o.eval_ctx > o.ctx) {
     throw InputError("--eval-ctx " + std::to_string(*o.eval_ctx) + " is longer than --ctx " + std::to_string(o.ctx));
   }
-  const SweepContext context = sweep_context();
+  const SweepContext context = sweep_context(command_registry());
   std::vector<std::string> all_runtimes;
   for (const RuntimeTable& t : context.runtime_tables) all_runtimes.push_back(t.name);
   const std::string text = sweep_text(o, preset, all_runtimes);
@@ -117,12 +118,12 @@ int recommend(const RecommendOptions& o) {
                 << std::flush;
     };
   }
-  const std::vector<SweepRecord> records = run_and_record(spec, run);
+  const std::vector<SweepRecord> records = run_and_record(spec, command_registry(), run);
   if (!o.json && spec.scenario.contexts.front() < o.ctx) {
     std::cout << "simulated at " << spec.scenario.contexts.front() << " tokens (--eval-ctx); memory at " << o.ctx
               << " tokens\n";
   }
-  report(spec, records, o.out, o.json);
+  report(spec, command_registry(), records, o.out, o.json);
   return 0;
 }
 

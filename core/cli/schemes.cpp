@@ -2,8 +2,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "builtin.h"
 #include "commands.h"
+#include "plugins.h"
 #include "kvtune/policy.h"
 
 namespace kvtune::cli {
@@ -38,7 +38,7 @@ void print_domain(const ParamDomain& d) {
 }
 
 int run(bool json) {
-  const Registry& registry = builtin_registry();
+  const Registry& registry = command_registry();
   if (json) {
     nlohmann::json families = nlohmann::json::array();
     for (const FamilyInfo* f : registry.families()) {

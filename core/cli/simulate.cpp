@@ -3,8 +3,8 @@
 #include <iostream>
 #include <optional>
 
-#include "builtin.h"
 #include "commands.h"
+#include "plugins.h"
 #include "embedded_scenarios.h"
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
@@ -51,7 +51,7 @@ Case load_tensor_case(const SimulateOptions& o) {
 }
 
 int run(const SimulateOptions& o) {
-  const Registry& registry = builtin_registry();
+  const Registry& registry = command_registry();
   const bool tensors = !o.k_path.empty() || !o.v_path.empty() || !o.q_path.empty();
   if (!o.needle_csv.empty()) require_writable(o.needle_csv);  // before any long computation
   std::vector<EvalResult> runs;

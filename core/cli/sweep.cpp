@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "builtin.h"
 #include "commands.h"
@@ -14,6 +15,7 @@
 #include "kvtune/file_io.h"
 #include "kvtune/sweep_analysis.h"
 #include "kvtune/sweep_report.h"
+#include "plugins.h"
 #include "sweep_support.h"
 
 namespace kvtune::cli {
@@ -44,9 +46,15 @@ std::pair<int64_t, int64_t> parse_shard(const std::string& text) {
   }
 }
 
+std::string read_text(const std::string& path) {
+  const std::vector<std::byte> bytes = read_file(path);
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
 int sweep(const SweepOptions& o) {
-  const SweepContext context = sweep_context();
-  const SweepSpec spec = o.file.empty() ? parse_sweep(kDefaultSweep, kDefaultSweepName, context) : load_sweep(o.file, context);
+  const LoadedSweep loaded = o.file.empty() ? load_sweep_with_plugins(kDefaultSweep, kDefaultSweepName)
+                                            : load_sweep_with_plugins(read_text(o.file), o.file);
+  const SweepSpec& spec = loaded.spec;
   const auto [shard, shards] = o.shard.empty() ? std::pair<int64_t, int64_t>{0, 1} : parse_shard(o.shard);
   SweepRunOptions run;
   run.out_dir = o.out;
@@ -59,13 +67,13 @@ int sweep(const SweepOptions& o) {
       std::cerr << "\rkvtune sweep: " << done << "/" << total << " points" << (done == total ? "\n" : "") << std::flush;
     };
   }
-  std::vector<SweepRecord> records = run_and_record(spec, run);
+  const std::vector<SweepRecord> records = run_and_record(spec, *loaded.registry, run);
   if (shards > 1) {
     std::cerr << "kvtune sweep: shard " << shard << "/" << shards << " done (" << records.size() << " points in "
               << o.out << "/results.jsonl); combine the shards with: kvtune merge DIR...\n";
     return 0;
   }
-  report(spec, records, o.out, o.json);
+  report(spec, *loaded.registry, records, o.out, o.json);
   return 0;
 }
 
@@ -75,10 +83,22 @@ struct MergeOptions {
   bool json = false;
 };
 
+// The plugins a sweep loaded, as resolved.json records them (absolute paths: the sweep.toml beside
+// it may name them relative to a folder it no longer sits in).
+std::vector<std::string> recorded_plugins(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "resolved.json").string();
+  try {
+    const nlohmann::json resolved = nlohmann::json::parse(read_text(path));
+    return resolved.value("plugins", std::vector<std::string>{});
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(path + ": not the resolved.json kvtune sweep writes (" + e.what() + ")");
+  }
+}
+
 int merge(const MergeOptions& o) {
-  const SweepContext context = sweep_context();
   const std::string spec_path = (fs::path(o.dirs.front()) / kSweepSpecFile).string();
-  const SweepSpec spec = load_sweep(spec_path, context);
+  const Registry registry = command_registry_with(recorded_plugins(o.dirs.front()));
+  const SweepSpec spec = parse_sweep(read_text(spec_path), spec_path, sweep_context(registry));
   std::vector<SweepRecord> merged = merge_records(o.dirs);
   if (!merged.empty() && merged.front().spec_hash != spec.hash) {
     throw InputError(spec_path + ": this sweep's workload is not the one its results were computed for (spec hash " +
@@ -105,7 +125,7 @@ int merge(const MergeOptions& o) {
   std::string lines;
   for (const SweepRecord& r : records) lines += record_to_json_line(r);
   write_file_atomic((fs::path(o.out) / "results.jsonl").string(), std::as_bytes(std::span(lines.data(), lines.size())));
-  report(spec, records, o.out, o.json);
+  report(spec, registry, records, o.out, o.json);
   return 0;
 }
 

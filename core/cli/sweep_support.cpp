@@ -4,13 +4,13 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "builtin.h"
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
 #include "kvtune/model_preset.h"
 #include "kvtune/runtime_table.h"
 #include "kvtune/sweep_analysis.h"
 #include "kvtune/sweep_report.h"
+#include "plugins.h"
 #include "presets.h"
 
 namespace kvtune::cli {
@@ -43,19 +43,27 @@ std::string resolved_json(const SweepSpec& spec) {
                             {"v_candidates", spec.v_candidates},
                             {"points", std::move(points)},
                             {"runtimes", std::move(runtimes)},
+                            {"plugins", spec.plugins},
                             {"notes", spec.notes}};
   return j.dump(2) + "\n";
 }
 
 }  // namespace
 
-SweepContext sweep_context() {
+SweepContext sweep_context(const Registry& registry) {
   SweepContext c;
-  c.registry = &builtin_registry();
+  c.registry = &registry;
   c.models = resolve_model_preset;
   const fs::path configs = find_config_dir(config_dir_candidates(executable_dir(), KVTUNE_SOURCE_DIR));
-  c.runtime_tables = load_runtime_tables(configs, builtin_registry());
+  c.runtime_tables = load_runtime_tables(configs, registry);
   return c;
+}
+
+LoadedSweep load_sweep_with_plugins(std::string_view text, const std::string& source_name) {
+  LoadedSweep loaded;
+  loaded.registry = std::make_unique<Registry>(command_registry_with(sweep_plugin_paths(text, source_name)));
+  loaded.spec = parse_sweep(text, source_name, sweep_context(*loaded.registry));
+  return loaded;
 }
 
 void prepare_out_dir(const std::string& out, const SweepSpec& spec) {
@@ -66,17 +74,14 @@ void prepare_out_dir(const std::string& out, const SweepSpec& spec) {
   write_text(fs::path(out) / "resolved.json", resolved_json(spec));
 }
 
-std::vector<SweepRecord> run_and_record(const SweepSpec& spec, const SweepRunOptions& options) {
-  if (!spec.plugins.empty()) {
-    throw InputError(spec.source + ": plugins = [\"" + spec.plugins.front() +
-                     "\", ...]: loading plugins is not built yet (the plugin SDK issue); remove the key");
-  }
+std::vector<SweepRecord> run_and_record(const SweepSpec& spec, const Registry& registry, const SweepRunOptions& options) {
   prepare_out_dir(options.out_dir, spec);
-  return run_sweep(spec, builtin_registry(), options);
+  return run_sweep(spec, registry, options);
 }
 
-void report(const SweepSpec& spec, const std::vector<SweepRecord>& records, const std::string& out, bool json) {
-  const SweepAnalysis analysis = analyze_sweep(spec, records, builtin_registry());
+void report(const SweepSpec& spec, const Registry& registry, const std::vector<SweepRecord>& records,
+            const std::string& out, bool json) {
+  const SweepAnalysis analysis = analyze_sweep(spec, records, registry);
   write_sweep_report(out, spec, records, analysis);
   if (json) {
     std::cout << sweep_summary_json(spec, records, analysis);

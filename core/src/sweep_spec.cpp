@@ -22,8 +22,27 @@
 namespace kvtune {
 namespace {
 
+
 using detail::TableReader;
 using detail::where;
+
+// `plugins = [...]`: shared-library paths, a relative one taken from the sweep file's folder.
+std::vector<std::string> plugin_paths(TableReader& top, const std::string& source_name) {
+  std::vector<std::string> out;
+  const toml::node* plugins = top.node("plugins");
+  if (plugins == nullptr) return out;
+  const toml::array* a = plugins->as_array();
+  if (a == nullptr) top.fail(*plugins, "'plugins' must be an array of shared-library paths");
+  std::error_code ec;
+  const std::filesystem::path base =
+      std::filesystem::is_regular_file(source_name, ec) ? std::filesystem::path(source_name).parent_path() : "";
+  for (const toml::node& e : *a) {
+    if (!e.is_string() || e.value<std::string>()->empty()) top.fail(e, "'plugins' entries must be non-empty paths");
+    const std::filesystem::path p(*e.value<std::string>());
+    out.push_back(std::filesystem::absolute(p.is_absolute() ? p : base / p).lexically_normal().string());
+  }
+  return out;
+}
 
 // Grid combinations and policy variants dropped under skip_invalid, reported in spec.notes.
 struct GridInfo {
@@ -622,6 +641,12 @@ const char* pairing_name(Pairing pairing) {
 
 const char* objective_name(Objective objective) { return objective == Objective::min_bits ? "min_bits" : "min_error"; }
 
+std::vector<std::string> sweep_plugin_paths(std::string_view text, const std::string& source_name) {
+  const toml::table root = detail::parse_toml(text, source_name);
+  TableReader top(root, source_name, "");
+  return plugin_paths(top, source_name);
+}
+
 SweepSpec parse_sweep(std::string_view text, const std::string& source_name, const SweepContext& context) {
   if (context.registry == nullptr) throw std::invalid_argument("parse_sweep: the context has no registry");
   const Registry& registry = *context.registry;
@@ -649,14 +674,7 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   metrics.finish();
   if (!sc.model.empty()) spec.model = context.models(sc.model);  // resolved once already: cannot fail now
 
-  if (const toml::node* plugins = top.node("plugins")) {
-    const toml::array* a = plugins->as_array();
-    if (a == nullptr) top.fail(*plugins, "'plugins' must be an array of shared-library paths");
-    for (const toml::node& e : *a) {
-      if (!e.is_string() || e.value<std::string>()->empty()) top.fail(e, "'plugins' entries must be non-empty paths");
-      spec.plugins.push_back(*e.value<std::string>());
-    }
-  }
+  spec.plugins = plugin_paths(top, source_name);
 
   const Shape shape{registry, sc.contexts.front(), sc.workload.head_dim, sc.workload.rope.enabled};
   TableReader search = top.table("search");

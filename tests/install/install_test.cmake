@@ -4,7 +4,10 @@
 #   3. examples/plugin-nf4 configures and builds against the prefix (find_package(kvtune 1));
 #   4. a program built against kvtune::core from the prefix loads the built plugin and runs every
 #      conformance check on it (the code behind `kvtune check-plugin`), and find_package(kvtune 2)
-#      is refused (the package version is the plugin ABI version).
+#      is refused (the package version is the plugin ABI version);
+#   5. the installed CLI loads the built plugin: `schemes --plugin` names it and its origin,
+#      KVTUNE_PLUGIN_PATH finds it, `check-plugin` passes it, and a sweep file naming it in
+#      `plugins = [...]` evaluates its scheme beside a built-in one.
 # Run by CTest: cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DGENERATOR=... -P this file.
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
   if(NOT DEFINED ${var})
@@ -79,4 +82,34 @@ foreach(expected "families: nf4" "PASS nf4 nf4:group=64 footprint_equals_packed_
     message(FATAL_ERROR "the consumer's output lacks '${expected}':\n${run_output}")
   endif()
 endforeach()
+# 5. the installed CLI with the plugin, run from outside both trees
+function(kvtune_expect expected)
+  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY "${WORK_DIR}/elsewhere"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(FIND "${out}" "${expected}" at)
+  if(NOT rc EQUAL 0 OR at EQUAL -1)
+    string(REPLACE ";" " " cmd "${ARGN}")
+    message(FATAL_ERROR "'${cmd}' (exit ${rc}) did not print '${expected}':\n${out}\n${err}")
+  endif()
+endfunction()
+kvtune_expect("from ${plugin}" "${prefix}/bin/kvtune" schemes --plugin "${plugin}")
+kvtune_expect("nf4  -  " "${CMAKE_COMMAND}" -E env "KVTUNE_PLUGIN_PATH=${WORK_DIR}/nf4" "${prefix}/bin/kvtune" schemes)
+kvtune_expect("checks passed" "${prefix}/bin/kvtune" check-plugin "${plugin}")
+file(WRITE "${WORK_DIR}/elsewhere/sweep.toml" "plugins = [\"${plugin}\"]
+[workload]
+tokens = 256
+head_dim = 64
+[search]
+k = [\"nf4\", \"q8_0\"]
+v = [\"nf4:group=32\"]
+[budget]
+max_rel_out_err = 0.5
+")
+kvtune_expect("nf4" "${prefix}/bin/kvtune" sweep sweep.toml --out out)
+file(STRINGS "${WORK_DIR}/elsewhere/out/results.jsonl" records)
+list(LENGTH records count)
+string(FIND "${records}" "\"k\":\"nf4:group=64\"" nf4_at)
+if(NOT count EQUAL 2 OR nf4_at EQUAL -1)
+  message(FATAL_ERROR "the sweep with the plugin wrote ${count} records:\n${records}")
+endif()
 message(STATUS "install test passed: ${prefix}")

@@ -71,7 +71,7 @@ struct SweepSpec {
   SweepBudget budget;
   std::vector<RuntimeTarget> runtimes;
   std::vector<RuntimeView> runtime_views;  // one per target: the options its version offers
-  std::vector<std::string> plugins;        // shared libraries to load (the plugin SDK issue)
+  std::vector<std::string> plugins;        // shared libraries the file names (sweep_plugin_paths)
   std::vector<std::string> notes;          // what expansion dropped and why (e.g. a runtime option
                                            // whose scheme cannot take the workload's head_dim)
   // Of everything that determines a point's metrics (workload, contexts, seeds, layers, heads,
@@ -91,6 +91,10 @@ struct SweepContext {
 // file:line:column (or the key) and what was expected.
 SweepSpec parse_sweep(std::string_view text, const std::string& source_name, const SweepContext& context);
 SweepSpec load_sweep(const std::string& path, const SweepContext& context);
+
+// The file's `plugins = [...]`, read before anything else (their families must be in the registry
+// that parse_sweep validates against); a relative path is taken from the sweep file's folder.
+std::vector<std::string> sweep_plugin_paths(std::string_view text, const std::string& source_name);
 
 const char* pairing_name(Pairing pairing);
 const char* objective_name(Objective objective);

@@ -1,0 +1,136 @@
+// End-to-end tests of plugins through the command line: --plugin on a command, KVTUNE_PLUGIN_PATH,
+// `kvtune schemes` naming where a family came from, `kvtune check-plugin` (exit 0 / 1 / 2), the
+// loader's refusals (exit 2, a clear message), and a sweep file whose `plugins = [...]` puts a
+// plugin's scheme beside the built-ins — a scheme that fails at run time fails its point only.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli_helpers.h"
+
+namespace kvtune::e2e {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+class PluginCli : public ScratchDirTest {};
+
+TEST_F(PluginCli, SchemesListsAPluginFamilyWithItsOrigin) {
+  const RunResult r = run({"schemes", "--plugin", KVTUNE_TEST_NF4, "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json families = json::parse(r.out)["families"];
+  const auto nf4 = std::find_if(families.begin(), families.end(), [](const json& f) { return f["name"] == "nf4"; });
+  ASSERT_NE(nf4, families.end());
+  EXPECT_EQ((*nf4)["origin"], fs::canonical(KVTUNE_TEST_NF4).string());
+  const auto q8 = std::find_if(families.begin(), families.end(), [](const json& f) { return f["name"] == "q8_0"; });
+  ASSERT_NE(q8, families.end());
+  EXPECT_THAT((*q8)["origin"].get<std::string>(), HasSubstr("builtin"));
+
+  // The same through KVTUNE_PLUGIN_PATH: every *.so of the listed directories.
+  fs::create_directories(path("plugins"));
+  fs::copy_file(KVTUNE_TEST_NF4, path("plugins") / "nf4.so");
+  ::setenv("KVTUNE_PLUGIN_PATH", (path("empty-entry").string() + "-absent:" + path("plugins").string()).c_str(), 1);
+  const RunResult missing_dir = run({"schemes"});
+  ::setenv("KVTUNE_PLUGIN_PATH", (":" + path("plugins").string()).c_str(), 1);
+  const RunResult from_env = run({"schemes"});
+  ::unsetenv("KVTUNE_PLUGIN_PATH");
+  EXPECT_EQ(missing_dir.status, 2);
+  EXPECT_THAT(missing_dir.err, HasSubstr("empty-entry-absent"));
+  ASSERT_EQ(from_env.status, 0) << from_env.err;
+  EXPECT_THAT(from_env.out, HasSubstr("nf4  -  "));
+  EXPECT_THAT(from_env.out, HasSubstr("from " + fs::canonical(path("plugins") / "nf4.so").string()));
+
+  // A plugin scheme works in any command, e.g. as a pair in simulate.
+  write_text(path("s.toml"), "[workload]\ntokens = 256\nhead_dim = 64\n[[pairs]]\nk = \"nf4:group=32\"\nv = \"nf4\"\n");
+  const RunResult sim = run({"simulate", path("s.toml").string(), "--plugin", KVTUNE_TEST_NF4, "--json"});
+  ASSERT_EQ(sim.status, 0) << sim.err;
+  EXPECT_DOUBLE_EQ(json::parse(sim.out)["rows"][0]["v_bits"].get<double>(), 4.5);  // 4-bit codes + an f32 scale per 64
+}
+
+TEST_F(PluginCli, CheckPluginPassesAGoodPluginAndFailsAFootprintThatLies) {
+  const RunResult good = run({"check-plugin", KVTUNE_TEST_NF4});
+  EXPECT_EQ(good.status, 0) << good.err;
+  EXPECT_THAT(good.out, HasSubstr("PASS nf4 "));
+  EXPECT_THAT(good.out, HasSubstr("checks passed"));
+  EXPECT_THAT(good.out, ::testing::Not(HasSubstr("FAIL")));
+
+  const RunResult liar = run({"check-plugin", KVTUNE_TEST_LYING_FOOTPRINT});
+  EXPECT_EQ(liar.status, 1);
+  EXPECT_THAT(liar.out, HasSubstr("FAIL c_liar"));
+  EXPECT_THAT(liar.out, HasSubstr("footprint"));
+
+  const RunResult throwing = run({"check-plugin", KVTUNE_TEST_THROWING});
+  EXPECT_EQ(throwing.status, 1);
+  EXPECT_THAT(throwing.out, HasSubstr("quantize always throws"));
+}
+
+// Every refusal: exit status 2, the path and the reason, nothing on stdout.
+TEST_F(PluginCli, RefusalsNameThePathAndTheReason) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {path("absent.so").string(), "absent.so"},
+      {KVTUNE_TEST_NOT_A_PLUGIN, "not-a-plugin.so"},
+      {KVTUNE_TEST_NO_ENTRY_POINT, "kvtune_plugin_describe"},
+      {KVTUNE_TEST_WRONG_ABI, "ABI 99.0, but this kvtune speaks ABI 1.0"},
+      {KVTUNE_TEST_DUPLICATE, "builtin"},
+  };
+  for (const auto& [plugin, message] : cases) {
+    SCOPED_TRACE(plugin);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"schemes", "--plugin", plugin}, std::vector<std::string>{"check-plugin", plugin}}) {
+      const RunResult r = run(args);
+      EXPECT_EQ(r.status, 2) << args[0];
+      EXPECT_THAT(r.err, HasSubstr(message)) << args[0];
+      EXPECT_EQ(r.out, "") << args[0];
+    }
+  }
+}
+
+TEST_F(PluginCli, SweepFileLoadsItsPluginsAndAFailingSchemeFailsOnlyItsPoint) {
+  fs::create_directories(path("libs"));
+  fs::copy_file(KVTUNE_TEST_NF4, path("libs") / "nf4.so");
+  write_text(path("sweep.toml"),
+             "name = \"with a plugin\"\n"
+             "plugins = [\"libs/nf4.so\", \"" + std::string(KVTUNE_TEST_THROWING) + "\"]\n"
+             "[workload]\ntokens = 256\nhead_dim = 64\nqueries = 2\n"
+             "[workload.keys]\noutlier_count = 2\noutlier_scale = 10.0\n"
+             "[search]\nk = [\"nf4\", \"q4_0\", \"cpp_throwing\"]\nv = [\"nf4\", \"q4_0\"]\n"
+             "[budget]\nmax_rel_out_err = 0.5\n");
+  const RunResult r = run({"sweep", path("sweep.toml").string(), "--out", path("out").string(), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  size_t ok = 0, failed = 0;
+  std::istringstream lines(read_text(path("out") / "results.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const json rec = json::parse(line);
+    if (rec["k"] == "cpp_throwing") {
+      ++failed;
+      EXPECT_EQ(rec["status"], "error");
+      EXPECT_THAT(rec["error"].get<std::string>(), HasSubstr("quantize always throws"));
+    } else {
+      ++ok;
+      EXPECT_EQ(rec["status"], "ok");
+    }
+  }
+  EXPECT_EQ(ok, 4u);      // nf4 and q4_0 for K, each with nf4 and q4_0 for V
+  EXPECT_EQ(failed, 2u);  // cpp_throwing with each V
+  // resolved.json names the plugins by absolute path, so merge can load them from anywhere.
+  const json resolved = json::parse(read_text(path("out") / "resolved.json"));
+  EXPECT_EQ(resolved["plugins"][0], fs::absolute(path("libs") / "nf4.so").lexically_normal().string());
+  const RunResult merged = run({"merge", path("out").string(), "--out", path("merged").string(), "--json"});
+  ASSERT_EQ(merged.status, 0) << merged.err;
+  EXPECT_EQ(json::parse(merged.out)["best"], json::parse(r.out)["best"]);
+
+  write_text(path("bad.toml"), "plugins = [\"libs/absent.so\"]\n[workload]\ntokens = 64\nhead_dim = 16\n"
+                               "[search]\nk = [\"q8_0\"]\nv = [\"q8_0\"]\n");
+  const RunResult bad = run({"sweep", path("bad.toml").string(), "--out", path("bad").string()});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.err, HasSubstr("absent.so"));
+  EXPECT_FALSE(fs::exists(path("bad")));
+}
+
+}  // namespace
+}  // namespace kvtune::e2e
