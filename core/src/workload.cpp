@@ -33,6 +33,19 @@ class Sampler {
 
   double normal() { return normal_(engine_); }
 
+  // A uniformly random direction in `d` dimensions: d normal draws, normalized.
+  std::vector<double> unit_vector(int64_t d) {
+    std::vector<double> u(static_cast<size_t>(d));
+    double norm = 0.0;
+    for (double& v : u) {
+      v = normal();
+      norm += v * v;
+    }
+    norm = std::sqrt(norm);
+    for (double& v : u) v /= norm;
+    return u;
+  }
+
  private:
   double draw(Distribution d) {
     switch (d) {
@@ -198,20 +211,14 @@ void plant_needles(Case& c, const WorkloadConfig& cfg) {
 // (post-RoPE) keys, with the pre-RoPE keys kept consistent through the inverse rotation.
 void add_recency(Case& c, const WorkloadConfig& cfg, Sampler& rng) {
   const int64_t t = c.keys.rows(), d = c.keys.cols();
-  std::vector<double> u(static_cast<size_t>(d));
-  double norm = 0.0;
-  for (double& v : u) {
-    v = rng.normal();
-    norm += v * v;
-  }
-  norm = std::sqrt(norm);
+  const std::vector<double> u = rng.unit_vector(d);
   const double g = std::sqrt(cfg.recency.strength * std::sqrt(double(d)));
   for (int64_t i = 0; i < c.queries.rows(); ++i) {
-    for (int64_t e = 0; e < d; ++e) c.queries(i, e) = static_cast<float>(c.queries(i, e) + g * u[e] / norm);
+    for (int64_t e = 0; e < d; ++e) c.queries(i, e) = static_cast<float>(c.queries(i, e) + g * u[e]);
   }
   Matrix delta(1, d);
   for (int64_t j = std::min(cfg.sinks.count, t); j < t; ++j) {
-    const double w = g * std::exp(-double(t - 1 - j) / cfg.recency.tokens) / norm;
+    const double w = g * std::exp(-double(t - 1 - j) / cfg.recency.tokens);
     for (int64_t e = 0; e < d; ++e) {
       delta(0, e) = static_cast<float>(w * u[e]);
       c.keys(j, e) += delta(0, e);
@@ -398,20 +405,14 @@ Case generate(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t k
   }
 
   if (cfg.sinks.count > 0) {
-    std::vector<double> u(static_cast<size_t>(d));
-    double norm = 0.0;
-    for (double& v : u) {
-      v = rng.normal();
-      norm += v * v;
-    }
-    norm = std::sqrt(norm);
+    const std::vector<double> u = rng.unit_vector(d);
     std::vector<double> key_norms(static_cast<size_t>(t));
     for (int64_t r = 0; r < t; ++r) key_norms[r] = std::sqrt(dot(c.keys_pre_rope.row(r), c.keys_pre_rope.row(r), d));
     std::nth_element(key_norms.begin(), key_norms.begin() + t / 2, key_norms.end());
     const double length = cfg.sinks.key_norm * key_norms[t / 2];
     for (int64_t r = 0; r < cfg.sinks.count; ++r) {
       for (int64_t e = 0; e < d; ++e) {
-        c.keys_pre_rope(r, e) = static_cast<float>(length * u[e] / norm);
+        c.keys_pre_rope(r, e) = static_cast<float>(length * u[e]);
         c.values(r, e) = static_cast<float>(c.values(r, e) * cfg.sinks.value_scale);
       }
     }
