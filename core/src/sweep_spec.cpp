@@ -2,6 +2,7 @@
 // can be checked without evaluating is checked here, so a sweep never fails an hour in on a typo.
 #include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -92,6 +93,17 @@ std::vector<const toml::node*> one_or_many(const TableReader& t, const toml::nod
   return out;
 }
 
+// An integer parameter value checked against its domain (errors at `n`).
+std::string integer_value(const TableReader& t, const toml::node& n, int64_t v, const ParamDomain& d,
+                          bool zero_is_default) {
+  if (zero_is_default && v == 0) return "";
+  if (v < d.min || v > d.max || (d.power_of_two && (v & (v - 1)) != 0)) {
+    t.fail(n, "'" + d.name + "' = " + std::to_string(v) + " is not valid; expected " + d.describe() +
+                  (zero_is_default ? " or 0 (none)" : ""));
+  }
+  return std::to_string(v);
+}
+
 // A parameter value from TOML, spelled as a spec writes it; checked against its domain here so a
 // typo is an error at its own position even under skip_invalid. Flags: "" = absent, the name = set.
 // With `zero_is_default` (policy tables), 0 and the domain's default mean "leave the key out" ("").
@@ -104,12 +116,7 @@ std::string param_value(const TableReader& t, const toml::node& n, const ParamDo
     case ParamDomain::Kind::integer: {
       const auto v = n.value<int64_t>();
       if (!n.is_integer() || !v) t.fail(n, what + "must be an integer (" + d.describe() + ")");
-      if (zero_is_default && *v == 0) return "";
-      if (*v < d.min || *v > d.max || (d.power_of_two && (*v & (*v - 1)) != 0)) {
-        t.fail(n, what + "= " + std::to_string(*v) + " is not valid; expected " + d.describe() +
-                      (zero_is_default ? " or 0 (none)" : ""));
-      }
-      return std::to_string(*v);
+      return integer_value(t, n, *v, d, zero_is_default);
     }
     case ParamDomain::Kind::choice: {
       const auto v = n.value<std::string>();
@@ -127,6 +134,34 @@ std::string param_value(const TableReader& t, const toml::node& n, const ParamDo
     }
   }
   return {};
+}
+
+// Every value of a key: one value, an array of values, or (integer parameters) a range
+// { from = A, to = B, step = S } (A, A+S, ... <= B; step defaults to 1) or
+// { from = A, to = B, factor = F } (A, A*F, ... <= B), e.g. group = { from = 16, to = 128, factor = 2 }.
+std::vector<std::string> param_values(const TableReader& t, const toml::node& n, const ParamDomain& d,
+                                      bool zero_is_default) {
+  std::vector<std::string> out;
+  const toml::table* range = n.as_table();
+  if (range == nullptr) {
+    for (const toml::node* e : one_or_many(t, n, d.name)) out.push_back(param_value(t, *e, d, zero_is_default));
+    return out;
+  }
+  if (d.kind != ParamDomain::Kind::integer) t.fail(n, "'" + d.name + "' is not an integer parameter: list its values");
+  TableReader r(*range, t.file(), d.name);
+  const int64_t from = r.required_integer("from", INT64_MIN / 4, INT64_MAX / 4);
+  const int64_t to = r.required_integer("to", from, INT64_MAX / 4);
+  if (r.has("step") && r.has("factor")) t.fail(n, "'" + d.name + "': give 'step' or 'factor', not both");
+  const int64_t step = r.integer("step", 1, 1, INT64_MAX / 4);
+  const int64_t factor = r.integer("factor", 1, 2, 1 << 20);
+  r.finish();
+  constexpr size_t kMaxValues = 4096;  // a range is a short list written compactly, not a sweep of its own
+  for (int64_t v = from; v <= to; v = factor > 1 ? v * factor : v + step) {
+    if (out.size() == kMaxValues) t.fail(n, "'" + d.name + "': the range has more than 4096 values");
+    out.push_back(integer_value(t, n, v, d, zero_is_default));
+    if (factor > 1 && v == 0) break;  // 0 * factor stays 0
+  }
+  return out;
 }
 
 // Makes a scheme; the registry's message is prefixed with `at`.
@@ -222,8 +257,7 @@ void read_grid(const toml::node& entry, const std::string& file, const Shape& sh
   for (const ParamDomain* d : domains) {
     const toml::node* n = g.node(d->name);
     if (n == nullptr) continue;
-    std::vector<std::string> values;
-    for (const toml::node* e : one_or_many(g, *n, d->name)) values.push_back(param_value(g, *e, *d, false));
+    std::vector<std::string> values = param_values(g, *n, *d, false);
     for (std::string& value : values) {
       if (!value.empty() && d->kind != ParamDomain::Kind::flag) value = d->name + "=" + value;
     }
@@ -259,7 +293,7 @@ std::vector<PolicyAxis> read_policy(TableReader t, const std::set<std::string>& 
     if (n == nullptr) continue;
     if (taken.count(d.name)) t.fail(*n, "'" + d.name + "' is already crossed by [search.policy]");
     PolicyAxis axis{d.name, {}};
-    for (const toml::node* e : one_or_many(t, *n, d.name)) axis.values.push_back(param_value(t, *e, d, true));
+    axis.values = param_values(t, *n, d, true);
     axes.push_back(std::move(axis));
   }
   t.finish();

@@ -75,6 +75,33 @@ asym = [true, false]
   EXPECT_EQ(s.name, "s.toml");  // the file name when the file gives none
 }
 
+// Integer values may be written as ranges: arithmetic (step) or geometric (factor).
+TEST(SweepSpec, IntegerRangesExpandToTheirValues) {
+  const SweepSpec s = parse(R"(
+[search]
+v = ["f16"]
+[[search.grid]]
+roles = ["k"]
+family = "int"
+bits = { from = 2, to = 8, step = 2 }
+axis = "token"
+group = { from = 32, to = 128, factor = 2 }
+[search.k_policy]
+residual_window = { from = 0, to = 256, step = 128 }
+)");
+  EXPECT_EQ(s.k_candidates.size(), 4u * 3u * 3u);  // bits 2,4,6,8 x group 32,64,128 x window none,128,256
+  EXPECT_EQ(s.k_candidates.front(), "int:bits=2,axis=token,group=32");
+  EXPECT_TRUE(any_contains(s.k_candidates, "int:bits=6,axis=token,group=64,residual_window=256"));
+
+  const std::string grid = "[search]\nv = [\"f16\"]\n[[search.grid]]\nroles = [\"k\"]\nfamily = \"int\"\n";
+  EXPECT_THAT(error_of(grid + "axis = { from = 1, to = 2 }\n"),
+              HasSubstr("s.toml:6:8: 'axis' is not an integer parameter: list its values"));
+  EXPECT_THAT(error_of(grid + "bits = { from = 2, to = 8, step = 2, factor = 2 }\n"),
+              HasSubstr("s.toml:6:8: 'bits': give 'step' or 'factor', not both"));
+  EXPECT_THAT(error_of(grid + "bits = { from = 2, to = 10 }\n"), HasSubstr("'bits' = 9 is not valid; expected 2..8"));
+  EXPECT_THAT(error_of(grid + "bits = { to = 8 }\n"), HasSubstr("missing key 'from' in [bits]"));
+}
+
 TEST(SweepSpec, SkipInvalidDropsRefusedCombinationsAndSaysSo) {
   // axis=tensor refuses a group; group 48 does not divide head_dim 128 for per-token scales.
   const SweepSpec s = parse(R"(
