@@ -96,12 +96,24 @@ std::string zero_block_stays_zero(const Scheme& s, const Registry&) {
   return "";
 }
 
+// Schemes that quantize rows in a rotated basis: the policy rotations, and the research families
+// that rotate inside (plugins/turboquant: Haar rotation + Lloyd-Max codes of the direction).
+bool rotates_rows(const Scheme& s) {
+  const std::string spec = s.spec();
+  return spec.find("rotation=hadamard") != std::string::npos || spec.find("rotation=random") != std::string::npos ||
+         s.family() == "turboquant";
+}
+
 // Kept to the precision of the stored scale: a bf16 scale is good to 2^-9 relative. Under a
-// rotation a constant row becomes one large coefficient per group and zeros, which formats
-// without an exact zero code (iq4_nl, min/max types) cannot keep; the row mean (the large
-// coefficient) must still survive, to within half a step of a 2-mantissa-bit float (fp8 e5m2).
+// rotation a constant row becomes one large coefficient per group and zeros (Hadamard) or a dense
+// random vector (Haar), which formats without an exact zero code (iq4_nl, min/max types) cannot
+// keep; the row mean must still survive, to within half a step of a 2-mantissa-bit float (fp8
+// e5m2). A score estimator (estimates_logits: QJL-like sign sketches) is judged by its logits;
+// its dequantize is an estimate of the key, not a quantizer's fixed point, so this check and the
+// fixed-point check do not apply to it.
 std::string constant_block_is_kept(const Scheme& s, const Registry&) {
-  const bool rotated = s.spec().find("rotation=hadamard") != std::string::npos;
+  if (s.estimates_logits()) return "";
+  const bool rotated = rotates_rows(s);
   for (Shape shape : accepted_shapes(s)) {
     const Matrix constant(shape.tokens, shape.head_dim, -2.5f);
     const Matrix y = roundtrip(s, constant);
@@ -126,6 +138,7 @@ std::string constant_block_is_kept(const Scheme& s, const Registry&) {
 // The round trip is a fixed point. Scales stored in f16/bf16 make it exact; a recomputed float32
 // scale may move by an ulp, so values may move by float32 rounding of the block's magnitude.
 std::string requantizing_is_a_fixed_point(const Scheme& s, const Registry&) {
+  if (s.estimates_logits()) return "";  // see constant_block_is_kept
   for (Shape shape : accepted_shapes(s)) {
     const Matrix once = roundtrip(s, keys_like(shape, 4));
     const Matrix twice = roundtrip(s, once);
@@ -310,6 +323,7 @@ std::vector<std::string> enumerate_specs(const FamilyInfo& f, const Registry& re
   // The family's default spec also runs under each rotation policy and a token policy.
   partial.push_back("rotation=hadamard");
   partial.push_back("rotation=hadamard,rotation_group=16");
+  partial.push_back("rotation=random,rotation_seed=7");
   partial.push_back("sink_tokens=2,residual_window=3,block_tokens=2");
   std::set<std::string> out;
   for (const std::string& p : partial) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kvtune/codecs/hadamard.h"
+#include "kvtune/codecs/random_rotation.h"
 #include "kvtune/error.h"
 #include "kvtune/numeric/half.h"
 #include "kvtune/rope.h"
@@ -19,6 +20,16 @@ std::string with_suffix(const std::string& inner, const std::string& suffix);
 void rotate_rows(MatrixView x, int64_t group) {
   for (int64_t r = 0; r < x.rows; ++r) {
     for (int64_t c = 0; c < x.cols; c += group) hadamard_transform(x.row(r) + c, static_cast<int>(group));
+  }
+}
+
+// Every row times the Haar matrix Q of (head_dim, seed), or its transpose to rotate back.
+void rotate_rows_random(MatrixView x, uint64_t seed, bool back) {
+  const auto q = haar_rotation(x.cols, seed);
+  std::vector<float> row(static_cast<size_t>(x.cols));
+  for (int64_t r = 0; r < x.rows; ++r) {
+    std::copy(x.row(r), x.row(r) + x.cols, row.begin());
+    rotate_vector(*q, x.cols, row.data(), x.row(r), back);
   }
 }
 
@@ -64,22 +75,44 @@ class RotatedScheme final : public Scheme {
     return fitted == inner_ ? shared_from_this() : std::make_shared<RotatedScheme>(fitted, policy_);
   }
 
+  // An orthogonal R keeps dot products, q.k = (Rq).(Rk): a score estimator inside estimates on the
+  // rotated queries.
+  bool estimates_logits() const override { return inner_->estimates_logits(); }
+  void logits(ConstMatrixView queries, std::span<const std::byte> packed, int64_t tokens, const QuantContext& ctx,
+              MatrixView out) const override {
+    if (!inner_->estimates_logits()) return Scheme::logits(queries, packed, tokens, ctx, out);
+    inner_->logits(rotated_copy(queries, ctx), packed, tokens, ctx, out);
+  }
+
  private:
   int64_t group_for(const QuantContext& ctx, int64_t head_dim) const {
     if (policy_.rotation_group > 0) return policy_.rotation_group;
+    if (policy_.rotation == Rotation::random) return head_dim;
     return llama_cpp_rotation_group(ctx.role, head_dim);
   }
 
   Matrix rotated(ConstMatrixView x, const QuantContext& ctx) const {
     const std::string why = check_shape(x.rows, x.cols);
     if (!why.empty()) throw InputError(why);
+    return rotated_copy(x, ctx);
+  }
+
+  Matrix rotated_copy(ConstMatrixView x, const QuantContext& ctx) const {
     Matrix copy = copy_of(x);
-    if (const int64_t g = group_for(ctx, x.cols); g > 0) rotate_rows(copy, g);
+    if (policy_.rotation == Rotation::random) {
+      rotate_rows_random(copy, policy_.rotation_seed, /*back=*/false);
+    } else if (const int64_t g = group_for(ctx, x.cols); g > 0) {
+      rotate_rows(copy, g);
+    }
     return copy;
   }
 
   void unrotate(MatrixView x, const QuantContext& ctx) const {
-    if (const int64_t g = group_for(ctx, x.cols); g > 0) rotate_rows(x, g);
+    if (policy_.rotation == Rotation::random) {
+      rotate_rows_random(x, policy_.rotation_seed, /*back=*/true);
+    } else if (const int64_t g = group_for(ctx, x.cols); g > 0) {
+      rotate_rows(x, g);
+    }
   }
 
   SchemePtr inner_;
@@ -88,8 +121,10 @@ class RotatedScheme final : public Scheme {
 
 std::string rotation_spec(const CachePolicy& policy) {
   std::string out;
-  if (policy.rotates()) out += ",rotation=hadamard";
+  if (policy.rotation == Rotation::hadamard) out += ",rotation=hadamard";
+  if (policy.rotation == Rotation::random) out += ",rotation=random";
   if (policy.rotation_group > 0) out += ",rotation_group=" + std::to_string(policy.rotation_group);
+  if (policy.rotation_seed > 0) out += ",rotation_seed=" + std::to_string(policy.rotation_seed);
   return out;
 }
 
@@ -198,6 +233,39 @@ class TokenPolicyScheme final : public Scheme {
     return fitted == inner_ ? shared_from_this() : std::make_shared<TokenPolicyScheme>(fitted, policy_);
   }
 
+  // A score estimator inside keeps estimating on its blocks; the exact rows are dotted as stored.
+  // Under rope_stage=pre every token has its own RoPE, which an estimate of q.k cannot take, so
+  // logits come from the dequantized keys there (Scheme::logits).
+  bool estimates_logits() const override { return inner_->estimates_logits() && !policy_.pre_rope; }
+  void logits(ConstMatrixView queries, std::span<const std::byte> packed, int64_t tokens, const QuantContext& ctx,
+              MatrixView out) const override {
+    if (!estimates_logits()) return Scheme::logits(queries, packed, tokens, ctx, out);
+    require_packed(packed, tokens, queries.cols);
+    const Layout l = layout(tokens);
+    const int64_t d = queries.cols, tail = l.first + l.blocks * l.block;
+    std::vector<float> row(static_cast<size_t>(d));
+    auto exact_rows = [&](int64_t first, int64_t count, size_t at) {
+      for (int64_t j = first; j < first + count; ++j, at += size_t(d) * 2) {
+        read_f16(packed, at, row.data(), d);
+        for (int64_t i = 0; i < queries.rows; ++i) {
+          double dot = 0.0;
+          for (int64_t c = 0; c < d; ++c) dot += double(queries(i, c)) * double(row[size_t(c)]);
+          out(i, j) = static_cast<float>(dot);
+        }
+      }
+    };
+    exact_rows(0, l.first, 0);
+    size_t at = size_t(l.first * d) * 2;
+    const size_t block_bytes = inner_->footprint(l.block, d);
+    Matrix part(queries.rows, l.block);
+    for (int64_t b = 0; b < l.blocks; ++b, at += block_bytes) {
+      const int64_t r0 = l.first + b * l.block;
+      inner_->logits(queries, packed.subspan(at, block_bytes), l.block, block_ctx(ctx, r0, l.block), part);
+      for (int64_t i = 0; i < queries.rows; ++i) std::copy(part.row(i), part.row(i) + l.block, out.row(i) + r0);
+    }
+    exact_rows(tail, tokens - tail, at);
+  }
+
  private:
   // Rows [first, first + blocks * block) are quantized in `blocks` blocks of `block` tokens.
   struct Layout {
@@ -266,12 +334,16 @@ const std::vector<ParamDomain>& policy_domains() {
   static const std::vector<ParamDomain> domains = {
       {.name = "rotation", .kind = ParamDomain::Kind::choice,
        .help = "policy: rotate channel groups before quantizing and back after (hadamard = normalized "
-               "Walsh-Hadamard, as llama.cpp does for quantized caches)",
-       .default_value = "none", .choices = {"none", "hadamard"}},
+               "Walsh-Hadamard, as llama.cpp does for quantized caches; random = a Haar random orthogonal matrix "
+               "of head_dim, seeded by rotation_seed)",
+       .default_value = "none", .choices = {"none", "hadamard", "random"}},
       {.name = "rotation_group", .kind = ParamDomain::Kind::integer,
        .help = "policy: channels per rotation group (power of two); unset = llama.cpp's choice: K the largest "
                "power of two >= 64 dividing head_dim, V 64",
        .min = 2, .max = 4096, .power_of_two = true, .examples = {"64", "128"}},
+      {.name = "rotation_seed", .kind = ParamDomain::Kind::integer,
+       .help = "policy: seed of the rotation=random matrix (one rotation per model, not per case)",
+       .default_value = "0", .min = 0, .max = 4294967295LL, .examples = {"0", "7"}},
       {.name = "rope_stage", .kind = ParamDomain::Kind::choice,
        .help = "policy: quantize keys as cached (post RoPE) or before RoPE, re-applying it after dequantizing "
                "(KVQuant); values are never rotated",
@@ -293,15 +365,21 @@ const std::vector<ParamDomain>& policy_domains() {
 CachePolicy policy_from_values(const std::vector<std::pair<std::string, std::string>>& values) {
   CachePolicy p;
   for (const auto& [key, value] : values) {
-    if (key == "rotation") p.rotation = value == "hadamard" ? Rotation::hadamard : Rotation::none;
+    if (key == "rotation") {
+      p.rotation = value == "hadamard" ? Rotation::hadamard : value == "random" ? Rotation::random : Rotation::none;
+    }
     if (key == "rotation_group") p.rotation_group = std::stoll(value);
+    if (key == "rotation_seed") p.rotation_seed = std::stoull(value);
     if (key == "sink_tokens") p.sink_tokens = std::stoll(value);
     if (key == "residual_window") p.residual_window = std::stoll(value);
     if (key == "block_tokens") p.block_tokens = std::stoll(value);
     if (key == "rope_stage") p.pre_rope = value == "pre";
   }
-  if (p.rotation == Rotation::none && p.rotation_group > 0) {
-    throw InputError("'rotation_group' needs rotation=hadamard");
+  if (p.rotation != Rotation::hadamard && p.rotation_group > 0) {
+    throw InputError("'rotation_group' needs rotation=hadamard (rotation=random rotates all of head_dim)");
+  }
+  if (p.rotation != Rotation::random && p.rotation_seed > 0) {
+    throw InputError("'rotation_seed' needs rotation=random");
   }
   return p;
 }

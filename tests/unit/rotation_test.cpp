@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kvtune/codecs/hadamard.h"
+#include "kvtune/codecs/random_rotation.h"
 #include "kvtune/error.h"
 #include "kvtune/npy.h"
 #include "kvtune/numeric/bits.h"
@@ -94,6 +95,71 @@ TEST(RotationPolicy, SpecsFootprintsAndRefusals) {
   EXPECT_THAT(s->check_shape(4, 48), ::testing::HasSubstr("rotation_group=32 does not divide head_dim 48"));
   EXPECT_THROW(make_scheme("q8_0:rotation_group=64"), InputError);  // a group without a rotation
   EXPECT_THROW(make_scheme("q8_0:rotation=hadamard,rotation_group=48"), InputError);  // not a power of two
+}
+
+}  // namespace
+}  // namespace kvtune
+
+// rotation=random: a Haar matrix from rotation_seed (kvtune/codecs/random_rotation.h).
+namespace kvtune {
+namespace {
+
+TEST(RandomRotation, IsOrthogonalInDoubleAndDeterministic) {
+  for (int64_t d : {1, 2, 16, 128, 257}) {
+    const std::vector<double> q = make_haar_rotation(d, 7);
+    double worst = 0.0;
+    for (int64_t i = 0; i < d; ++i) {
+      for (int64_t j = 0; j < d; ++j) {
+        double dot = 0.0;
+        for (int64_t k = 0; k < d; ++k) dot += q[size_t(k * d + i)] * q[size_t(k * d + j)];
+        worst = std::max(worst, std::abs(dot - (i == j ? 1.0 : 0.0)));
+      }
+    }
+    EXPECT_LT(worst, 1e-12) << d;
+    EXPECT_EQ(q, make_haar_rotation(d, 7)) << d;
+    if (d > 1) {
+      EXPECT_NE(q, make_haar_rotation(d, 8)) << d;
+    }
+    EXPECT_EQ(*haar_rotation(d, 7), q) << d;  // the shared cache holds the same matrix
+  }
+}
+
+// Haar: Q's first column is uniform on the sphere, so E[Q_00^2] = 1/d, and its sign is a fair coin
+// (a QR without the positive-diagonal convention would bias it).
+TEST(RandomRotation, EntriesHaveTheHaarMoments) {
+  const int64_t d = 8, draws = 4000;
+  double square = 0.0, positive = 0.0;
+  for (int64_t s = 0; s < draws; ++s) {
+    const std::vector<double> q = make_haar_rotation(d, uint64_t(s));
+    square += q[0] * q[0];
+    positive += q[0] > 0 ? 1.0 : 0.0;
+  }
+  EXPECT_NEAR(square / draws, 1.0 / d, 0.01);  // sd of the mean ~ 0.0024
+  EXPECT_NEAR(positive / draws, 0.5, 0.03);    // sd ~ 0.008
+}
+
+TEST(RandomRotation, PolicyRoundTripsAndRotatesBack) {
+  const Matrix x = testing::normal_matrix(5, 64, 3);
+  Matrix y(5, 64);
+  make_scheme("f32:rotation=random,rotation_seed=3")->roundtrip(x, {}, y);
+  for (int64_t i = 0; i < x.size(); ++i) EXPECT_NEAR(y.data()[i], x.data()[i], 1e-5f);
+  EXPECT_EQ(make_scheme("int:bits=4,rotation=random,rotation_seed=3")->spec(), "int:bits=4,axis=tensor,rotation=random,rotation_seed=3");
+  EXPECT_EQ(make_scheme("int:bits=4,rotation=random,rotation_seed=0")->spec(), "int:bits=4,axis=tensor,rotation=random");
+  EXPECT_THROW(make_scheme("int:rotation=hadamard,rotation_seed=3"), InputError);
+  EXPECT_THROW(make_scheme("int:rotation=random,rotation_group=64"), InputError);
+  // The seed is the policy's, not the case's: the context seed changes nothing.
+  Matrix a(5, 64), b(5, 64);
+  const SchemePtr s = make_scheme("int:bits=4,axis=token,rotation=random,rotation_seed=3");
+  s->roundtrip(x, {Role::key, {}, 1}, a);
+  s->roundtrip(x, {Role::key, {}, 2}, b);
+  EXPECT_EQ(a, b);
+}
+
+TEST(RandomRotation, SpreadsAnOutlierChannel) {
+  Matrix x = testing::normal_matrix(64, 128, 5);
+  for (int64_t r = 0; r < x.rows(); ++r) x(r, 9) *= 30.0f;
+  const double plain = testing::roundtrip_rel_err("int:bits=4,axis=token", x);
+  EXPECT_LT(testing::roundtrip_rel_err("int:bits=4,axis=token,rotation=random,rotation_seed=1", x), 0.7 * plain);
 }
 
 }  // namespace

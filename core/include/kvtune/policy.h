@@ -2,6 +2,7 @@
 // A policy is written in a scheme spec with reserved keys that every family accepts, e.g.
 //   q4_0:rotation=hadamard                 llama.cpp's default rotation (group from role, head_dim)
 //   int:bits=4,axis=token,rotation=hadamard,rotation_group=64
+//   int:bits=4,axis=token,rotation=random,rotation_seed=7   a Haar random rotation of head_dim
 //   int:bits=2,axis=channel,group=32,asym,sink_tokens=4,residual_window=128,block_tokens=32
 // Token layout of a policy block of T tokens: [sinks | full append blocks | partial block + window];
 // sinks, the partial block (an append-only cache quantizes a block only once it fills) and the
@@ -18,11 +19,12 @@
 
 namespace kvtune {
 
-enum class Rotation { none, hadamard };
+enum class Rotation { none, hadamard, random };
 
 struct CachePolicy {
   Rotation rotation = Rotation::none;
   int64_t rotation_group = 0;  // channels per Hadamard group; 0 = llama.cpp's choice for the role
+  uint64_t rotation_seed = 0;  // rotation=random: the seed of the Haar matrix (one per model, not per case)
   int64_t sink_tokens = 0;     // first tokens kept exact (stored f16)
   int64_t residual_window = 0; // most recent tokens kept exact (stored f16)
   int64_t block_tokens = 0;    // append-block size; 0 = the quantized span is one block
