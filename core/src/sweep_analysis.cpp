@@ -144,14 +144,16 @@ std::vector<size_t> pareto_frontier(const std::vector<SweepRecord>& records) {
 
 std::string pair_text(const SweepRecord& r) { return "K " + r.k + ", V " + r.v; }
 
-std::string gap_text(Objective objective, const SweepRecord& best, const SweepRecord& here) {
+// `best_text` names the best pair and, when the runtime cannot express it, says so.
+std::string gap_text(Objective objective, const SweepRecord& best, const std::string& best_text,
+                     const SweepRecord& here) {
   const std::string bits_best = num(best.bits(), 4), bits_here = num(here.bits(), 4);
   const std::string err_best = num(err(best), 3), err_here = num(err(here), 3);
   if (objective == Objective::min_bits) {
-    return "the best overall (" + pair_text(best) + ") needs " + bits_best + " bits/element vs " + bits_here +
+    return "the best overall (" + best_text + ") needs " + bits_best + " bits/element vs " + bits_here +
            " here (rel_out_err " + err_best + " vs " + err_here + ")";
   }
-  return "the best overall (" + pair_text(best) + ") reaches rel_out_err " + err_best + " vs " + err_here + " here (" +
+  return "the best overall (" + best_text + ") reaches rel_out_err " + err_best + " vs " + err_here + " here (" +
          bits_best + " vs " + bits_here + " bits/element)";
 }
 
@@ -199,14 +201,20 @@ RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRec
 
   if (!analysis.best) {
     choice.gap = "no evaluated configuration meets the budget";
-  } else if (candidates.empty()) {
-    choice.gap = "none of its options was evaluated; the best overall is " + pair_text(records[*analysis.best]);
+    return choice;
+  }
+  // A research scheme, or a K/V pair the runtime cannot combine, wins "not available in X".
+  const SweepRecord& best = records[*analysis.best];
+  const bool expressible = std::any_of(candidates.begin(), candidates.end(),
+                                       [&](const auto& c) { return c.first == *analysis.best; });
+  const std::string best_text = pair_text(best) + (expressible ? "" : "; not available in " + choice.title);
+  if (candidates.empty()) {
+    choice.gap = "none of its options was evaluated; the best overall is " + best_text;
   } else if (!choice.record) {
-    const SweepRecord& best = records[*analysis.best];
-    choice.gap = "none of its options meets the budget; the best overall (" + pair_text(best) + ") does with " +
+    choice.gap = "none of its options meets the budget; the best overall (" + best_text + ") does with " +
                  num(best.bits(), 4) + " bits/element and rel_out_err " + num(err(best), 3);
   } else if (*choice.record != *analysis.best) {
-    choice.gap = gap_text(objective, records[*analysis.best], records[*choice.record]);
+    choice.gap = gap_text(objective, best, best_text, records[*choice.record]);
   }
   return choice;
 }

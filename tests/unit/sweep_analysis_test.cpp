@@ -221,7 +221,8 @@ TEST(SweepAnalysis, ARuntimesBestIsChosenOnlyAmongItsOwnOptions) {
   EXPECT_EQ(joint.option->name, "int8");  // two options with one pair: the first is named
   EXPECT_FALSE(joint.closest);
   EXPECT_EQ(joint.gap,
-            "the best overall (K q8_0, V q4_0) needs 6.5 bits/element vs 8.5 here (rel_out_err 0.004 vs 0.002)");
+            "the best overall (K q8_0, V q4_0; not available in Joint RT) needs 6.5 bits/element vs 8.5 here "
+            "(rel_out_err 0.004 vs 0.002)");
 
   const RuntimeChoice& split = a.runtimes[1];
   EXPECT_EQ(split.title, "split");  // no title in the view: the target's name
@@ -238,7 +239,7 @@ TEST(SweepAnalysis, ARuntimeWithNoFeasibleOptionGetsItsClosestAndNoRecommendatio
   ASSERT_EQ(tiny.closest, 3u);
   EXPECT_EQ(tiny.closest_option->name, "q4_0");
   EXPECT_THAT(tiny.gap, HasSubstr("none of its options meets the budget"));
-  EXPECT_THAT(tiny.gap, HasSubstr("K q8_0, V q4_0"));
+  EXPECT_THAT(tiny.gap, HasSubstr("K q8_0, V q4_0; not available in Tiny RT"));
 }
 
 TEST(SweepAnalysis, MinErrorGapNamesTheErrors) {
@@ -249,7 +250,8 @@ TEST(SweepAnalysis, MinErrorGapNamesTheErrors) {
   const SweepAnalysis a = analyze(spec, records);
   EXPECT_EQ(a.best, 0u);
   EXPECT_EQ(a.runtimes[0].gap,
-            "the best overall (K f16, V f16) reaches rel_out_err 0.0001 vs 0.002 here (16 vs 8.5 bits/element)");
+            "the best overall (K f16, V f16; not available in Joint RT) reaches rel_out_err 0.0001 vs 0.002 here "
+            "(16 vs 8.5 bits/element)");
 }
 
 TEST(SweepAnalysis, NothingFeasibleIsSaidInEveryGap) {
@@ -347,7 +349,8 @@ TEST(SweepReport, ConsoleSummaryPrintsSettingsToPasteAndNeverRecommendsTheInfeas
   EXPECT_THAT(joint, HasSubstr("scales per layer, not per head"));
   EXPECT_THAT(joint, HasSubstr("second caveat"));
   EXPECT_THAT(joint, HasSubstr("(emulation not verified against the runtime's sources)"));
-  EXPECT_THAT(joint, HasSubstr("gap: the best overall (K q8_0, V q4_0) needs 6.5 bits/element vs 8.5 here"));
+  EXPECT_THAT(joint, HasSubstr("gap: the best overall (K q8_0, V q4_0; not available in Joint RT) needs 6.5 "
+                               "bits/element vs 8.5 here"));
 
   const std::string split = section(text, "split b1", "Tiny RT 0.1");
   EXPECT_THAT(split, HasSubstr("recommended: q8_0/q4_0"));
