@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kvtune/csv.h"
+
 namespace kvtune::cli {
 namespace {
 
@@ -80,13 +82,6 @@ bool has_needles(const std::vector<EvalResult>& runs) {
     }
   }
   return false;
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
 }
 
 }  // namespace

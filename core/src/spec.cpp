@@ -78,18 +78,4 @@ const std::string& SchemeParams::choice(const std::string& name) const {
 
 bool SchemeParams::flag(const std::string& name) const { return values_.count(name) > 0; }
 
-std::string SchemeParams::canonical() const {
-  std::string out = family_;
-  bool first = true;
-  for (const ParamDomain& d : domains_) {
-    const auto it = values_.find(d.name);
-    if (it == values_.end()) continue;
-    if (!d.in_canonical && d.kind != ParamDomain::Kind::flag && it->second == d.default_value) continue;
-    out += first ? ":" : ",";
-    first = false;
-    out += d.kind == ParamDomain::Kind::flag ? d.name : d.name + "=" + it->second;
-  }
-  return out;
-}
-
 }  // namespace kvtune

@@ -7,6 +7,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "kvtune/csv.h"
 #include "kvtune/file_io.h"
 
 namespace kvtune {
@@ -510,15 +511,6 @@ json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>& records
   }
   r["not_emulated"] = std::move(not_emulated);
   return r;
-}
-
-// --- CSV ---
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char ch : s) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return out + "\"";
 }
 
 }  // namespace

@@ -33,6 +33,7 @@
 #include "kvtune/matrix.h"
 #include "kvtune/plugin_abi.h"
 #include "kvtune/scheme.h"
+#include "kvtune/spec.h"
 
 namespace kvtune::plugin {
 
@@ -66,22 +67,8 @@ class Params {
   }
   bool flag(const std::string& name) const { return has(name); }
 
-  // family:key=value,... in domain order: in_canonical parameters always, others when they differ
-  // from their default; flags bare. The same rule as kvtune::SchemeParams::canonical, so a
-  // plugin's spec round-trips through kvtune's registry.
-  std::string canonical() const {
-    std::string out = family_;
-    bool first = true;
-    for (const ParamDomain& d : domains_) {
-      const auto it = values_.find(d.name);
-      if (it == values_.end()) continue;
-      if (!d.in_canonical && d.kind != ParamDomain::Kind::flag && it->second == d.default_value) continue;
-      out += first ? ":" : ",";
-      first = false;
-      out += d.kind == ParamDomain::Kind::flag ? d.name : d.name + "=" + it->second;
-    }
-    return out;
-  }
+  // The registry's spelling (kvtune::canonical_spec), so a plugin's spec round-trips through it.
+  std::string canonical() const { return canonical_spec(family_, domains_, values_); }
 
  private:
   std::string family_;

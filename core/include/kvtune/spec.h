@@ -21,6 +21,24 @@ struct ParsedSpec {
 // Throws InputError for syntax errors (empty family, empty key, duplicate key).
 ParsedSpec parse_spec(std::string_view text);
 
+// family:key=value,... in domain order: parameters marked in_canonical always, others when set
+// to something other than their default; flags bare. Inline so the header-only plugin SDK spells
+// specs exactly as the registry does (a plugin's spec must round-trip through it).
+inline std::string canonical_spec(const std::string& family, const std::vector<ParamDomain>& domains,
+                                  const std::map<std::string, std::string>& values) {
+  std::string out = family;
+  bool first = true;
+  for (const ParamDomain& d : domains) {
+    const auto it = values.find(d.name);
+    if (it == values.end()) continue;
+    if (!d.in_canonical && d.kind != ParamDomain::Kind::flag && it->second == d.default_value) continue;
+    out += first ? ":" : ",";
+    first = false;
+    out += d.kind == ParamDomain::Kind::flag ? d.name : d.name + "=" + it->second;
+  }
+  return out;
+}
+
 // Parameter values after validation against the family's domains, defaults filled in.
 class SchemeParams {
  public:
@@ -37,9 +55,7 @@ class SchemeParams {
   // receives.
   const std::map<std::string, std::string>& values() const { return values_; }
 
-  // family:key=value,... in domain order: parameters marked in_canonical always, others when set
-  // to something other than their default.
-  std::string canonical() const;
+  std::string canonical() const { return canonical_spec(family_, domains_, values_); }
 
  private:
   std::string family_;
