@@ -14,4 +14,8 @@ target_compile_options(kvtune_exact_fp INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-ffp-
 if(KVTUNE_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)
+  # The sanitizer build exists to find memory and UB errors: -O1 (the level the AddressSanitizer
+  # docs suggest for reasonable speed) and line tables only (-g1, enough for file:line in reports)
+  # compile much faster than -O2 -g. Later flags win, so these override the build type's.
+  add_compile_options(-O1 -g1)
 endif()
