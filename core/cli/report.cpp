@@ -45,7 +45,8 @@ void print_aligned(std::ostream& out, const std::vector<std::string>& header,
 
 void print_table(std::ostream& out, const EvalResult& result) {
   out << "cases " << result.cases << "  tokens " << result.tokens << "  head_dim " << result.head_dim
-      << "  queries/case " << result.queries_per_case << "  (metrics: mean over queries and cases; p95 as noted)\n\n";
+      << "  queries/case " << result.queries_per_case << "  backend " << result.backend
+      << "  (metrics: mean over queries and cases; p95 as noted)\n\n";
   const std::vector<std::string> header = {"pair",          "k",          "v",           "k_bits",
                                            "v_bits",        "rel_out_err", "p95",         "max_logit_err",
                                            "shift_logit_err", "attn_kl",  "top1_agree",  "topk_overlap",
@@ -60,6 +61,12 @@ void print_table(std::ostream& out, const EvalResult& result) {
                     fmt(p.summary(Metric::topk_overlap).mean), needle.count ? fmt(needle.mean) : "-"});
   }
   print_aligned(out, header, rows, 3);
+  for (const PairResult& p : result.pairs) {
+    if (p.kernel_vs_sim.empty()) continue;
+    const Summary s = summarize(p.kernel_vs_sim);
+    out << "  " << p.name << ": fused kernel vs simulator |o_kernel - o_sim| / |o_sim| mean " << fmt(s.mean)
+        << ", max " << fmt(s.max) << " (rel_out_err above is the kernel's)\n";
+  }
 }
 
 namespace {
@@ -139,6 +146,7 @@ nlohmann::json to_json(const std::string& name, const std::vector<EvalResult>& r
                           {"needle_mass_ratio", summary_json(ds.mass_ratio, "needle_mass_ratio", p.name)}});
       }
       row["needle_depths"] = std::move(depths);
+      row["kernel_vs_sim"] = summary_json(p.kernel_vs_sim, "kernel_vs_sim", p.name);
       rows.push_back(std::move(row));
     }
   }
@@ -146,6 +154,7 @@ nlohmann::json to_json(const std::string& name, const std::vector<EvalResult>& r
   return {{"name", name},
           {"contexts", std::move(contexts)},
           {"cases", first.cases},
+          {"backend", first.backend},
           {"head_dim", first.head_dim},
           {"queries_per_case", first.queries_per_case},
           {"rows", std::move(rows)}};

@@ -1,8 +1,9 @@
 // kvtune simulate [FILE.toml] | --k K.npy --v V.npy --q Q.npy --pair KSPEC/VSPEC ...
-//                 [--topk K] [--threads N] [--json] [--needle-csv FILE]
+//                 [--topk K] [--threads N] [--backend cpu|cuda|cuda-kernel] [--json] [--needle-csv FILE]
 #include <iostream>
 #include <optional>
 
+#include "backends.h"
 #include "commands.h"
 #include "plugins.h"
 #include "embedded_scenarios.h"
@@ -22,6 +23,7 @@ struct SimulateOptions {
   std::vector<std::string> pairs;
   std::optional<int64_t> topk;
   std::string needle_csv;
+  std::string backend;  // empty: the scenario file's `backend` (cpu by default)
   int threads = 0;
   bool json = false;
 };
@@ -64,7 +66,8 @@ int run(const SimulateOptions& o) {
     if (o.pairs.empty()) throw InputError("--k/--v/--q need at least one --pair KSPEC/VSPEC");
     std::vector<PairRequest> requests;
     for (const std::string& p : o.pairs) requests.push_back(parse_pair(p));
-    const EvalPlan plan = build_plan(requests, registry, o.topk.value_or(8));
+    EvalPlan plan = build_plan(requests, registry, o.topk.value_or(8));
+    plan.backend = make_backend(o.backend.empty() ? "cpu" : o.backend, "--backend");
     const Case c = load_tensor_case(o);
     check_plan_shape(plan, c.keys.rows(), c.keys.cols());
     runs.push_back(evaluate(plan, 1, [&](size_t) { return c; }, 1));
@@ -74,7 +77,10 @@ int run(const SimulateOptions& o) {
     Scenario sc = o.file.empty() ? parse_scenario(kDefaultScenario, kDefaultScenarioName, resolve_model_preset)
                                  : load_scenario(o.file, resolve_model_preset);
     sc.topk = o.topk.value_or(sc.topk);
-    runs = evaluate_scenario(sc, registry, o.threads);
+    const EvalBackendPtr backend =
+        o.backend.empty() ? make_backend(sc.backend, o.file.empty() ? kDefaultScenarioName : o.file)
+                          : make_backend(o.backend, "--backend");
+    runs = evaluate_scenario(sc, registry, o.threads, backend);
     name = sc.name;
   }
   if (!o.needle_csv.empty()) {
@@ -107,6 +113,9 @@ Runner add_simulate(CLI::App& app) {
   app.add_option("--threads", o->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   app.add_option("--needle-csv", o->needle_csv,
                  "write needle_hit and needle_mass_ratio by pair, context and depth as CSV");
+  app.add_option("--backend", o->backend,
+                 "cpu, cuda (quantizers on the GPU) or cuda-kernel (also attention by the fused kernel); "
+                 "overrides the file's `backend`");
   app.add_flag("--json", o->json, "print JSON instead of a table");
   return [o] { return run(*o); };
 }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "builtin.h"
+#include "backends.h"
 #include "commands.h"
 #include "embedded_scenarios.h"
 #include "kvtune/error.h"
@@ -62,6 +63,7 @@ int sweep(const SweepOptions& o) {
   run.shard = shard;
   run.shards = shards;
   run.threads = o.jobs;
+  run.backend = make_backend(spec.scenario.backend, spec.source);
   if (::isatty(STDERR_FILENO)) {
     run.progress = [](size_t done, size_t total) {
       std::cerr << "\rkvtune sweep: " << done << "/" << total << " points" << (done == total ? "\n" : "") << std::flush;

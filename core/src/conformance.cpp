@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "kvtune/codecs/packed_layout.h"
 #include "kvtune/error.h"
 #include "kvtune/numeric/bits.h"
 #include "kvtune/plugin_loader.h"
@@ -186,6 +187,41 @@ std::string output_finite_and_within_block_range(const Scheme& s, const Registry
   return "";
 }
 
+// A scheme that describes itself to the CUDA kernels (device_format) must be readable through
+// kvtune/codecs/packed_layout.h: the layout spans the footprint and decode_element gives dequantize()
+// bit for bit. One shape keeps it cheap: 33 tokens (a partial token group) where accepted.
+// tests/unit/packed_layout_test.cpp covers the built-in formats on more shapes and the encode side.
+std::string device_format_matches_packed_layout(const Scheme& s, const Registry&) {
+  const std::optional<DeviceFormat> format = s.device_format();
+  const std::vector<Shape> accepted = accepted_shapes(s);
+  if (!format || accepted.empty()) return "";
+  const auto with_33 = std::find_if(accepted.begin(), accepted.end(), [](Shape a) { return a.tokens == 33; });
+  const Shape shape = with_33 != accepted.end() ? *with_33 : accepted.front();
+  const codec::PackedLayout layout = codec::packed_layout(*format, shape.tokens, shape.head_dim);
+  const size_t footprint = s.footprint(shape.tokens, shape.head_dim);
+  if (layout.bytes != static_cast<int64_t>(footprint)) {
+    return shape_name(shape) + ": packed_layout of its device_format spans " + std::to_string(layout.bytes) +
+           " bytes, footprint says " + std::to_string(footprint);
+  }
+  const std::vector<std::byte> packed = s.quantize(keys_like(shape, 9), {});
+  if (packed.size() != footprint) {
+    return shape_name(shape) + ": quantize returned " + std::to_string(packed.size()) + " bytes";
+  }
+  Matrix y(shape.tokens, shape.head_dim);
+  s.dequantize(packed, {}, y);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(packed.data());
+  for (int64_t t = 0; t < shape.tokens; ++t) {
+    for (int64_t c = 0; c < shape.head_dim; ++c) {
+      const float decoded = codec::decode_element(layout, bytes, t, c);
+      if (float_bits(decoded) != float_bits(y(t, c))) {
+        return shape_name(shape) + ": element (" + std::to_string(t) + ", " + std::to_string(c) +
+               ") decodes through its device_format to " + number(decoded) + ", dequantize gives " + number(y(t, c));
+      }
+    }
+  }
+  return "";
+}
+
 // Degenerate and odd shapes: check_shape answers without crashing, empty blocks are refused, and
 // a refused shape makes quantize throw InputError rather than read or write out of bounds.
 std::string refused_shapes_throw_input_error(const Scheme& s, const Registry&) {
@@ -220,6 +256,7 @@ const std::vector<Check> kChecks = {
     {"dequantize_rejects_other_sizes", dequantize_rejects_other_sizes},
     {"output_finite_and_within_block_range", output_finite_and_within_block_range},
     {"refused_shapes_throw_input_error", refused_shapes_throw_input_error},
+    {"device_format_matches_packed_layout", device_format_matches_packed_layout},
 };
 
 std::string guarded(const Check& check, const Scheme& scheme, const Registry& registry) {

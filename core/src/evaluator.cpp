@@ -18,7 +18,23 @@ using Samples = std::array<std::vector<double>, kMetricCount>;
 struct CaseSamples {
   Samples metrics;
   std::vector<std::array<std::vector<double>, 2>> depths;  // per needle depth: hit, mass ratio
+  std::vector<double> kernel_vs_sim;                       // kernel mode only
 };
+
+// |a - b| / |b| per row of two [rows, d] outputs (|a - b| when b is zero).
+std::vector<double> relative_rows(const std::vector<double>& a, const std::vector<double>& b, int64_t rows, int64_t d) {
+  std::vector<double> out;
+  for (int64_t i = 0; i < rows; ++i) {
+    double num = 0.0, den = 0.0;
+    for (int64_t e = 0; e < d; ++e) {
+      const double diff = a[i * d + e] - b[i * d + e];
+      num += diff * diff;
+      den += b[i * d + e] * b[i * d + e];
+    }
+    out.push_back(den > 0.0 ? std::sqrt(num / den) : std::sqrt(num));
+  }
+  return out;
+}
 
 void push(Samples& s, Metric m, double v) { s[static_cast<size_t>(m)].push_back(v); }
 
@@ -110,7 +126,7 @@ void require_finite(ConstMatrixView m, const Scheme& scheme, Role role) {
   }
 }
 
-AttentionScores key_scores(const Scheme& scheme, const Case& c, const QuantContext& ctx) {
+AttentionScores key_scores(const Scheme& scheme, const Case& c, const QuantContext& ctx, const EvalBackend& backend) {
   if (scheme.estimates_logits()) {
     const auto packed = scheme.quantize(c.keys, ctx);
     Matrix raw(c.queries.rows(), c.keys.rows());
@@ -119,7 +135,7 @@ AttentionScores key_scores(const Scheme& scheme, const Case& c, const QuantConte
     return scores_from_raw_logits(raw, c.keys.cols());
   }
   Matrix keys(c.keys.rows(), c.keys.cols());
-  scheme.roundtrip(c.keys, ctx, keys);
+  backend.roundtrip(scheme, c.keys, ctx, keys);
   require_finite(keys, scheme, Role::key);
   return attention_scores(c.queries, keys);
 }
@@ -133,6 +149,7 @@ SchemePtr calibrated(const SchemePtr& scheme, const Case& c, Role role) {
 
 // Per-pair samples of one case.
 std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
+  const EvalBackend& backend = plan.backend ? *plan.backend : *cpu_backend();
   const AttentionScores ref = attention_scores(c.queries, c.keys);
   const std::vector<double> ref_out = attention_output(ref, widen(c.values), c.values.cols());
   const int64_t k = std::min(plan.topk, ref.tokens);
@@ -144,18 +161,20 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
 
   QuantContext kctx{Role::key, c.positions, c.seed, &c.rope};
   QuantContext vctx{Role::value, c.positions, c.seed, &c.rope};
+  std::vector<SchemePtr> k_run, v_run;  // the schemes as run on this case (calibrated)
   std::vector<AttentionScores> k_scores;
   std::vector<CaseSamples> k_samples(plan.k_schemes.size());
   for (size_t i = 0; i < plan.k_schemes.size(); ++i) {
-    k_scores.push_back(key_scores(*calibrated(plan.k_schemes[i], c, Role::key), c, kctx));
+    k_run.push_back(calibrated(plan.k_schemes[i], c, Role::key));
+    k_scores.push_back(key_scores(*k_run.back(), c, kctx, backend));
     key_metrics(c, ref, k_scores.back(), plan.topk, ranks, k_samples[i]);
   }
   std::vector<std::vector<double>> v_wide;
   Matrix values(c.values.rows(), c.values.cols());
   for (const SchemePtr& scheme : plan.v_schemes) {
-    const SchemePtr v = calibrated(scheme, c, Role::value);
-    v->roundtrip(c.values, vctx, values);
-    require_finite(values, *v, Role::value);
+    v_run.push_back(calibrated(scheme, c, Role::value));
+    backend.roundtrip(*v_run.back(), c.values, vctx, values);
+    require_finite(values, *v_run.back(), Role::value);
     v_wide.push_back(widen(values));
   }
 
@@ -164,17 +183,12 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
   for (size_t p = 0; p < plan.pairs.size(); ++p) {
     const EvalPair& pair = plan.pairs[p];
     out[p] = k_samples[pair.k];
-    const std::vector<double> o = attention_output(k_scores[pair.k], v_wide[pair.v], d);
-    auto& rel = out[p].metrics[static_cast<size_t>(Metric::rel_out_err)];
-    for (int64_t i = 0; i < ref.queries; ++i) {
-      double num = 0.0, den = 0.0;
-      for (int64_t e = 0; e < d; ++e) {
-        const double diff = o[i * d + e] - ref_out[i * d + e];
-        num += diff * diff;
-        den += ref_out[i * d + e] * ref_out[i * d + e];
-      }
-      rel.push_back(den > 0.0 ? std::sqrt(num / den) : std::sqrt(num));
+    std::vector<double> o = attention_output(k_scores[pair.k], v_wide[pair.v], d);
+    if (auto kernel = backend.fused_attention(*k_run[pair.k], *v_run[pair.v], c)) {
+      out[p].kernel_vs_sim = relative_rows(*kernel, o, ref.queries, d);
+      o = std::move(*kernel);
     }
+    out[p].metrics[static_cast<size_t>(Metric::rel_out_err)] = relative_rows(o, ref_out, ref.queries, d);
   }
   return out;
 }
@@ -213,6 +227,7 @@ EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& s
   }
 
   EvalResult result;
+  result.backend = plan.backend ? plan.backend->name() : "cpu";
   result.cases = static_cast<int64_t>(case_count);
   if (case_count > 0) {
     result.tokens = shapes[0][0];
@@ -232,6 +247,7 @@ EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& s
       for (size_t m = 0; m < kMetricCount; ++m) {
         r.samples[m].insert(r.samples[m].end(), cs.metrics[m].begin(), cs.metrics[m].end());
       }
+      r.kernel_vs_sim.insert(r.kernel_vs_sim.end(), cs.kernel_vs_sim.begin(), cs.kernel_vs_sim.end());
       for (size_t k = 0; k < std::min(cs.depths.size(), r.needle_depths.size()); ++k) {
         DepthSamples& dst = r.needle_depths[k];
         dst.hit.insert(dst.hit.end(), cs.depths[k][0].begin(), cs.depths[k][0].end());

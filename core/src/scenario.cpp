@@ -219,6 +219,8 @@ void read_seeds(TableReader& top, Scenario& sc) {
   top.node("seed_start");
 }
 
+void read_backend(TableReader& top, Scenario& sc) { sc.backend = top.choice("backend", sc.backend, kEvalBackends); }
+
 }  // namespace detail
 
 std::vector<CaseKey> scenario_cases(const Scenario& sc) {
@@ -246,6 +248,7 @@ Scenario parse_scenario(std::string_view text, const std::string& source_name, c
   detail::read_workload(top.table("workload"), models, sc);
   detail::validate_workload(sc, source_name);
   detail::read_seeds(top, sc);
+  detail::read_backend(top, sc);
 
   TableReader metrics = top.table("metrics");
   sc.topk = metrics.integer("topk", sc.topk, 1, 1 << 20);
@@ -279,8 +282,10 @@ Scenario load_scenario(const std::string& path, const ModelLookup& models) {
   return parse_scenario(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path, models);
 }
 
-std::vector<EvalResult> evaluate_scenario(const Scenario& sc, const Registry& registry, int threads) {
-  const EvalPlan plan = build_plan(sc.pairs, registry, sc.topk);
+std::vector<EvalResult> evaluate_scenario(const Scenario& sc, const Registry& registry, int threads,
+                                          const EvalBackendPtr& backend) {
+  EvalPlan plan = build_plan(sc.pairs, registry, sc.topk);
+  plan.backend = backend;
   for (int64_t tokens : sc.contexts) check_plan_shape(plan, tokens, sc.workload.head_dim);
   const std::vector<CaseKey> cases = scenario_cases(sc);
   std::vector<EvalResult> runs;

@@ -150,16 +150,17 @@ SweepRecord failed(const SweepPoint& p, const std::string& why, const SweepRecor
 
 // One separable evaluation of `points` over every case of the spec.
 std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const Registry& registry,
-                                         const std::vector<SweepPoint>& points, int threads,
+                                         const std::vector<SweepPoint>& points, const SweepRunOptions& o,
                                          const SweepRecord& provenance) {
   std::vector<PairRequest> requests;
   for (const SweepPoint& p : points) requests.push_back({p.k + " / " + p.v, p.k, p.v, p.origin});
-  const EvalPlan plan = build_plan(requests, registry, spec.scenario.topk);
+  EvalPlan plan = build_plan(requests, registry, spec.scenario.topk);
+  plan.backend = o.backend;
   const WorkloadConfig cfg = workload_at(spec.scenario, spec.scenario.contexts.front());
   const std::vector<CaseKey> cases = scenario_cases(spec.scenario);
   const EvalResult result = evaluate(
       plan, cases.size(), [&](size_t i) { return generate_case(cfg, cases[i].seed, cases[i].layer, cases[i].kv_head); },
-      threads);
+      o.threads);
   std::vector<SweepRecord> out;
   for (size_t i = 0; i < points.size(); ++i) {
     SweepRecord r = provenance;
@@ -177,17 +178,17 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const Registry& 
 // A batch that fails is evaluated point by point, so only the points whose scheme fails become
 // failed records and the sweep goes on.
 std::vector<SweepRecord> evaluate_batch(const SweepSpec& spec, const Registry& registry,
-                                        const std::vector<SweepPoint>& points, int threads,
+                                        const std::vector<SweepPoint>& points, const SweepRunOptions& o,
                                         const SweepRecord& provenance) {
   try {
-    return evaluate_points(spec, registry, points, threads, provenance);
+    return evaluate_points(spec, registry, points, o, provenance);
   } catch (const std::exception&) {
     if (points.size() == 1) throw;
   }
   std::vector<SweepRecord> out;
   for (const SweepPoint& p : points) {
     try {
-      out.push_back(evaluate_points(spec, registry, {p}, threads, provenance).front());
+      out.push_back(evaluate_points(spec, registry, {p}, o, provenance).front());
     } catch (const std::exception& e) {
       out.push_back(failed(p, e.what(), provenance));
     }
@@ -320,7 +321,7 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const Registry& regist
     for (size_t at = 0; at < todo.size(); at += batch) {
       const std::vector<SweepPoint> chunk(todo.begin() + static_cast<std::ptrdiff_t>(at),
                                           todo.begin() + static_cast<std::ptrdiff_t>(std::min(todo.size(), at + batch)));
-      for (SweepRecord& r : evaluate_batch(spec, registry, chunk, o.threads, provenance)) {
+      for (SweepRecord& r : evaluate_batch(spec, registry, chunk, o, provenance)) {
         out << record_to_json_line(r);
         done.emplace(std::make_pair(r.k, r.v), std::move(r));
       }

@@ -656,6 +656,8 @@ uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
                             : "norope");
   text += "\ncontexts=" + list(sc.contexts) + "\nseeds=" + list(sc.seeds) + "\nlayers=" + list(sc.layers) +
           "\nheads=" + list(sc.heads) + "\ntopk=" + std::to_string(sc.topk);
+  // cpu and cuda give the same bits; kernel mode's rel_out_err comes from another computation.
+  if (sc.backend == "cuda-kernel") text += "\nbackend=" + sc.backend;
   return fnv1a64(text);
 }
 
@@ -703,6 +705,7 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   }
   detail::validate_workload(sc, source_name);
   detail::read_seeds(top, sc);
+  detail::read_backend(top, sc);
   TableReader metrics = top.table("metrics");
   sc.topk = metrics.integer("topk", sc.topk, 1, 1 << 20);
   metrics.finish();

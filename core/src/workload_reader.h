@@ -19,4 +19,7 @@ void validate_workload(const Scenario& sc, const std::string& source_name);
 // Reads `seeds` (a count, with an optional `seed_start`, or an array) into sc.seeds.
 void read_seeds(TableReader& top, Scenario& sc);
 
+// Reads the top-level `backend` (one of kEvalBackends) into sc.backend.
+void read_backend(TableReader& top, Scenario& sc);
+
 }  // namespace kvtune::detail

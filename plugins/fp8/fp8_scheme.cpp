@@ -89,6 +89,9 @@ class Fp8Scheme final : public Scheme {
     f.group = 0;
     f.scale_type = ScaleType::f32;
     f.scales_stored = config_.scale != Fp8ScaleMode::unit;
+    // A fixed scale (scale=static, or calibrated once calibrate() has fitted it) is stored in the
+    // block like the others, but a kernel appending tokens must not refit it.
+    if (config_.scale == Fp8ScaleMode::fixed) f.static_scale = config_.value;
     return f;
   }
 

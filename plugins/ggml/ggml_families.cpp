@@ -1,6 +1,7 @@
 // llama.cpp's KV-cache types as scheme families, spelled as llama.cpp spells them (--cache-type-k
 // and --cache-type-v values): q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl. Each row of a [T, D] block is
 // split into D/32 ggml blocks; the packed bytes are ggml's blocks, row after row.
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,43 @@ struct BlockFormat {
   Type type;
   const char* summary;
 };
+
+CodecKind codec_kind(Type type) {
+  switch (type) {
+    case Type::q8_0:
+      return CodecKind::q8_0;
+    case Type::q8_0_x86:
+      return CodecKind::q8_0_x86;
+    case Type::q4_0:
+      return CodecKind::q4_0;
+    case Type::q4_1:
+      return CodecKind::q4_1;
+    case Type::q5_0:
+      return CodecKind::q5_0;
+    case Type::q5_1:
+      return CodecKind::q5_1;
+    case Type::iq4_nl:
+      return CodecKind::iq4_nl;
+  }
+  throw std::logic_error("ggml block type without a codec kind");
+}
+
+// Code bits per element, scales and minima not counted.
+uint8_t payload_bits(Type type) {
+  switch (type) {
+    case Type::q8_0:
+    case Type::q8_0_x86:
+      return 8;
+    case Type::q5_0:
+    case Type::q5_1:
+      return 5;
+    case Type::q4_0:
+    case Type::q4_1:
+    case Type::iq4_nl:
+      return 4;
+  }
+  throw std::logic_error("ggml block type without a payload width");
+}
 
 class GgmlBlockScheme final : public Scheme {
  public:
@@ -58,6 +96,19 @@ class GgmlBlockScheme final : public Scheme {
   void roundtrip(ConstMatrixView x, const QuantContext&, MatrixView out) const override {
     require_shape(x.rows, x.cols);
     ggml_kernels::roundtrip(type_, x.data, out.data, x.size() / ggml::kBlock);
+  }
+
+  // One f16 scale (and minimum) per 32 channels of a token: kvtune/codecs/packed_layout.h reads
+  // the blocks by kind, the other fields say what the bytes cost.
+  std::optional<DeviceFormat> device_format() const override {
+    DeviceFormat f;
+    f.kind = codec_kind(type_);
+    f.bits = payload_bits(type_);
+    f.axis = GroupAxis::token;
+    f.group = ggml::kBlock;
+    f.scale_type = ScaleType::f16;
+    f.asymmetric = type_ == Type::q4_1 || type_ == Type::q5_1;
+    return f;
   }
 
  private:

@@ -88,8 +88,11 @@ TEST_P(Conformance, OutputIsFiniteAndWithinTheBlockRange) { expect_check("output
 
 TEST_P(Conformance, RefusedShapesThrowInputError) { expect_check("refused_shapes_throw_input_error"); }
 
+// What a CUDA kernel reads through the scheme's device_format is what dequantize gives.
+TEST_P(Conformance, DeviceFormatMatchesPackedLayout) { expect_check("device_format_matches_packed_layout"); }
+
 // check-plugin runs exactly these checks; a check added to the library needs a test here too.
-TEST(ConformanceCoverage, EveryLibraryCheckHasATest) { EXPECT_EQ(conformance::checks().size(), 12u); }
+TEST(ConformanceCoverage, EveryLibraryCheckHasATest) { EXPECT_EQ(conformance::checks().size(), 13u); }
 
 INSTANTIATE_TEST_SUITE_P(AllRegisteredSchemes, Conformance, ::testing::ValuesIn(all_specs()),
                          spec_test_name);

@@ -81,7 +81,8 @@ const std::set<std::string> kRowKeys = {"name",
                                         "needle_hit",
                                         "needle_mass_ratio",
                                         "tokens",
-                                        "needle_depths"};
+                                        "needle_depths",
+                                        "kernel_vs_sim"};
 
 std::set<std::string> keys_of(const json& object) {
   std::set<std::string> keys;
@@ -207,6 +208,8 @@ TEST_F(Cli, SimulateScenarioFileJsonHasExactlyTheMetricKeys) {
   EXPECT_TRUE(row["needle_hit"].is_null());                  // no needles in this workload
   EXPECT_TRUE(row["needle_mass_ratio"].is_null());
   EXPECT_TRUE(row["needle_depths"].empty());
+  EXPECT_EQ(result["backend"], "cpu");
+  EXPECT_TRUE(row["kernel_vs_sim"].is_null());  // only the cuda-kernel backend measures it
 }
 
 TEST_F(Cli, SimulateScenarioWithNeedlesSummarizesTheNeedleMetrics) {
@@ -344,6 +347,89 @@ TEST_F(Cli, UnknownRopeConventionIsRefusedWithTheChoices) {
   EXPECT_THAT(r.err, HasSubstr("'convention' must be one of: rotate_half, interleaved"));
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// evaluator backends
+
+constexpr const char* kBackendScenario =
+    "seeds = 2\n"
+    "[workload]\n"
+    "tokens = 96\n"
+    "head_dim = 64\n"
+    "queries = 3\n"
+    "[[pairs]]\n"
+    "k = \"q8_0\"\n"
+    "v = \"int:bits=4,axis=token,group=32,asym,scale=f16\"\n"
+    "[[pairs]]\n"
+    "k = \"fp8:format=e4m3,scale=dynamic\"\n"
+    "v = \"bf16\"\n";
+
+TEST_F(Cli, UnknownBackendIsRefusedWithTheChoices) {
+  write_text(path("b.toml"), kBackendScenario);
+  const RunResult r = run({"simulate", path("b.toml"), "--backend", "gpu"});
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr("--backend: unknown backend 'gpu'; expected one of: cpu, cuda, cuda-kernel"));
+}
+
+TEST_F(Cli, BackendKeyInAScenarioIsCheckedWithFileLineAndColumn) {
+  write_text(path("b.toml"), std::string("backend = \"metal\"\n") + kBackendScenario);
+  const RunResult r = run({"simulate", path("b.toml")});
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr(path("b.toml").string() + ":1:11:"));
+  EXPECT_THAT(r.err, HasSubstr("'backend' must be one of: cpu, cuda, cuda-kernel"));
+}
+
+// With a GPU (and a CUDA build) the cuda backend's metrics equal the CPU's: the kernels write the
+// CPU schemes' bytes. Without one, the command is refused up front, saying why.
+TEST_F(Cli, CudaBackendMatchesTheCpuOrSaysWhyItCannotRun) {
+  write_text(path("b.toml"), kBackendScenario);
+  const RunResult cpu = run({"simulate", path("b.toml"), "--json"});
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  for (const std::string backend : {"cuda", "cuda-kernel"}) {
+    SCOPED_TRACE(backend);
+    const RunResult gpu = run({"simulate", path("b.toml"), "--json", "--backend", backend});
+    if (gpu.status == 2) {
+      expect_input_error(gpu);
+      EXPECT_THAT(gpu.err, HasSubstr("backend '" + backend + "' needs"));
+      EXPECT_TRUE(gpu.err.find("needs a CUDA device: no CUDA device") != std::string::npos ||
+                  gpu.err.find("built without it") != std::string::npos)
+          << gpu.err;
+      continue;
+    }
+    ASSERT_EQ(gpu.status, 0) << gpu.err;
+    const json a = json::parse(cpu.out), b = json::parse(gpu.out);
+    EXPECT_EQ(b["backend"], backend);
+    ASSERT_EQ(a["rows"].size(), b["rows"].size());
+    for (size_t i = 0; i < a["rows"].size(); ++i) {
+      for (const char* metric : {"max_logit_err", "attn_kl", "top1_agree"}) {
+        EXPECT_EQ(a["rows"][i][metric], b["rows"][i][metric]) << metric;  // same round trips, same bits
+      }
+      if (backend == "cuda") {
+        EXPECT_EQ(a["rows"][i]["rel_out_err"], b["rows"][i]["rel_out_err"]);
+      } else {  // the fused kernel (fp32, another summation order) against the float64 product
+        EXPECT_LT(b["rows"][i]["kernel_vs_sim"]["max"].get<double>(), 1e-3);
+      }
+    }
+  }
+}
+
+// A sweep file's `backend` is resolved before anything is evaluated or written: without a device
+// the sweep is refused and leaves no output directory; with one it runs.
+TEST_F(Cli, SweepOnTheCudaBackendRunsOrIsRefusedBeforeWriting) {
+  write_text(path("s.toml"),
+             "backend = \"cuda\"\n"
+             "[workload]\ntokens = 64\nhead_dim = 32\n"
+             "[search]\nk = [\"q8_0\"]\nv = [\"q8_0\"]\n");
+  const RunResult r = run({"sweep", path("s.toml"), "--out", path("out")});
+  if (r.status == 2) {
+    expect_input_error(r);
+    EXPECT_THAT(r.err, HasSubstr("backend 'cuda' needs"));
+    EXPECT_FALSE(fs::exists(path("out")));
+  } else {
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_TRUE(fs::exists(path("out") / "results.jsonl"));
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // quantize

@@ -313,6 +313,16 @@ tokens = 1024
   EXPECT_NE(parse(std::string(kHashed) + "[metrics]\ntopk = 4\n").hash, h);
 }
 
+// cpu and cuda compute the same bits; the fused kernel's rel_out_err is another computation.
+TEST(SweepSpec, HashCoversOnlyTheKernelBackend) {
+  const uint64_t h = parse(kHashed).hash;
+  const SweepSpec cuda = parse("backend = \"cuda\"\n" + std::string(kHashed));
+  EXPECT_EQ(cuda.scenario.backend, "cuda");
+  EXPECT_EQ(cuda.hash, h);
+  EXPECT_EQ(parse("backend = \"cpu\"\n" + std::string(kHashed)).hash, h);
+  EXPECT_NE(parse("backend = \"cuda-kernel\"\n" + std::string(kHashed)).hash, h);
+}
+
 TEST(SweepSpec, ShippedDefaultParses) {
   const std::string path = std::string(KVTUNE_SOURCE_DIR) + "/sweeps/default.toml";
   const SweepSpec s = load_sweep(path, context());

@@ -38,7 +38,7 @@ struct Check {
 //   value_role_roundtrip_equals_dequantize_of_quantize, footprint_equals_packed_size,
 //   deterministic, zero_block_stays_zero, constant_block_is_kept, requantizing_is_a_fixed_point,
 //   dequantize_rejects_other_sizes, output_finite_and_within_block_range,
-//   refused_shapes_throw_input_error.
+//   refused_shapes_throw_input_error, device_format_matches_packed_layout.
 const std::vector<Check>& checks();
 
 // Runs one check by name; an exception it throws is a failure with the exception's message.

@@ -1,13 +1,19 @@
 // A plain description of a scheme's packed layout that CUDA kernels understand (DESIGN §3).
 // Fused kernels can only decode the codec kinds listed here; a scheme without a device format
-// runs on the CPU path or through its own whole-kernel launches.
+// runs on the CPU path or through its own whole-kernel launches. Where each byte of a format
+// lives is computed from this struct by kvtune/codecs/packed_layout.h.
 #pragma once
 
 #include <cstdint>
 
 namespace kvtune {
 
-enum class CodecKind : uint8_t { f32 = 0, f16 = 1, bf16 = 2, integer = 3, fp8_e4m3 = 4, fp8_e5m2 = 5 };
+// The ggml kinds are llama.cpp's block types (kvtune/codecs/ggml_blocks.h); q8_0_x86 stores the
+// same bytes as q8_0 but is quantized the way ggml-cpu's x86 path rounds.
+enum class CodecKind : uint8_t {
+  f32 = 0, f16 = 1, bf16 = 2, integer = 3, fp8_e4m3 = 4, fp8_e5m2 = 5,
+  q8_0 = 6, q8_0_x86 = 7, q4_0 = 8, q4_1 = 9, q5_0 = 10, q5_1 = 11, iq4_nl = 12,
+};
 enum class GroupAxis : uint8_t { tensor = 0, channel = 1, token = 2 };
 enum class ScaleType : uint8_t { f32 = 0, f16 = 1, bf16 = 2 };
 
@@ -19,6 +25,7 @@ struct DeviceFormat {
   ScaleType scale_type = ScaleType::f32;
   bool asymmetric = false;           // scale and minimum per group (x = code * scale + min)
   bool scales_stored = true;         // false: the block holds no scales and the scale is 1 (fp8 scale=unit)
+  float static_scale = 0.0f;         // fp8 with a fixed (or calibrated) scale: that scale; 0 = fitted per block
 };
 
 }  // namespace kvtune

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kvtune/eval_backend.h"
 #include "kvtune/metrics.h"
 #include "kvtune/scheme.h"
 #include "kvtune/workload.h"
@@ -28,6 +29,7 @@ struct EvalPlan {
   std::vector<SchemePtr> v_schemes;
   std::vector<EvalPair> pairs;
   int64_t topk = 8;  // k of topk_overlap
+  EvalBackendPtr backend;  // where the quantizers (and in kernel mode attention) run; null = the CPU
 };
 
 // The needle metrics of the needles planted at one depth (fraction of the context).
@@ -43,6 +45,9 @@ struct PairResult {
   // One sample per query in case order; needle metrics one per planted needle.
   std::array<std::vector<double>, kMetricCount> samples;
   std::vector<DepthSamples> needle_depths;  // one entry per workload depth, in the workload's order
+  // Kernel mode only, one per query: |o_kernel - o_sim| / |o_sim|, the fused kernel's output against
+  // the simulator's product over the same round trips (rel_out_err then comes from the kernel).
+  std::vector<double> kernel_vs_sim;
 
   Summary summary(Metric m) const { return summarize(samples[static_cast<size_t>(m)]); }
 };
@@ -52,6 +57,7 @@ struct EvalResult {
   int64_t cases = 0;
   int64_t queries_per_case = 0;
   int64_t tokens = 0, head_dim = 0;
+  std::string backend = "cpu";  // EvalBackend::name() of the backend that ran
 };
 
 // Produces case `index` (generated or loaded); called concurrently from several threads.

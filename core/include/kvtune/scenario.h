@@ -30,8 +30,13 @@ struct Scenario {
   std::vector<int64_t> layers{0};  // the sampled layers and KV heads (default: all of them)
   std::vector<int64_t> heads{0};
   int64_t topk = 8;
+  std::string backend = "cpu";     // `backend`: one of kEvalBackends; the CLI turns it into an EvalBackend
   std::vector<PairRequest> pairs;
 };
+
+// The evaluator backends a scenario or sweep file may name: "cpu"; "cuda" (device formats quantized
+// and dequantized by the GPU kernels); "cuda-kernel" (also attention by the fused decode kernel).
+inline const std::vector<std::string> kEvalBackends{"cpu", "cuda", "cuda-kernel"};
 
 // One case of a scenario run: seeds x layers x heads, seed-major.
 struct CaseKey {
@@ -51,7 +56,9 @@ Scenario load_scenario(const std::string& path, const ModelLookup& models = {});
 
 // Evaluates the scenario's pairs: one EvalResult per context length, each over seeds x layers x
 // heads. Throws InputError when a scheme cannot take the workload's shape at some context.
-std::vector<EvalResult> evaluate_scenario(const Scenario& scenario, const Registry& registry, int threads = 0);
+// `backend` null runs on the CPU.
+std::vector<EvalResult> evaluate_scenario(const Scenario& scenario, const Registry& registry, int threads = 0,
+                                          const EvalBackendPtr& backend = nullptr);
 
 // Builds an evaluation plan: one scheme per distinct canonical K spec and V spec (the separable
 // evaluation quantizes each once). Errors are prefixed with the pair's `where`.

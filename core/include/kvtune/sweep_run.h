@@ -38,6 +38,7 @@ struct SweepRunOptions {
   int64_t shard = 0;       // this shard's index...
   int64_t shards = 1;      // ...of this many: point i belongs to shard i % shards
   int threads = 0;         // evaluation threads (0 = all cores)
+  EvalBackendPtr backend;  // the evaluator backend (null: the CPU)
   size_t batch_points = 64;  // points per separable evaluation (and per flush)
   std::function<void(size_t done, size_t total)> progress;  // after each batch; may be empty
 };

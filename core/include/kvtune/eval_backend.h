@@ -1,0 +1,44 @@
+// Where the evaluator runs the quantizers, and optionally attention itself. The CPU backend is the
+// default; the CUDA backend (cuda/include/kvtune/cuda/cuda_backend.h) runs schemes that have a
+// device format through the GPU kernels, so the simulator's numbers can be checked against what a
+// kernel computes. The core knows only this interface, never CUDA.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvtune/matrix.h"
+#include "kvtune/scheme.h"
+#include "kvtune/workload.h"
+
+namespace kvtune {
+
+class EvalBackend {
+ public:
+  virtual ~EvalBackend() = default;
+
+  // "cpu", "cuda", "cuda-kernel": what rows and summaries print.
+  virtual std::string name() const = 0;
+
+  // out = dequantize(quantize(x)) through `scheme`; must equal scheme.roundtrip bit for bit.
+  // Called concurrently from the evaluator's threads.
+  virtual void roundtrip(const Scheme& scheme, ConstMatrixView x, const QuantContext& ctx, MatrixView out) const = 0;
+
+  // Kernel mode: the attention output [queries, head_dim] of the case's queries over keys and values
+  // quantized by `k` and `v`, computed by a fused kernel from packed data (float64 for the
+  // metrics). nullopt when this backend has no fused kernel for the pair; the evaluator then
+  // forms the output from its own round trips.
+  virtual std::optional<std::vector<double>> fused_attention(const Scheme& k, const Scheme& v, const Case& c) const {
+    (void)k, (void)v, (void)c;
+    return std::nullopt;
+  }
+};
+
+using EvalBackendPtr = std::shared_ptr<const EvalBackend>;
+
+// The CPU backend: every scheme's own roundtrip.
+EvalBackendPtr cpu_backend();
+
+}  // namespace kvtune
