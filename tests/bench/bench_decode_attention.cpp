@@ -266,9 +266,15 @@ int run(const Options& opt) {
   const int sm_count = prop.multiProcessorCount;
 
   for (const int64_t tokens : token_list) {
-    // Templates for every format at this T, quantized on the CPU in parallel.
+    // Templates for every format at this T, quantized on the CPU in parallel (not once the budget
+    // is spent: then only their sizes are needed, for the skipped rows).
     std::vector<Template> templates(kFormats.size());
-    {
+    if (out_of_time) {
+      for (size_t i = 0; i < kFormats.size(); ++i) {
+        templates[i].bytes =
+            static_cast<int64_t>(kvtune::builtin_registry().make(kFormats[i].spec)->footprint(tokens, kHeadDim));
+      }
+    } else {
       std::vector<std::future<std::pair<std::vector<std::byte>, std::vector<std::byte>>>> jobs;
       std::vector<kvtune::SchemePtr> schemes;
       for (const BenchFormat& f : kFormats) {
@@ -307,16 +313,20 @@ int run(const Options& opt) {
         const int64_t head_stride = round_up16(tpl.bytes);
         const int64_t cache_bytes = regions * head_stride;
         const double kv_mib = 2.0 * static_cast<double>(regions * tpl.bytes) / (1 << 20);
+        auto shape_row = [&](int32_t group) {  // a row's shape, before anything is measured
+          Row r;
+          r.format = f.name;
+          r.spec = f.spec;
+          r.tokens = tokens;
+          r.batch = batch;
+          r.group = group;
+          r.splits = splits;
+          r.kv_mib = kv_mib;
+          return r;
+        };
         auto skip = [&](const std::string& why) {
           for (const int32_t group : kGroups) {
-            Row r;
-            r.format = f.name;
-            r.spec = f.spec;
-            r.tokens = tokens;
-            r.batch = batch;
-            r.group = group;
-            r.splits = splits;
-            r.kv_mib = kv_mib;
+            Row r = shape_row(group);
             r.status = why;
             rows.push_back(r);
           }
@@ -356,14 +366,7 @@ int run(const Options& opt) {
         kc::DeviceBuffer<int32_t> seq_lens(lens);
 
         for (const int32_t group : kGroups) {
-          Row r;
-          r.format = f.name;
-          r.spec = f.spec;
-          r.tokens = tokens;
-          r.batch = batch;
-          r.group = group;
-          r.splits = splits;
-          r.kv_mib = kv_mib;
+          Row r = shape_row(group);
           kc::DecodeAttentionParams p;
           p.q = reinterpret_cast<const float*>(q_buf.buf.data());
           p.k_cache = k_cache.buf.data();
@@ -429,8 +432,8 @@ int run(const Options& opt) {
         << ',' << kHeadDim << ',' << r.splits << ',' << fixed(r.kv_mib, 1) << ',';
     if (r.timed) {
       csv << fixed(r.bytes, 0) << ',' << fixed(r.median_us, 2) << ',' << fixed(r.min_us, 2) << ',' << fixed(r.gbps, 1)
-          << ',' << fixed(copy_gbps, 1) << ',' << fixed(r.pct, 1) << ',' << fixed(r.target, 0) << ','
-          << (r.target == 0 ? "" : (r.pct >= r.target ? "yes" : "no")) << ','
+          << ',' << fixed(copy_gbps, 1) << ',' << fixed(r.pct, 1) << ',' << (r.target > 0 ? fixed(r.target, 0) : "")
+          << ',' << (r.target == 0 ? "" : (r.pct >= r.target ? "yes" : "no")) << ','
           << (r.speedup > 0 ? fixed(r.speedup, 2) : "") << ',' << (r.finite ? "yes" : "no") << ',';
     } else {
       csv << ",,,,,,,,,,";

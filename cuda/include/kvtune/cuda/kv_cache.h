@@ -7,7 +7,9 @@
 // holding a scheme's packed block of `capacity` tokens exactly as the CPU scheme's quantize()
 // writes a [capacity, head_dim] block (kvtune/codecs/packed_layout.h). A region filled with all
 // `capacity` tokens is byte for byte the CPU's bytes. seq_stride may be 0: every sequence then
-// reads the same regions (many queries over one cache, as the simulator's evaluator does).
+// reads the same regions (many queries over one cache, as the simulator's evaluator does). The
+// kernels load 16 bytes at a time: `cache`, head_stride and seq_stride must be multiples of 16
+// (dense_cache rounds regions up to 16; cudaMalloc returns 256-byte aligned memory).
 // Scale convention: quantize divides by the scale, dequantize multiplies.
 #pragma once
 
