@@ -80,17 +80,11 @@ __global__ void __launch_bounds__(kThreads)
                       uint8_t* cache,  // regions as `regions` describes
                       Regions regions, PackedLayout L, int64_t first_token, int64_t new_tokens, int64_t g0,
                       int64_t groups) {
-  const bool fixed_fp8 = codec::is_fp8(L.format.kind) && L.format.static_scale > 0.0f;
   for (int64_t r = blockIdx.y; r < regions.count; r += gridDim.y) {
     uint8_t* packed = cache + region_offset(regions, r);  // [L.bytes]: region r's block
     const TokenSource src{x + r * new_tokens * L.head_dim, first_token, L.head_dim};
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < groups; i += int64_t(gridDim.x) * blockDim.x) {
-      // A fixed fp8 scale depends on no element: encode_group would scan the whole block.
-      if (fixed_fp8) {
-        codec::store_group(L, packed, g0 + i, 0.0f, 0.0f);
-      } else {
-        codec::encode_group(L, packed, g0 + i, src);
-      }
+      codec::encode_group(L, packed, g0 + i, src);  // a fixed fp8 scale reads no element
     }
   }
 }
