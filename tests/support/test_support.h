@@ -1,7 +1,9 @@
 // Helpers shared by the test suites.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <random>
 #include <string>
 
@@ -22,6 +24,13 @@ inline Matrix normal_matrix(int64_t rows, int64_t cols, uint64_t seed, float sig
 }
 
 inline SchemePtr make_scheme(const std::string& spec) { return builtin_registry().make(spec); }
+
+// A [rows, cols] block with the given values, row-major (a hand-computed test block).
+inline Matrix block(int64_t rows, int64_t cols, std::initializer_list<float> values) {
+  Matrix m(rows, cols);
+  std::copy(values.begin(), values.end(), m.data());
+  return m;
+}
 
 // ||roundtrip(x) - x|| / ||x|| for a scheme spec, in float64.
 inline double roundtrip_rel_err(const std::string& spec, ConstMatrixView x, const QuantContext& ctx = {}) {

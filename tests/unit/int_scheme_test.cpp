@@ -12,12 +12,7 @@ namespace kvtune {
 namespace {
 
 using testing::make_scheme;
-
-Matrix block(int64_t rows, int64_t cols, std::initializer_list<float> v) {
-  Matrix m(rows, cols);
-  std::copy(v.begin(), v.end(), m.data());
-  return m;
-}
+using testing::block;
 
 Matrix roundtrip(const std::string& spec, const Matrix& x) {
   Matrix out(x.rows(), x.cols());

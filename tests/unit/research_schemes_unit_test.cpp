@@ -17,12 +17,7 @@ namespace kvtune {
 namespace {
 
 using testing::make_scheme;
-
-Matrix block(int64_t rows, int64_t cols, std::initializer_list<float> v) {
-  Matrix m(rows, cols);
-  std::copy(v.begin(), v.end(), m.data());
-  return m;
-}
+using testing::block;
 
 std::vector<double> kvquant_kmeans(const std::vector<float>& v, int k, bool pin_unit_ends = false) {
   return builtin::kvquant::kmeans_1d(v, k, pin_unit_ends);
