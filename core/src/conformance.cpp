@@ -97,13 +97,6 @@ std::string zero_block_stays_zero(const Scheme& s, const Registry&) {
   return "";
 }
 
-// Schemes that quantize rows in a rotated basis: the policy rotations, and the research families
-// that rotate inside (plugins/turboquant: Haar rotation + Lloyd-Max codes of the direction).
-bool rotates_rows(const Scheme& s) {
-  const std::string spec = s.spec();
-  return spec.find("rotation=hadamard") != std::string::npos || spec.find("rotation=random") != std::string::npos ||
-         s.family() == "turboquant";
-}
 
 // Kept to the precision of the stored scale: a bf16 scale is good to 2^-9 relative. Under a
 // rotation a constant row becomes one large coefficient per group and zeros (Hadamard) or a dense
@@ -114,7 +107,7 @@ bool rotates_rows(const Scheme& s) {
 // fixed-point check do not apply to it.
 std::string constant_block_is_kept(const Scheme& s, const Registry&) {
   if (s.estimates_logits()) return "";
-  const bool rotated = rotates_rows(s);
+  const bool rotated = s.traits().rotates_rows;
   for (Shape shape : accepted_shapes(s)) {
     const Matrix constant(shape.tokens, shape.head_dim, -2.5f);
     const Matrix y = roundtrip(s, constant);

@@ -90,6 +90,11 @@ class PluginScheme final : public Scheme {
 
   std::string spec() const override { return spec_; }
   std::string family() const override { return binding_->family; }
+  SchemeTraits traits() const override {
+    SchemeTraits t = Scheme::traits();
+    t.from_plugin = true;
+    return t;
+  }
 
   std::string check_shape(int64_t tokens, int64_t head_dim) const override {
     std::string base = Scheme::check_shape(tokens, head_dim);

@@ -78,6 +78,12 @@ class RotatedScheme final : public Scheme {
   // An orthogonal R keeps dot products, q.k = (Rq).(Rk): a score estimator inside estimates on the
   // rotated queries.
   bool estimates_logits() const override { return inner_->estimates_logits(); }
+  SchemeTraits traits() const override {
+    SchemeTraits t = inner_->traits();
+    t.rotates_rows = t.policy_wrapper = true;
+    t.device_format = false;
+    return t;
+  }
   void logits(ConstMatrixView queries, std::span<const std::byte> packed, int64_t tokens, const QuantContext& ctx,
               MatrixView out) const override {
     if (!inner_->estimates_logits()) return Scheme::logits(queries, packed, tokens, ctx, out);
@@ -237,6 +243,15 @@ class TokenPolicyScheme final : public Scheme {
   // Under rope_stage=pre every token has its own RoPE, which an estimate of q.k cannot take, so
   // logits come from the dequantized keys there (Scheme::logits).
   bool estimates_logits() const override { return inner_->estimates_logits() && !policy_.pre_rope; }
+  SchemeTraits traits() const override {
+    SchemeTraits t = inner_->traits();
+    t.estimates_logits = estimates_logits();
+    t.policy_wrapper = true;
+    t.device_format = false;
+    t.needs_positions |= policy_.pre_rope;
+    t.needs_rope |= policy_.pre_rope;
+    return t;
+  }
   void logits(ConstMatrixView queries, std::span<const std::byte> packed, int64_t tokens, const QuantContext& ctx,
               MatrixView out) const override {
     if (!estimates_logits()) return Scheme::logits(queries, packed, tokens, ctx, out);

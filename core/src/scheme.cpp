@@ -67,4 +67,12 @@ double Scheme::bits_per_element(int64_t tokens, int64_t head_dim) const {
   return 8.0 * static_cast<double>(footprint(tokens, head_dim)) / static_cast<double>(tokens * head_dim);
 }
 
+
+SchemeTraits Scheme::traits() const {
+  SchemeTraits t;
+  t.estimates_logits = estimates_logits();
+  t.device_format = device_format().has_value();
+  return t;
+}
+
 }  // namespace kvtune

@@ -71,6 +71,12 @@ class Fp8Scheme final : public Scheme {
     });
   }
 
+  SchemeTraits traits() const override {
+    SchemeTraits t = Scheme::traits();
+    t.static_scales = config_.scale == Fp8ScaleMode::calibrated;
+    return t;
+  }
+
   // A calibrated scheme fixes amax / max_finite of the whole sample as a static scale; every other
   // scale mode has nothing to fit.
   std::shared_ptr<const Scheme> calibrate(ConstMatrixView sample, const QuantContext&) const override {

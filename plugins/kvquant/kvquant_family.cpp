@@ -176,6 +176,12 @@ class KvquantScheme final : public Scheme {
     }
   }
 
+  SchemeTraits traits() const override {
+    SchemeTraits t = Scheme::traits();
+    t.static_scales = true;  // codebooks fitted by calibrate()
+    return t;
+  }
+
   // Keys: a codebook per channel fitted on the sample's dense entries; values: the shared
   // codebook fitted on the sample's normalized dense entries. Used for every later block.
   std::shared_ptr<const Scheme> calibrate(ConstMatrixView sample, const QuantContext&) const override {

@@ -48,6 +48,11 @@ class TurboQuantScheme final : public Scheme {
 
   std::string spec() const override { return spec_; }
   std::string family() const override { return "turboquant"; }
+  SchemeTraits traits() const override {
+    SchemeTraits t = Scheme::traits();
+    t.rotates_rows = true;  // the unit direction is coded in a seeded Haar basis
+    return t;
+  }
 
   std::string check_shape(int64_t tokens, int64_t head_dim) const override {
     std::string why = Scheme::check_shape(tokens, head_dim);

@@ -46,6 +46,20 @@ struct ParamDomain {
   std::string describe() const;       // "2..8", "tensor|channel|token", "flag", ...
 };
 
+// What a scheme does that its consumers must know, declared by the scheme itself (never inferred
+// from its spec text or family name). Wrappers merge their inner scheme's traits with their own.
+struct SchemeTraits {
+  bool rotates_rows = false;      // stores each row in a rotated basis (Hadamard, Haar, TurboQuant):
+                                  // a constant row is not constant in the stored codes
+  bool estimates_logits = false;  // keys are scored through logits(), not reconstructed (QJL)
+  bool needs_positions = false;   // reads QuantContext::positions (rope_stage=pre)
+  bool needs_rope = false;        // keys must carry RoPE (rope_stage=pre undoes it before quantizing)
+  bool static_scales = false;     // calibrate() fits scales on a sample (fp8 scale=calibrated, ...)
+  bool policy_wrapper = false;    // a cache policy (policy.h) around an inner scheme
+  bool device_format = false;     // device_format() describes its bytes to the CUDA kernels
+  bool from_plugin = false;       // its code comes from a shared library (evaluated in a child process)
+};
+
 class Scheme : public std::enable_shared_from_this<Scheme> {
  public:
   virtual ~Scheme() = default;
@@ -81,6 +95,10 @@ class Scheme : public std::enable_shared_from_this<Scheme> {
 
   // Layout description for fused CUDA kernels; nullopt when no device codec exists.
   virtual std::optional<DeviceFormat> device_format() const { return std::nullopt; }
+
+  // What consumers must know about this scheme. The default declares estimates_logits() and
+  // device_format(); schemes with more to declare override it (and start from Scheme::traits()).
+  virtual SchemeTraits traits() const;
 
   // Bits per element measured from the footprint.
   double bits_per_element(int64_t tokens, int64_t head_dim) const;
