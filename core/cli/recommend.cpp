@@ -1,11 +1,10 @@
 // kvtune recommend --model NAME --ctx N [--max-rel-err E] [--min-needle-hit H] [--gpu-mem SIZE]
 //                  [--weights SIZE] [--sequences S] [--runtime R[@VERSION]...] [--eval-ctx N]
-//                  [--out DIR] [--jobs N] [--json]
-// The common question as a sweep: the embedded template (sweeps/recommend.toml.in) filled in with
-// the model, the context, the budget and the runtimes, then run like `kvtune sweep`.
+//                  [--out DIR] [--resume] [--jobs N] [--json]
+// The common question as a sweep: the embedded template (sweeps/recommend.toml) read with the
+// model, the context, the budget and the runtimes as typed overrides, then run like `kvtune sweep`.
 #include <unistd.h>
 
-#include <cstdio>
 #include <iostream>
 #include <optional>
 
@@ -29,6 +28,7 @@ struct RecommendOptions {
   std::vector<std::string> runtimes;
   std::optional<int64_t> eval_ctx;
   std::string out = "kvtune-recommend";
+  bool resume = false;
   int jobs = 0;
   bool json = false;
 };
@@ -37,66 +37,66 @@ struct RecommendOptions {
 // shows the long-range effects, and the cost grows linearly beyond it (docs/performance.md).
 constexpr int64_t kDefaultEvalContext = 32768;
 
-std::string number(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+// The same command with --resume, for the user to paste after an interrupt.
+std::string resume_command(const RecommendOptions& o) {
+  std::string cmd = "kvtune recommend --model " + o.model + " --ctx " + std::to_string(o.ctx);
+  if (o.max_rel_err) cmd += " --max-rel-err " + std::to_string(*o.max_rel_err);
+  if (o.min_needle_hit) cmd += " --min-needle-hit " + std::to_string(*o.min_needle_hit);
+  if (!o.gpu_mem.empty()) cmd += " --gpu-mem " + o.gpu_mem;
+  if (!o.weights.empty()) cmd += " --weights " + o.weights;
+  if (o.sequences != 1) cmd += " --sequences " + std::to_string(o.sequences);
+  for (const std::string& r : o.runtimes) cmd += " --runtime " + r;
+  if (o.eval_ctx) cmd += " --eval-ctx " + std::to_string(*o.eval_ctx);
+  return cmd + " --out " + o.out + " --resume";
 }
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
-void replace(std::string& text, const std::string& key, const std::string& value) {
-  const size_t at = text.find(key);
-  if (at == std::string::npos) throw std::logic_error("recommend template lacks " + key);
-  text.replace(at, key.size(), value);
-}
-
-std::string sweep_text(const RecommendOptions& o, const ModelPreset& preset, const std::vector<std::string>& runtime_names) {
-  std::string text = kRecommendTemplate;
-  const int64_t eval = o.eval_ctx.value_or(std::min(o.ctx, kDefaultEvalContext));
-  replace(text, "@MODEL_NAME@", preset.title.empty() ? preset.name : preset.title);
-  replace(text, "@CTX@", std::to_string(o.ctx));
-  replace(text, "@MODEL@", quoted(preset.name));
-  replace(text, "@TOKENS@", std::to_string(eval));
+// The template's values replaced by the command's, as typed overrides (no TOML text is written).
+SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& preset,
+                             const std::vector<RuntimeTable>& tables) {
+  SweepOverrides ov;
+  ov.name = "recommend: " + (preset.title.empty() ? preset.name : preset.title) + " at " + std::to_string(o.ctx) +
+            " tokens";
+  ov.model = preset.name;
+  ov.tokens = o.eval_ctx.value_or(std::min(o.ctx, kDefaultEvalContext));
   // The first, middle and last layer: outliers and sinks differ most across depth.
   const int64_t last = preset.shape.layers - 1;
-  std::string layers = "[0";
+  std::vector<int64_t> layers = {0};
   for (int64_t l : {last / 2, last}) {
-    if (l > 0 && layers.find(", " + std::to_string(l)) == std::string::npos) layers += ", " + std::to_string(l);
+    if (l > layers.back()) layers.push_back(l);
   }
-  replace(text, "@LAYERS@", layers + "]");
-  std::string budget;
-  if (o.max_rel_err) budget += "max_rel_out_err = " + number(*o.max_rel_err) + "\n";
-  if (o.min_needle_hit) budget += "min_needle_hit = " + number(*o.min_needle_hit) + "\n";
+  ov.layers = layers;
+  std::vector<BudgetTerm> terms;
+  if (o.max_rel_err) terms.push_back({Metric::rel_out_err, Statistic::mean, BoundKind::at_most, *o.max_rel_err});
+  if (o.min_needle_hit) terms.push_back({Metric::needle_hit, Statistic::mean, BoundKind::at_least, *o.min_needle_hit});
+  ov.terms = terms;
   if (!o.gpu_mem.empty()) {
     // Without --weights the model's parameter count at 2 bytes each (bf16 weights, as published).
     if (o.weights.empty() && preset.parameters == 0) {
       throw InputError("--gpu-mem: the preset '" + preset.name + "' gives no parameter count; pass --weights SIZE");
     }
-    const uint64_t weights = o.weights.empty() ? uint64_t(preset.parameters) * 2 : parse_size(o.weights, "--weights");
-    budget += "fit = { gpu_mem = " + std::to_string(parse_size(o.gpu_mem, "--gpu-mem")) +
-              ", weights = " + std::to_string(weights) + ", ctx = " + std::to_string(o.ctx) +
-              ", sequences = " + std::to_string(o.sequences) + " }\n";
+    MemoryFit fit;
+    fit.gpu_mem = parse_size(o.gpu_mem, "--gpu-mem");
+    fit.weights = o.weights.empty() ? uint64_t(preset.parameters) * 2 : parse_size(o.weights, "--weights");
+    if (fit.weights >= fit.gpu_mem) throw InputError("--weights leave nothing of --gpu-mem for the cache");
+    fit.ctx = o.ctx;
+    fit.sequences = o.sequences;
+    ov.fit = fit;
   } else if (!o.weights.empty()) {
     throw InputError("--weights needs --gpu-mem (the memory they share)");
   }
-  if (budget.empty()) {
-    throw InputError("give a budget: --max-rel-err, --min-needle-hit and/or --gpu-mem");
+  if (terms.empty() && !ov.fit) throw InputError("give a budget: --max-rel-err, --min-needle-hit and/or --gpu-mem");
+  std::vector<RuntimeTarget> runtimes;
+  if (o.runtimes.empty()) {
+    for (const RuntimeTable& t : tables) runtimes.push_back({t.name, "latest"});
   }
-  replace(text, "@BUDGET@", budget);
-  std::string runtimes;
-  for (const std::string& r : o.runtimes.empty() ? runtime_names : o.runtimes) {
-    runtimes += (runtimes.empty() ? "" : ", ") + quoted(r);
+  for (const std::string& r : o.runtimes) {
+    const size_t at = r.find('@');
+    RuntimeTarget t{r.substr(0, at), at == std::string::npos ? "latest" : r.substr(at + 1)};
+    if (t.name.empty() || t.version.empty()) throw InputError("--runtime '" + r + "': expected NAME or NAME@VERSION");
+    runtimes.push_back(std::move(t));
   }
-  replace(text, "@RUNTIMES@", "runtimes = [" + runtimes + "]");
-  return text;
+  ov.runtimes = runtimes;
+  return ov;
 }
 
 int recommend(const RecommendOptions& o) {
@@ -104,13 +104,12 @@ int recommend(const RecommendOptions& o) {
   if (o.eval_ctx && *o.eval_ctx > o.ctx) {
     throw InputError("--eval-ctx " + std::to_string(*o.eval_ctx) + " is longer than --ctx " + std::to_string(o.ctx));
   }
-  const SweepContext context = sweep_context(command_registry());
-  std::vector<std::string> all_runtimes;
-  for (const RuntimeTable& t : context.runtime_tables) all_runtimes.push_back(t.name);
-  const std::string text = sweep_text(o, preset, all_runtimes);
-  const SweepSpec spec = parse_sweep(text, "kvtune recommend (sweeps/recommend.toml.in)", context);
+  const SweepContext context = sweep_context();
+  const SweepSpec spec = parse_sweep(kRecommendTemplate, "kvtune recommend (sweeps/recommend.toml)", context,
+                                     overrides_for(o, preset, context.runtime_tables));
   SweepRunOptions run;
   run.out_dir = o.out;
+  run.resume = o.resume;
   run.threads = o.jobs;
   if (::isatty(STDERR_FILENO)) {
     run.progress = [](size_t done, size_t total) {
@@ -118,12 +117,13 @@ int recommend(const RecommendOptions& o) {
                 << std::flush;
     };
   }
-  const std::vector<SweepRecord> records = run_and_record(spec, command_registry(), run);
+  const std::optional<std::vector<SweepRecord>> records = run_interruptible(spec, run, resume_command(o));
+  if (!records) return kInterruptedStatus;
   if (!o.json && spec.scenario.contexts.front() < o.ctx) {
     std::cout << "simulated at " << spec.scenario.contexts.front() << " tokens (--eval-ctx); memory at " << o.ctx
               << " tokens\n";
   }
-  report(spec, command_registry(), records, o.out, o.json);
+  report(spec, *records, o.out, o.json);
   return 0;
 }
 
@@ -143,6 +143,7 @@ Runner add_recommend(CLI::App& app) {
   app.add_option("--eval-ctx", o->eval_ctx, "context to simulate (default: min(--ctx, 32768))")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   app.add_option("--out", o->out, "output directory")->capture_default_str();
+  app.add_flag("--resume", o->resume, "continue the recommendation's sweep in --out, skipping the points already there");
   app.add_option("--jobs", o->jobs, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   app.add_flag("--json", o->json, "print summary.json instead of the console summary");
   return [o] { return recommend(*o); };

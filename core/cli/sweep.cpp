@@ -2,27 +2,19 @@
 // kvtune merge DIR... [--out DIR] [--json]
 #include <unistd.h>
 
-#include <algorithm>
-#include <filesystem>
 #include <iostream>
-#include <map>
-#include <nlohmann/json.hpp>
+#include <optional>
 
-#include "builtin.h"
 #include "backends.h"
 #include "commands.h"
 #include "embedded_scenarios.h"
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
-#include "kvtune/sweep_analysis.h"
-#include "kvtune/sweep_report.h"
-#include "plugins.h"
+#include "kvtune/sweep_dir.h"
 #include "sweep_support.h"
 
 namespace kvtune::cli {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct SweepOptions {
   std::string file;
@@ -52,10 +44,19 @@ std::string read_text(const std::string& path) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
+// The command that continues an interrupted run, for the user to paste.
+std::string resume_command(const SweepOptions& o) {
+  std::string cmd = "kvtune sweep";
+  if (!o.file.empty()) cmd += " " + o.file;
+  cmd += " --out " + o.out + " --resume";
+  if (!o.shard.empty()) cmd += " --shard " + o.shard;
+  return cmd;
+}
+
 int sweep(const SweepOptions& o) {
-  const LoadedSweep loaded = o.file.empty() ? load_sweep_with_plugins(kDefaultSweep, kDefaultSweepName)
-                                            : load_sweep_with_plugins(read_text(o.file), o.file);
-  const SweepSpec& spec = loaded.spec;
+  const SweepContext context = sweep_context();
+  const SweepSpec spec = o.file.empty() ? parse_sweep(kDefaultSweep, kDefaultSweepName, context)
+                                        : parse_sweep(read_text(o.file), o.file, context);
   const auto [shard, shards] = o.shard.empty() ? std::pair<int64_t, int64_t>{0, 1} : parse_shard(o.shard);
   SweepRunOptions run;
   run.out_dir = o.out;
@@ -69,13 +70,14 @@ int sweep(const SweepOptions& o) {
       std::cerr << "\rkvtune sweep: " << done << "/" << total << " points" << (done == total ? "\n" : "") << std::flush;
     };
   }
-  const std::vector<SweepRecord> records = run_and_record(spec, *loaded.registry, run);
+  const std::optional<std::vector<SweepRecord>> records = run_interruptible(spec, run, resume_command(o));
+  if (!records) return kInterruptedStatus;
   if (shards > 1) {
-    std::cerr << "kvtune sweep: shard " << shard << "/" << shards << " done (" << records.size() << " points in "
+    std::cerr << "kvtune sweep: shard " << shard << "/" << shards << " done (" << records->size() << " points in "
               << o.out << "/results.jsonl); combine the shards with: kvtune merge DIR...\n";
     return 0;
   }
-  report(spec, *loaded.registry, records, o.out, o.json);
+  report(spec, *records, o.out, o.json);
   return 0;
 }
 
@@ -85,49 +87,9 @@ struct MergeOptions {
   bool json = false;
 };
 
-// The plugins a sweep loaded, as resolved.json records them (absolute paths: the sweep.toml beside
-// it may name them relative to a folder it no longer sits in).
-std::vector<std::string> recorded_plugins(const std::string& dir) {
-  const std::string path = (fs::path(dir) / "resolved.json").string();
-  try {
-    const nlohmann::json resolved = nlohmann::json::parse(read_text(path));
-    return resolved.value("plugins", std::vector<std::string>{});
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path + ": not the resolved.json kvtune sweep writes (" + e.what() + ")");
-  }
-}
-
 int merge(const MergeOptions& o) {
-  const std::string spec_path = (fs::path(o.dirs.front()) / kSweepSpecFile).string();
-  const Registry registry = command_registry_with(recorded_plugins(o.dirs.front()));
-  const SweepSpec spec = parse_sweep(read_text(spec_path), spec_path, sweep_context(registry));
-  std::vector<SweepRecord> merged = merge_records(o.dirs);
-  if (!merged.empty() && merged.front().spec_hash != spec.hash) {
-    throw InputError(spec_path + ": this sweep's workload is not the one its results were computed for (spec hash " +
-                     "differs); merge the shards of one sweep");
-  }
-  // Every point of the spec needs a record: a missing shard is an error, not a smaller sweep.
-  std::map<std::pair<std::string, std::string>, size_t> at;
-  for (size_t i = 0; i < merged.size(); ++i) at.emplace(std::make_pair(merged[i].k, merged[i].v), i);
-  std::vector<SweepRecord> records;
-  std::vector<std::string> missing;
-  for (const SweepPoint& p : spec.points) {
-    const auto it = at.find({p.k, p.v});
-    if (it == at.end()) {
-      missing.push_back(p.k + " / " + p.v);
-    } else {
-      records.push_back(merged[it->second]);
-    }
-  }
-  if (!missing.empty()) {
-    throw InputError("merge: " + std::to_string(missing.size()) + " of " + std::to_string(spec.points.size()) +
-                     " points have no record in the given directories (a missing shard?), e.g. " + missing.front());
-  }
-  prepare_out_dir(o.out, spec);
-  std::string lines;
-  for (const SweepRecord& r : records) lines += record_to_json_line(r);
-  write_file_atomic((fs::path(o.out) / "results.jsonl").string(), std::as_bytes(std::span(lines.data(), lines.size())));
-  report(spec, registry, records, o.out, o.json);
+  const MergedSweep merged = merge_sweep(o.dirs, o.out, sweep_context());
+  report(merged.spec, merged.records, o.out, o.json);
   return 0;
 }
 

@@ -1,11 +1,13 @@
 #include "sweep_support.h"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
 #include <filesystem>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "kvtune/error.h"
-#include "kvtune/file_io.h"
 #include "kvtune/model_preset.h"
 #include "kvtune/runtime_table.h"
 #include "kvtune/sweep_analysis.h"
@@ -18,70 +20,64 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void write_text(const fs::path& path, const std::string& text) {
-  write_file_atomic(path.string(), std::as_bytes(std::span(text.data(), text.size())));
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_sigint(int) {
+  g_interrupted.store(true);
+  static const char msg[] =
+      "\nkvtune: stopping after the running batch (its records are kept); Ctrl-C again stops at once\n";
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process
 }
 
-std::string resolved_json(const SweepSpec& spec) {
-  nlohmann::json points = nlohmann::json::array();
-  for (const SweepPoint& p : spec.points) points.push_back({{"k", p.k}, {"v", p.v}, {"origin", p.origin}});
-  nlohmann::json runtimes = nlohmann::json::array();
-  for (size_t i = 0; i < spec.runtimes.size(); ++i) {
-    const RuntimeView& view = spec.runtime_views.at(i);
-    runtimes.push_back({{"name", spec.runtimes[i].name},
-                        {"version", view.version},
-                        {"title", view.title},
-                        {"beyond_checked", view.beyond_checked},
-                        {"options", view.options.size()}});
-  }
-  const nlohmann::json j = {{"name", spec.name},
-                            {"source", spec.source},
-                            {"pairing", pairing_name(spec.pairing)},
-                            {"objective", objective_name(spec.budget.objective)},
-                            {"tokens", spec.scenario.contexts.front()},
-                            {"k_candidates", spec.k_candidates},
-                            {"v_candidates", spec.v_candidates},
-                            {"points", std::move(points)},
-                            {"runtimes", std::move(runtimes)},
-                            {"plugins", spec.plugins},
-                            {"notes", spec.notes}};
-  return j.dump(2) + "\n";
-}
+// SIGINT sets g_interrupted while the guard lives.
+class InterruptGuard {
+ public:
+  InterruptGuard() : previous_(std::signal(SIGINT, on_sigint)) { g_interrupted.store(false); }
+  ~InterruptGuard() { std::signal(SIGINT, previous_); }
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+ private:
+  void (*previous_)(int);
+};
 
 }  // namespace
 
-SweepContext sweep_context(const Registry& registry) {
+SweepContext sweep_context() {
+  const Registry& registry = command_registry();
   SweepContext c;
   c.registry = &registry;
+  c.with_plugins = [](const std::vector<std::string>& plugins) {
+    return std::make_shared<const Registry>(command_registry_with(plugins));
+  };
   c.models = resolve_model_preset;
   const fs::path configs = find_config_dir(config_dir_candidates(executable_dir(), KVTUNE_SOURCE_DIR));
   c.runtime_tables = load_runtime_tables(configs, registry);
+  if (::isatty(STDERR_FILENO)) {
+    c.progress = [](std::string_view stage, size_t done, size_t total) {
+      std::cerr << "\rkvtune: expanding " << stage << ": " << done << "/" << total << (done == total ? "\n" : "")
+                << std::flush;
+    };
+  }
   return c;
 }
 
-LoadedSweep load_sweep_with_plugins(std::string_view text, const std::string& source_name) {
-  LoadedSweep loaded;
-  loaded.registry = std::make_unique<Registry>(command_registry_with(sweep_plugin_paths(text, source_name)));
-  loaded.spec = parse_sweep(text, source_name, sweep_context(*loaded.registry));
-  return loaded;
+std::optional<std::vector<SweepRecord>> run_interruptible(const SweepSpec& spec, SweepRunOptions run,
+                                                          const std::string& resume_command) {
+  const InterruptGuard guard;
+  run.cancel = &g_interrupted;
+  try {
+    return run_sweep(spec, run);
+  } catch (const SweepInterrupted& e) {
+    std::cerr << "kvtune: interrupted; " << e.written << " of " << e.total << " points are in " << e.path
+              << "\n  continue with: " << resume_command << "\n";
+    return std::nullopt;
+  }
 }
 
-void prepare_out_dir(const std::string& out, const SweepSpec& spec) {
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec || !fs::is_directory(out)) throw InputError(out + ": cannot create the output directory (" + ec.message() + ")");
-  write_text(fs::path(out) / kSweepSpecFile, spec.text);
-  write_text(fs::path(out) / "resolved.json", resolved_json(spec));
-}
-
-std::vector<SweepRecord> run_and_record(const SweepSpec& spec, const Registry& registry, const SweepRunOptions& options) {
-  prepare_out_dir(options.out_dir, spec);
-  return run_sweep(spec, registry, options);
-}
-
-void report(const SweepSpec& spec, const Registry& registry, const std::vector<SweepRecord>& records,
-            const std::string& out, bool json) {
-  const SweepAnalysis analysis = analyze_sweep(spec, records, registry);
+void report(const SweepSpec& spec, const std::vector<SweepRecord>& records, const std::string& out, bool json) {
+  const SweepAnalysis analysis = analyze_sweep(spec, records);
   write_sweep_report(out, spec, records, analysis);
   if (json) {
     std::cout << sweep_summary_json(spec, records, analysis);

@@ -399,6 +399,12 @@ CachePolicy policy_from_values(const std::vector<std::pair<std::string, std::str
   return p;
 }
 
+std::optional<std::pair<std::string, std::string>> policy_key_requirement(std::string_view key) {
+  if (key == "rotation_group") return std::pair<std::string, std::string>{"rotation", "hadamard"};
+  if (key == "rotation_seed") return std::pair<std::string, std::string>{"rotation", "random"};
+  return std::nullopt;
+}
+
 std::string policy_spec(const CachePolicy& policy) { return rotation_spec(policy) + token_spec(policy); }
 
 SchemePtr apply_policy(SchemePtr inner, const CachePolicy& policy) {

@@ -44,6 +44,20 @@ std::string fmt(double v, const char* spec = "%.4g") {
   return buf;
 }
 
+std::string num(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+
+// "a op b" with the fewest significant digits (at least 3) that keep a and b apart, so a value
+// just over its bound never reads "0.02 > 0.02".
+std::string compare_text(const std::string& what, double value, const char* op, double bound) {
+  int digits = 3;
+  while (digits < 17 && num(value, digits) == num(bound, digits)) ++digits;
+  return what + " " + num(value, digits) + " " + op + " " + num(bound, digits);
+}
+
 std::string hex(uint64_t v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
@@ -83,12 +97,17 @@ Counts count(const std::vector<SweepRecord>& records, const SweepAnalysis& analy
   return c;
 }
 
+// "attn_kl p95", "rel_out_err": a budget term's quantity as the reports name it.
+std::string term_quantity(const BudgetTerm& t) {
+  return std::string(metric_name(t.metric)) + (t.statistic == Statistic::p95 ? " p95" : "");
+}
+
 std::vector<std::string> budget_terms(const SweepSpec& spec) {
   const SweepBudget& b = spec.budget;
   std::vector<std::string> terms;
-  if (b.max_rel_out_err) terms.push_back("rel_out_err <= " + fmt(*b.max_rel_out_err));
-  if (b.max_attn_kl_p95) terms.push_back("attn_kl p95 <= " + fmt(*b.max_attn_kl_p95));
-  if (b.min_needle_hit) terms.push_back("needle_hit >= " + fmt(*b.min_needle_hit));
+  for (const BudgetTerm& t : b.terms) {
+    terms.push_back(term_quantity(t) + (t.kind == BoundKind::at_most ? " <= " : " >= ") + fmt(t.bound));
+  }
   if (b.max_bits) terms.push_back("bits <= " + fmt(*b.max_bits));
   if (b.fit) {
     const MemoryFit& f = *b.fit;
@@ -144,7 +163,7 @@ void describe_point(Doc& doc, const SweepSpec& spec, const std::vector<SweepReco
 
 void add_violations(Doc& doc, const RecordVerdict& v) {
   add(doc, Block::text, "violations:");
-  for (const std::string& s : v.violations) add(doc, Block::item, s);
+  for (const std::string& s : violation_texts(v)) add(doc, Block::item, s);
 }
 
 Table frontier_table(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis) {
@@ -218,7 +237,8 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
       for (const std::string& cv : o.settings.caveats) add(doc, Block::item, cv);
     }
     if (!o.origins.empty()) add(doc, Block::text, "from: " + join(o.origins, ", "));
-    add(doc, Block::text, c.gap.empty() ? "this is the best configuration overall" : "gap: " + c.gap);
+    const std::string gap = gap_text(records, analysis, c);
+    add(doc, Block::text, gap.empty() ? "this is the best configuration overall" : "gap: " + gap);
   } else {
     add(doc, Block::text, "cannot meet the budget: no option of this version is feasible");
     if (c.closest && c.closest_option) {
@@ -229,7 +249,7 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
       if (records[*c.closest].ok) describe_point(doc, spec, records, analysis, *c.closest);
       add_violations(doc, analysis.verdicts[*c.closest]);
     }
-    if (!c.gap.empty()) add(doc, Block::text, "gap: " + c.gap);
+    if (const std::string gap = gap_text(records, analysis, c); !gap.empty()) add(doc, Block::text, "gap: " + gap);
   }
   if (view != nullptr && !view->not_emulated.empty()) {
     add(doc, Block::text, "settings kvtune cannot judge (no scheme emulates them):");
@@ -430,6 +450,57 @@ std::string render_markdown(const Doc& doc) {
 
 using json = nlohmann::ordered_json;
 
+// A violation as data: its kind and the fields that kind sets.
+json violation_json(const Violation& v) {
+  json j = {{"kind", violation_kind_name(v.kind)}};
+  switch (v.kind) {
+    case Violation::Kind::failed:
+    case Violation::Kind::memory_unknown:
+      j["detail"] = v.detail;
+      break;
+    case Violation::Kind::metric:
+    case Violation::Kind::no_samples:
+      j["term"] = v.term.key();
+      j["metric"] = std::string(metric_name(v.term.metric));
+      j["statistic"] = v.term.statistic == Statistic::mean ? "mean" : "p95";
+      j["bound_kind"] = v.term.kind == BoundKind::at_most ? "max" : "min";
+      j["bound"] = v.bound;
+      if (v.kind == Violation::Kind::metric) j["value"] = v.value;
+      if (!metric_info(v.term.metric).unit.empty()) j["unit"] = std::string(metric_info(v.term.metric).unit);
+      break;
+    case Violation::Kind::bits:
+      j["term"] = "max_bits";
+      j["bound"] = v.bound;
+      j["value"] = v.value;
+      j["unit"] = "bits/element";
+      break;
+    case Violation::Kind::memory_fit:
+      j["sequences"] = v.sequences;
+      j["fit"] = v.fit;
+      j["bytes_per_sequence"] = v.bytes_per_sequence;
+      j["free_bytes"] = v.free_bytes;
+      break;
+    case Violation::Kind::no_model:
+      break;
+  }
+  return j;
+}
+
+json gap_json(const std::vector<SweepRecord>& records, const SweepAnalysis& analysis, const RuntimeChoice& c) {
+  json j = {{"kind", gap_kind_name(c.gap.kind)}};
+  if (!analysis.best) return j;
+  const SweepRecord& best = records[*analysis.best];
+  j["best_expressible"] = c.gap.best_expressible;
+  j["best"] = {{"k", best.k}, {"v", best.v}, {"bits", best.bits()},
+               {"rel_out_err", best.metric(Metric::rel_out_err).mean}};
+  if (c.record) {
+    const SweepRecord& here = records[*c.record];
+    j["here"] = {{"k", here.k}, {"v", here.v}, {"bits", here.bits()},
+                 {"rel_out_err", here.metric(Metric::rel_out_err).mean}};
+  }
+  return j;
+}
+
 json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis,
                 size_t i) {
   const SweepRecord& r = records[i];
@@ -447,7 +518,9 @@ json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, 
   }
   p["metrics"] = std::move(metrics);
   p["feasible"] = v.feasible;
-  p["violations"] = v.violations;
+  json violations = json::array();
+  for (const Violation& x : v.violations) violations.push_back(violation_json(x));
+  p["violations"] = std::move(violations);
   if (v.memory) {
     p["memory"] = {{"context", memory_context(spec)},
                    {"total_bytes", v.memory->total_bytes},
@@ -502,7 +575,7 @@ json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>& records
   } else {
     r["closest"] = nullptr;
   }
-  r["gap"] = c.gap;
+  r["gap"] = gap_json(records, analysis, c);
   json not_emulated = json::array();
   if (view != nullptr) {
     for (const RuntimeNotEmulated& n : view->not_emulated) {
@@ -514,6 +587,60 @@ json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>& records
 }
 
 }  // namespace
+
+std::string violation_text(const Violation& v) {
+  switch (v.kind) {
+    case Violation::Kind::failed:
+      return v.detail.empty() ? "failed" : "failed: " + v.detail;
+    case Violation::Kind::metric:
+      return compare_text(term_quantity(v.term), v.value, v.term.kind == BoundKind::at_most ? ">" : "<", v.bound);
+    case Violation::Kind::no_samples:
+      return metric_info(v.term.metric).needs_needles ? "no needle samples"
+                                                      : "no " + std::string(metric_name(v.term.metric)) + " samples";
+    case Violation::Kind::bits:
+      return compare_text("bits", v.value, ">", v.bound);
+    case Violation::Kind::memory_fit:
+      return std::to_string(v.sequences) + " sequences x " + format_bytes(double(v.bytes_per_sequence), 2) + " > " +
+             format_bytes(double(v.free_bytes), 2) + " free after weights (" + std::to_string(v.fit) + " fit)";
+    case Violation::Kind::memory_unknown:
+      return "memory: " + v.detail;
+    case Violation::Kind::no_model:
+      return "memory budget needs the workload's model preset";
+  }
+  return "?";
+}
+
+std::vector<std::string> violation_texts(const RecordVerdict& verdict) {
+  std::vector<std::string> out;
+  for (const Violation& v : verdict.violations) out.push_back(violation_text(v));
+  return out;
+}
+
+std::string gap_text(const std::vector<SweepRecord>& records, const SweepAnalysis& analysis, const RuntimeChoice& c) {
+  if (c.gap.kind == Gap::Kind::best) return "";
+  if (c.gap.kind == Gap::Kind::no_best || !analysis.best) return "no evaluated configuration meets the budget";
+  const SweepRecord& best = records[*analysis.best];
+  const std::string best_text =
+      "K " + best.k + ", V " + best.v + (c.gap.best_expressible ? "" : "; not available in " + c.title);
+  const std::string bits_best = num(best.bits(), 4), err_best = num(best.metric(Metric::rel_out_err).mean, 3);
+  switch (c.gap.kind) {
+    case Gap::Kind::none_evaluated:
+      return "none of its options was evaluated; the best overall is " + best_text;
+    case Gap::Kind::none_feasible:
+      return "none of its options meets the budget; the best overall (" + best_text + ") does with " + bits_best +
+             " bits/element and rel_out_err " + err_best;
+    default:
+      break;
+  }
+  const SweepRecord& here = records[c.record.value()];
+  const std::string bits_here = num(here.bits(), 4), err_here = num(here.metric(Metric::rel_out_err).mean, 3);
+  if (c.gap.objective == Objective::min_bits) {
+    return "the best overall (" + best_text + ") needs " + bits_best + " bits/element vs " + bits_here +
+           " here (rel_out_err " + err_best + " vs " + err_here + ")";
+  }
+  return "the best overall (" + best_text + ") reaches rel_out_err " + err_best + " vs " + err_here + " here (" +
+         bits_best + " vs " + bits_here + " bits/element)";
+}
 
 void print_sweep_summary(std::ostream& out, const SweepSpec& spec, const std::vector<SweepRecord>& records,
                          const SweepAnalysis& analysis) {
@@ -530,11 +657,10 @@ std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRec
   const Counts n = count(records, analysis);
   const SweepBudget& b = spec.budget;
   json budget = json::object();
-  auto bound = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
-  budget["max_rel_out_err"] = bound(b.max_rel_out_err);
-  budget["max_attn_kl_p95"] = bound(b.max_attn_kl_p95);
-  budget["min_needle_hit"] = bound(b.min_needle_hit);
-  budget["max_bits"] = bound(b.max_bits);
+  // The three terms of earlier summaries are always present (null when unset); other terms when set.
+  for (const char* key : {"max_rel_out_err", "max_attn_kl_p95", "min_needle_hit"}) budget[key] = nullptr;
+  for (const BudgetTerm& t : b.terms) budget[t.key()] = t.bound;
+  budget["max_bits"] = b.max_bits ? json(*b.max_bits) : json(nullptr);
   budget["fit"] = b.fit ? json{{"gpu_mem", b.fit->gpu_mem},
                                {"weights", b.fit->weights},
                                {"ctx", memory_context(spec)},

@@ -1,6 +1,10 @@
 #include "kvtune/sweep_run.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +20,8 @@
 #include "kvtune/error.h"
 #include "kvtune/evaluator.h"
 #include "kvtune/file_io.h"
+#include "kvtune/sweep_analysis.h"
+#include "kvtune/sweep_dir.h"
 #include "kvtune/version.h"
 
 namespace kvtune {
@@ -23,8 +29,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using json = nlohmann::json;
-
-constexpr const char* kResultsFile = "results.jsonl";
 
 std::string utc_now() {
   const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -138,35 +142,41 @@ SweepRecord record_template(const SweepSpec& spec, const SweepRunOptions& o) {
   return r;
 }
 
-SweepRecord failed(const SweepPoint& p, const std::string& why, const SweepRecord& provenance) {
+SweepRecord point_record(const SweepPoint& p, const SweepRecord& provenance) {
   SweepRecord r = provenance;
   r.k = p.k;
   r.v = p.v;
   r.origin = p.origin;
-  r.ok = false;
-  r.error = why;
   return r;
 }
 
-// One separable evaluation of `points` over every case of the spec.
-std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const Registry& registry,
-                                         const std::vector<SweepPoint>& points, const SweepRunOptions& o,
-                                         const SweepRecord& provenance) {
-  std::vector<PairRequest> requests;
-  for (const SweepPoint& p : points) requests.push_back({p.k + " / " + p.v, p.k, p.v, p.origin});
-  EvalPlan plan = build_plan(requests, registry, spec.scenario.topk);
+// One separable evaluation of `points` (their own schemes) over every case of the spec.
+std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vector<SweepPoint>& points,
+                                         const SweepRunOptions& o, const SweepRecord& provenance) {
+  EvalPlan plan;
+  plan.topk = spec.scenario.topk;
   plan.backend = o.backend;
+  std::map<std::string, size_t, std::less<>> k_index, v_index;
+  auto slot = [](std::map<std::string, size_t, std::less<>>& index, std::vector<SchemePtr>& schemes,
+                 const SweepPoint& p, const SchemePtr& scheme, const std::string& spec_text) {
+    if (scheme == nullptr) throw std::logic_error("sweep point '" + p.k + " / " + p.v + "' has no schemes (make_point)");
+    const auto [it, fresh] = index.emplace(spec_text, schemes.size());
+    if (fresh) schemes.push_back(scheme);
+    return it->second;
+  };
+  for (const SweepPoint& p : points) {
+    plan.pairs.push_back({p.k + " / " + p.v, slot(k_index, plan.k_schemes, p, p.k_scheme, p.k),
+                          slot(v_index, plan.v_schemes, p, p.v_scheme, p.v)});
+  }
   const WorkloadConfig cfg = workload_at(spec.scenario, spec.scenario.contexts.front());
   const std::vector<CaseKey> cases = scenario_cases(spec.scenario);
-  const EvalResult result = evaluate(
-      plan, cases.size(), [&](size_t i) { return generate_case(cfg, cases[i].seed, cases[i].layer, cases[i].kv_head); },
-      o.threads);
+  const CaseSource source = [&](size_t i) {
+    return generate_case(cfg, cases[i].seed, cases[i].layer, cases[i].kv_head);
+  };
+  const EvalResult result = evaluate(plan, cases.size(), source, o.threads);
   std::vector<SweepRecord> out;
   for (size_t i = 0; i < points.size(); ++i) {
-    SweepRecord r = provenance;
-    r.k = points[i].k;
-    r.v = points[i].v;
-    r.origin = points[i].origin;
+    SweepRecord r = point_record(points[i], provenance);
     r.k_bits = result.pairs[i].k_bits;
     r.v_bits = result.pairs[i].v_bits;
     for (size_t m = 0; m < kMetricCount; ++m) r.metrics[m] = summarize(result.pairs[i].samples[m]);
@@ -175,43 +185,81 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const Registry& 
   return out;
 }
 
-// A batch that fails is evaluated point by point, so only the points whose scheme fails become
-// failed records and the sweep goes on.
-std::vector<SweepRecord> evaluate_batch(const SweepSpec& spec, const Registry& registry,
-                                        const std::vector<SweepPoint>& points, const SweepRunOptions& o,
-                                        const SweepRecord& provenance) {
-  try {
-    return evaluate_points(spec, registry, points, o, provenance);
-  } catch (const std::exception&) {
-    if (points.size() == 1) throw;
+// A batch whose evaluation is refused (a scheme's InputError) is evaluated point by point, so only
+// the points whose scheme fails become failed records and the sweep goes on. Anything else thrown
+// is a bug and propagates.
+std::vector<SweepRecord> evaluate_batch(const SweepSpec& spec, const std::vector<SweepPoint>& points,
+                                        const SweepRunOptions& o, const SweepRecord& provenance) {
+  if (points.size() > 1) {
+    try {
+      return evaluate_points(spec, points, o, provenance);
+    } catch (const InputError&) {
+      // one of them fails: find which below
+    }
   }
   std::vector<SweepRecord> out;
   for (const SweepPoint& p : points) {
     try {
-      out.push_back(evaluate_points(spec, registry, {p}, o, provenance).front());
-    } catch (const std::exception& e) {
-      out.push_back(failed(p, e.what(), provenance));
+      out.push_back(evaluate_points(spec, {p}, o, provenance).front());
+    } catch (const InputError& e) {
+      SweepRecord r = point_record(p, provenance);
+      r.ok = false;
+      r.error = e.what();
+      out.push_back(std::move(r));
     }
   }
   return out;
 }
 
-// Pareto-optimal records on (bits of `role`, rel_out_err), for the independent pairing's phase 2.
-std::vector<std::string> role_frontier(const std::vector<SweepRecord>& records, bool keys) {
-  std::vector<const SweepRecord*> role;
-  for (const SweepRecord& r : records) {
-    if (r.ok && r.origin == "search" && (keys ? r.v == "none" : r.k == "none")) role.push_back(&r);
+// results.jsonl opened for appending; a failed write names the system's reason.
+class Appender {
+ public:
+  explicit Appender(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw InputError(path_ + ": cannot open for appending (" + std::strerror(errno) + ")");
   }
-  std::vector<std::string> out;
-  for (const SweepRecord* a : role) {
-    const double abits = keys ? a->k_bits : a->v_bits, aerr = a->metric(Metric::rel_out_err).mean;
-    const bool dominated = std::any_of(role.begin(), role.end(), [&](const SweepRecord* b) {
-      const double bbits = keys ? b->k_bits : b->v_bits, berr = b->metric(Metric::rel_out_err).mean;
-      return bbits <= abits && berr <= aerr && (bbits < abits || berr < aerr);
-    });
-    if (!dominated) out.push_back(keys ? a->k : a->v);
+  ~Appender() {
+    if (fd_ >= 0) ::close(fd_);
   }
-  return out;
+  Appender(const Appender&) = delete;
+  Appender& operator=(const Appender&) = delete;
+
+  void write(const std::string& text) {
+    for (size_t at = 0; at < text.size();) {
+      const ssize_t n = ::write(fd_, text.data() + at, text.size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw InputError(path_ + ": write failed (" + std::strerror(n < 0 ? errno : EIO) + ")");
+      at += static_cast<size_t>(n);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// The records of an existing results.jsonl, after checking it belongs to this sweep, shard and build.
+ResultsFile existing_results(const std::string& path, const SweepSpec& spec, const SweepRunOptions& o) {
+  if (!o.resume) throw InputError(path + ": exists; pass --resume to continue that sweep, or choose another --out");
+  ResultsFile f = parse_results(path);
+  for (const SweepRecord& r : f.records) {
+    if (r.spec_hash != spec.hash) {
+      throw InputError(path + ": written by a sweep whose workload differs (spec hash " + hex(r.spec_hash) +
+                       ", this one " + hex(spec.hash) + "); --resume continues only the same sweep");
+    }
+    // A record is only exact for the code that computed it: the generator or a scheme may have
+    // changed since, even when the workload did not.
+    if (r.kvtune_version != KVTUNE_VERSION || r.git_commit != KVTUNE_GIT_COMMIT) {
+      throw InputError(path + ": written by kvtune " + r.kvtune_version + " (commit " + r.git_commit +
+                       "), this is " + KVTUNE_VERSION + " (commit " + KVTUNE_GIT_COMMIT +
+                       "); its results may differ from this build's, so start a new --out");
+    }
+    if (r.shard != o.shard || r.shards != o.shards) {
+      throw InputError(path + ": written by shard " + std::to_string(r.shard) + "/" + std::to_string(r.shards) +
+                       ", not " + std::to_string(o.shard) + "/" + std::to_string(o.shards));
+    }
+  }
+  return f;
 }
 
 }  // namespace
@@ -237,31 +285,56 @@ std::vector<SweepRecord> read_records(const std::string& path) {
   return std::move(f.records);
 }
 
+bool same_result(const SweepRecord& a, const SweepRecord& b) {
+  auto same = [](const Summary& x, const Summary& y) {
+    return x.count == y.count && (x.count == 0 || (x.mean == y.mean && x.p95 == y.p95 && x.max == y.max));
+  };
+  if (a.ok != b.ok || a.error != b.error || a.k_bits != b.k_bits || a.v_bits != b.v_bits) return false;
+  for (size_t m = 0; m < kMetricCount; ++m) {
+    if (!same(a.metrics[m], b.metrics[m])) return false;
+  }
+  return true;
+}
+
 std::vector<SweepRecord> merge_records(const std::vector<std::string>& dirs) {
   if (dirs.empty()) throw InputError("merge: no result directories given");
   std::vector<SweepRecord> out;
-  std::set<std::pair<std::string, std::string>> seen;
+  std::map<std::pair<std::string, std::string>, std::pair<size_t, std::string>> seen;  // -> record, its file
   std::string first_dir;
   for (const std::string& dir : dirs) {
     const std::string path = (fs::path(dir) / kResultsFile).string();
     for (SweepRecord& r : read_records(path)) {
-      if (!out.empty() && r.spec_hash != out.front().spec_hash) {
-        throw InputError(path + ": written by spec " + hex(r.spec_hash) + " but " + first_dir + " by spec " +
-                         hex(out.front().spec_hash) + "; only shards of one sweep can be merged");
-      }
-      if (!out.empty() && (r.kvtune_version != out.front().kvtune_version || r.git_commit != out.front().git_commit)) {
-        throw InputError(path + ": written by kvtune " + r.kvtune_version + " (commit " + r.git_commit + ") but " +
-                         first_dir + " by " + out.front().kvtune_version + " (commit " + out.front().git_commit +
-                         "); shards must come from one build");
+      if (!out.empty()) {
+        const SweepRecord& first = out.front();
+        if (r.spec_hash != first.spec_hash) {
+          throw InputError(path + ": written by spec " + hex(r.spec_hash) + " but " + first_dir + " by spec " +
+                           hex(first.spec_hash) + "; only shards of one sweep can be merged");
+        }
+        if (r.kvtune_version != first.kvtune_version || r.git_commit != first.git_commit) {
+          throw InputError(path + ": written by kvtune " + r.kvtune_version + " (commit " + r.git_commit + ") but " +
+                           first_dir + " by " + first.kvtune_version + " (commit " + first.git_commit +
+                           "); shards must come from one build");
+        }
+        if (r.shards != first.shards) {
+          throw InputError(path + ": written as shard " + std::to_string(r.shard) + " of " + std::to_string(r.shards) +
+                           " but " + first_dir + " as shard " + std::to_string(first.shard) + " of " +
+                           std::to_string(first.shards) + "; merge the shards of one --shard I/N split");
+        }
       }
       if (first_dir.empty()) first_dir = dir;
-      if (seen.insert({r.k, r.v}).second) out.push_back(std::move(r));
+      const auto [it, fresh] = seen.emplace(std::make_pair(r.k, r.v), std::make_pair(out.size(), path));
+      if (fresh) {
+        out.push_back(std::move(r));
+      } else if (!same_result(out[it->second.first], r)) {
+        throw InputError(path + ": holds another result for " + r.k + " / " + r.v + " than " + it->second.second +
+                         "; two shards computed one point differently, so neither can be chosen");
+      }
     }
   }
   return out;
 }
 
-std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const Registry& registry, const SweepRunOptions& o) {
+std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const SweepRunOptions& o) {
   if (o.shards < 1 || o.shard < 0 || o.shard >= o.shards) {
     throw InputError("--shard " + std::to_string(o.shard) + "/" + std::to_string(o.shards) +
                      ": expected I/N with 0 <= I < N");
@@ -270,42 +343,25 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const Registry& regist
     throw InputError(spec.source + ": pairing = \"independent\" pairs the per-role frontiers of the whole first "
                      "phase, so it cannot be sharded; use cartesian or matched with --shard");
   }
-  std::error_code ec;
-  fs::create_directories(o.out_dir, ec);
-  if (ec || !fs::is_directory(o.out_dir)) throw InputError(o.out_dir + ": cannot create the output directory (" + ec.message() + ")");
+  create_sweep_dir(o.out_dir);
+  const SweepDirLock lock(o.out_dir);
   const std::string path = (fs::path(o.out_dir) / kResultsFile).string();
   require_writable(path);
 
-  // Resume: keep what is there (after checking it is this sweep's), drop a line cut off mid-write.
+  // Everything is checked before anything is written: a refused run leaves the directory as it was.
   std::map<std::pair<std::string, std::string>, SweepRecord> done;
-  if (fs::exists(path)) {
-    if (!o.resume) throw InputError(path + ": exists; pass --resume to continue that sweep, or choose another --out");
-    ResultsFile f = parse_results(path);
-    for (SweepRecord& r : f.records) {
-      if (r.spec_hash != spec.hash) {
-        throw InputError(path + ": written by a sweep whose workload differs (spec hash " + hex(r.spec_hash) +
-                         ", this one " + hex(spec.hash) + "); --resume continues only the same sweep");
-      }
-      // A record is only exact for the code that computed it: the generator or a scheme may have
-      // changed since, even when the workload did not.
-      if (r.kvtune_version != KVTUNE_VERSION || r.git_commit != KVTUNE_GIT_COMMIT) {
-        throw InputError(path + ": written by kvtune " + r.kvtune_version + " (commit " + r.git_commit +
-                         "), this is " + KVTUNE_VERSION + " (commit " + KVTUNE_GIT_COMMIT +
-                         "); its results may differ from this build's, so start a new --out");
-      }
-      if (r.shard != o.shard || r.shards != o.shards) {
-        throw InputError(path + ": written by shard " + std::to_string(r.shard) + "/" + std::to_string(r.shards) +
-                         ", not " + std::to_string(o.shard) + "/" + std::to_string(o.shards));
-      }
-      done.emplace(std::make_pair(r.k, r.v), std::move(r));
-    }
-    if (f.truncated) {
-      write_file_atomic(path, std::as_bytes(std::span(f.good_text.data(), f.good_text.size())));
+  std::optional<ResultsFile> previous;
+  if (fs::exists(path)) previous = existing_results(path, spec, o);
+  write_sweep_inputs(o.out_dir, spec);
+  if (previous) {
+    for (SweepRecord& r : previous->records) done.emplace(std::make_pair(r.k, r.v), std::move(r));
+    // Resume drops a line cut off mid-write.
+    if (previous->truncated) {
+      write_file_atomic(path, std::as_bytes(std::span(previous->good_text.data(), previous->good_text.size())));
     }
   }
 
-  std::ofstream out(path, std::ios::app);
-  if (!out) throw InputError(path + ": cannot open for appending");
+  Appender out(path);
   const SweepRecord provenance = record_template(spec, o);
   std::vector<SweepRecord> records;
 
@@ -319,14 +375,14 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const Registry& regist
     if (o.progress) o.progress(finished, points.size());
     const size_t batch = std::max<size_t>(1, o.batch_points);
     for (size_t at = 0; at < todo.size(); at += batch) {
+      if (o.cancel != nullptr && o.cancel->load()) throw SweepInterrupted(done.size(), points.size(), path);
       const std::vector<SweepPoint> chunk(todo.begin() + static_cast<std::ptrdiff_t>(at),
                                           todo.begin() + static_cast<std::ptrdiff_t>(std::min(todo.size(), at + batch)));
-      for (SweepRecord& r : evaluate_batch(spec, registry, chunk, o, provenance)) {
-        out << record_to_json_line(r);
-        done.emplace(std::make_pair(r.k, r.v), std::move(r));
-      }
-      out.flush();
-      if (!out) throw InputError(path + ": write failed");
+      std::string lines;
+      std::vector<SweepRecord> evaluated = evaluate_batch(spec, chunk, o, provenance);
+      for (const SweepRecord& r : evaluated) lines += record_to_json_line(r);
+      out.write(lines);
+      for (SweepRecord& r : evaluated) done.emplace(std::make_pair(r.k, r.v), std::move(r));
       finished += chunk.size();
       if (o.progress) o.progress(finished, points.size());
     }
@@ -340,12 +396,22 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const Registry& regist
   run_points(mine);
 
   if (spec.pairing == Pairing::independent) {  // phase 2: every pair of the per-role frontiers
+    std::vector<SweepRecord> k_role, v_role;
+    for (const SweepRecord& r : records) {
+      if (r.origin != "search") continue;
+      if (r.v == "none") k_role.push_back(r);
+      if (r.k == "none") v_role.push_back(r);
+    }
+    const std::vector<size_t> k_front = pareto_frontier(k_role, [](const SweepRecord& r) { return r.k_bits; });
+    const std::vector<size_t> v_front = pareto_frontier(v_role, [](const SweepRecord& r) { return r.v_bits; });
     std::vector<SweepPoint> pairs;
     std::set<std::pair<std::string, std::string>> have;
     for (const SweepPoint& p : spec.points) have.insert({p.k, p.v});
-    for (const std::string& k : role_frontier(records, true)) {
-      for (const std::string& v : role_frontier(records, false)) {
-        if (have.insert({k, v}).second) pairs.push_back({k, v, "search"});
+    for (size_t k : k_front) {
+      for (size_t v : v_front) {
+        const std::string& ks = k_role[k].k;
+        const std::string& vs = v_role[v].v;
+        if (have.insert({ks, vs}).second) pairs.push_back({ks, vs, "search", spec.scheme(ks), spec.scheme(vs)});
       }
     }
     run_points(pairs);

@@ -68,12 +68,23 @@ struct PolicyAxis {
   std::vector<std::string> values;
 };
 
-// What the expansion works with besides the file: the registry and the workload's shape.
+// What the expansion works with besides the file: the registry, the workload's shape, the point
+// limit and the progress display.
 struct Shape {
   const Registry& registry;
   int64_t tokens, head_dim;
   bool rope;
+  int64_t max_points;
+  const ExpandProgress& progress;
 };
+
+// Refuses an expansion of `count` items before it is made.
+void require_within_limit(size_t count, const Shape& shape, const std::string& at, const std::string& what) {
+  if (count <= static_cast<size_t>(shape.max_points)) return;
+  throw InputError(at + ": " + what + " make " + std::to_string(count) + " candidates or points, more than max_points = " +
+                   std::to_string(shape.max_points) + "; narrow the search or raise [search] max_points (each point "
+                   "costs one evaluation; a million points take hours)");
+}
 
 std::string format_real(double x) {
   char buf[64];
@@ -176,7 +187,7 @@ SchemePtr make_at(const Registry& registry, const std::string& spec, const std::
 // Empty when the scheme can run on the workload as one `role`, else why not.
 std::string shape_problem(const Scheme& scheme, Role role, const Shape& shape) {
   std::string why = scheme.check_shape(shape.tokens, shape.head_dim);
-  if (why.empty() && role == Role::key && !shape.rope && scheme.spec().find("rope_stage=pre") != std::string::npos) {
+  if (why.empty() && role == Role::key && !shape.rope && scheme.traits().needs_rope) {
     why = "'" + scheme.spec() + "': rope_stage=pre needs a workload with RoPE ([workload.rope] or a model)";
   }
   return why;
@@ -197,6 +208,8 @@ void read_list(TableReader& s, const std::string& key, const Shape& shape, std::
     if (v) v->push_back(base);
   }
 }
+
+size_t saturating_mul(size_t a, size_t b) { return b != 0 && a > SIZE_MAX / b ? SIZE_MAX : a * b; }
 
 // The cartesian product of value lists, first list slowest.
 std::vector<std::vector<std::string>> product(const std::vector<std::vector<std::string>>& lists) {
@@ -265,6 +278,9 @@ void read_grid(const toml::node& entry, const std::string& file, const Shape& sh
   }
   g.finish();  // unknown keys: the message lists the family's parameters and the policy keys
 
+  size_t combinations = 1;
+  for (const std::vector<std::string>& values : axes) combinations = saturating_mul(combinations, values.size());
+  require_within_limit(combinations, shape, grid.where, "[[search.grid]]'s value lists");
   for (const std::vector<std::string>& combo : product(axes)) {
     const std::string spec = with_items(family->name, combo);
     SchemePtr scheme;
@@ -300,43 +316,73 @@ std::vector<PolicyAxis> read_policy(TableReader t, const std::set<std::string>& 
   return axes;
 }
 
-// The specs a base becomes under the policy axes: a key the base already sets keeps its value,
-// rope_stage only applies to keys, and rotation_group only goes where a rotation is.
-std::vector<std::string> cross(const Base& base, Role role, const std::vector<PolicyAxis>& axes) {
+// The policy axes that apply to a base: a key the base already sets keeps its value, and rope_stage
+// only applies to keys.
+std::vector<const PolicyAxis*> axes_for(const Base& base, Role role, const std::vector<PolicyAxis>& axes) {
   std::set<std::string> own;
   for (const auto& [key, _] : parse_spec(base.spec).params) own.insert(key);
-  std::vector<PolicyAxis> used;
+  std::vector<const PolicyAxis*> used;
   for (const PolicyAxis& a : axes) {
     if (own.count(a.key) || (a.key == "rope_stage" && role != Role::key)) continue;
-    used.push_back(a);
+    used.push_back(&a);
   }
+  return used;
+}
+
+// The specs a base becomes under the policy axes. A key that needs another key's value
+// (policy_key_requirement: rotation_group needs rotation=hadamard, rotation_seed rotation=random)
+// only goes where that value is, from the base or the same combination.
+std::vector<std::string> cross(const Base& base, const std::vector<const PolicyAxis*>& used) {
+  const ParsedSpec parsed = parse_spec(base.spec);
   std::vector<std::vector<std::string>> lists;
-  for (const PolicyAxis& a : used) lists.push_back(a.values);
+  for (const PolicyAxis* a : used) lists.push_back(a->values);
   std::vector<std::string> out;
   for (const std::vector<std::string>& combo : product(lists)) {
-    bool rotates = base.spec.find("rotation=hadamard") != std::string::npos;
-    for (size_t i = 0; i < used.size(); ++i) rotates |= used[i].key == "rotation" && combo[i] == "hadamard";
+    auto value_of = [&](const std::string& key) -> std::string {
+      for (size_t i = 0; i < used.size(); ++i) {
+        if (used[i]->key == key) return combo[i];
+      }
+      for (const auto& [k, v] : parsed.params) {
+        if (k == key) return v.value_or("");
+      }
+      return "";
+    };
     std::vector<std::string> items;
     for (size_t i = 0; i < used.size(); ++i) {
-      if (combo[i].empty() || (used[i].key == "rotation_group" && !rotates)) continue;
-      items.push_back(used[i].key + "=" + combo[i]);
+      if (combo[i].empty()) continue;
+      if (const auto need = policy_key_requirement(used[i]->key); need && value_of(need->first) != need->second) continue;
+      items.push_back(used[i]->key + "=" + combo[i]);
     }
     out.push_back(with_items(base.spec, items));
   }
   return out;
 }
 
-// The role's candidates: bases in file order, crossed with the policy, validated, deduplicated.
+// The role's candidates: bases in file order, crossed with the policy, made, validated,
+// deduplicated. Their count is known (and limited) before any is made.
 std::vector<std::string> expand_role(std::vector<Base> bases, Role role, const std::vector<PolicyAxis>& axes,
-                                     const Shape& shape, std::map<std::string, SchemePtr>& schemes) {
+                                     const Shape& shape, std::map<std::string, SchemePtr, std::less<>>& schemes) {
   std::stable_sort(bases.begin(), bases.end(), [](const Base& a, const Base& b) {
     return a.pos.line != b.pos.line ? a.pos.line < b.pos.line : a.pos.column < b.pos.column;
   });
   const std::string role_label = role == Role::key ? "K candidate" : "V candidate";
+  std::vector<std::vector<const PolicyAxis*>> used;
+  size_t total = 0;
+  for (const Base& base : bases) {
+    used.push_back(axes_for(base, role, axes));
+    size_t n = 1;
+    for (const PolicyAxis* a : used.back()) n = saturating_mul(n, a->values.size());
+    total = total > SIZE_MAX - n ? SIZE_MAX : total + n;
+  }
+  if (!bases.empty()) require_within_limit(total, shape, bases.front().where, "the " + role_label + "s and their policy values");
+  const std::string stage = role == Role::key ? "K candidates" : "V candidates";
   std::vector<std::string> out;
   std::set<std::string> seen;
-  for (const Base& base : bases) {
-    for (const std::string& spec : cross(base, role, axes)) {
+  size_t done = 0;
+  for (size_t b = 0; b < bases.size(); ++b) {
+    const Base& base = bases[b];
+    for (const std::string& spec : cross(base, used[b])) {
+      if (shape.progress && ++done % 256 == 0) shape.progress(stage, done, total);
       std::string why;
       SchemePtr scheme;
       try {
@@ -362,6 +408,7 @@ std::vector<std::string> expand_role(std::vector<Base> bases, Role role, const s
       }
     }
   }
+  if (shape.progress && total > 0) shape.progress(stage, total, total);
   return out;
 }
 
@@ -396,9 +443,9 @@ Constraints read_constraints(TableReader t, const Registry& registry) {
   return c;
 }
 
-std::vector<SweepPoint> search_points(const SweepSpec& spec, const Constraints& c,
-                                      const std::map<std::string, SchemePtr>& schemes, const Shape& shape,
+std::vector<SweepPoint> search_points(const SweepSpec& spec, const Constraints& c, const Shape& shape,
                                       const std::string& pairing_at, std::vector<std::string>& notes) {
+  const auto& schemes = spec.schemes;
   std::vector<std::pair<std::string, std::string>> pairs;
   const auto& ks = spec.k_candidates;
   const auto& vs = spec.v_candidates;
@@ -408,6 +455,12 @@ std::vector<SweepPoint> search_points(const SweepSpec& spec, const Constraints& 
                      "\" needs K and V candidates; [search] gives " + std::to_string(ks.size()) + " K and " +
                      std::to_string(vs.size()) + " V candidates");
   }
+  const size_t count = spec.pairing == Pairing::cartesian ? saturating_mul(ks.size(), vs.size())
+                       : spec.pairing == Pairing::matched ? std::min(ks.size(), vs.size())
+                                                          : ks.size() + vs.size();
+  require_within_limit(count, shape, pairing_at,
+                       "pairing \"" + std::string(pairing_name(spec.pairing)) + "\" of " + std::to_string(ks.size()) +
+                           " K and " + std::to_string(vs.size()) + " V candidates would");
   switch (spec.pairing) {
     case Pairing::cartesian:
       for (const std::string& k : ks) {
@@ -447,7 +500,8 @@ std::vector<SweepPoint> search_points(const SweepSpec& spec, const Constraints& 
       ++by_sum;
       continue;
     }
-    out.push_back({k, v, "search"});
+    out.push_back({k, v, "search", schemes.at(k), schemes.at(v)});
+    if (shape.progress && out.size() % 4096 == 0) shape.progress("pairs", seen.size(), pairs.size());
   }
   if (by_order + by_sum + by_exclude > 0) {
     notes.push_back("[search.constraints] dropped " + std::to_string(by_order + by_sum + by_exclude) + " of " +
@@ -472,17 +526,29 @@ uint64_t size_value(const TableReader& t, const toml::node& n, const std::string
 
 SweepBudget read_budget(TableReader b, const SweepSpec& spec) {
   SweepBudget out;
-  auto bound = [&](const char* key, double max) -> std::optional<double> {
-    if (b.node(key) == nullptr) return std::nullopt;  // node() also lists the key as valid
-    return b.real(key, 0.0, 0.0, max);
-  };
-  out.max_rel_out_err = bound("max_rel_out_err", 1e6);
-  out.max_attn_kl_p95 = bound("max_attn_kl_p95", 1e6);
-  out.min_needle_hit = bound("min_needle_hit", 1.0);
-  if (out.min_needle_hit && spec.scenario.workload.needles.depths.empty()) {
-    b.fail(*b.node("min_needle_hit"), "'min_needle_hit' needs needles in the workload ([workload.needles] depths)");
+  for (const std::string_view name : kMetricNames) {  // every term is a valid key (the unknown-key message lists them)
+    for (const char* bound : {"max_", "min_"}) {
+      for (const char* stat : {"", "_p95"}) b.has(bound + std::string(name) + stat);
+    }
   }
-  out.max_bits = bound("max_bits", 64.0);
+  // Error terms: every key of the table that names a metric's bound, in the file's order.
+  std::vector<std::pair<toml::source_position, BudgetTerm>> terms;
+  for (const auto& [key, node] : b.raw()) {
+    std::optional<BudgetTerm> term = budget_term_for_key(key.str());
+    if (!term) continue;
+    const MetricInfo& info = metric_info(term->metric);
+    const bool ratio = info.higher_is_better;  // agreement and needle metrics are in [0, 1]
+    term->bound = b.real(std::string(key.str()), 0.0, 0.0, ratio ? 1.0 : 1e6);
+    if (info.needs_needles && spec.scenario.workload.needles.depths.empty()) {
+      b.fail(node, "'" + std::string(key.str()) + "' needs needles in the workload ([workload.needles] depths)");
+    }
+    terms.emplace_back(node.source().begin, *term);
+  }
+  std::stable_sort(terms.begin(), terms.end(), [](const auto& a, const auto& c) {
+    return a.first.line != c.first.line ? a.first.line < c.first.line : a.first.column < c.first.column;
+  });
+  for (const auto& [_, term] : terms) out.terms.push_back(term);
+  out.max_bits = b.node("max_bits") == nullptr ? std::nullopt : std::optional(b.real("max_bits", 0.0, 0.0, 64.0));
   if (const toml::node* fit = b.node("fit")) {
     if (!fit->is_table())
       b.fail(*fit, "'fit' must be a table { gpu_mem = \"80GiB\", weights = \"16GB\", ctx, sequences }");
@@ -501,7 +567,7 @@ SweepBudget read_budget(TableReader b, const SweepSpec& spec) {
     f.finish();
     out.fit = m;
   }
-  const bool error_bound = out.max_rel_out_err || out.max_attn_kl_p95 || out.min_needle_hit;
+  const bool error_bound = !out.terms.empty();
   const std::string objective =
       b.choice("objective", error_bound ? "min_bits" : "min_error", {"min_bits", "min_error"});
   out.objective = objective == "min_bits" ? Objective::min_bits : Objective::min_error;
@@ -572,14 +638,18 @@ void add_runtime_points(SweepSpec& spec, const std::vector<Target>& targets, con
     }
     const std::string label = target.target.name + " " + view.version;
     for (const RuntimeOption& option : view.options) {
-      std::string why = shape_problem(*make_at(shape.registry, option.k_spec, label), Role::key, shape);
-      if (why.empty()) why = shape_problem(*make_at(shape.registry, option.v_spec, label), Role::value, shape);
+      const SchemePtr k = make_at(shape.registry, option.k_spec, label), v = make_at(shape.registry, option.v_spec, label);
+      std::string why = shape_problem(*k, Role::key, shape);
+      if (why.empty()) why = shape_problem(*v, Role::value, shape);
       if (!why.empty()) {
         spec.notes.push_back(label + ": option '" + option.name + "' dropped: " + why);
         continue;
       }
+      spec.schemes.emplace(k->spec(), k);
+      spec.schemes.emplace(v->spec(), v);
       if (seen.insert({option.k_spec, option.v_spec}).second) {
-        spec.points.push_back({option.k_spec, option.v_spec, "runtime " + label + ": " + option.name});
+        spec.points.push_back({option.k_spec, option.v_spec, "runtime " + label + ": " + option.name,
+                               spec.schemes.at(k->spec()), spec.schemes.at(v->spec())});
       }
     }
     spec.runtimes.push_back(target.target);
@@ -657,11 +727,92 @@ uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
   text += "\ncontexts=" + list(sc.contexts) + "\nseeds=" + list(sc.seeds) + "\nlayers=" + list(sc.layers) +
           "\nheads=" + list(sc.heads) + "\ntopk=" + std::to_string(sc.topk);
   // cpu and cuda give the same bits; kernel mode's rel_out_err comes from another computation.
-  if (sc.backend == "cuda-kernel") text += "\nbackend=" + sc.backend;
+  if (backend_computes_attention(sc.backend)) text += "\nbackend=" + sc.backend;
   return fnv1a64(text);
 }
 
+// Replaces the file's values with the overrides' (typed TOML values, never text). True when the
+// sweep differs from the text (so the text written to the output is the table, not the file).
+bool apply_overrides(toml::table& root, const SweepOverrides& o) {
+  auto table_at = [&](const char* key) -> toml::table& {
+    if (!root.contains(key) || !root[key].is_table()) root.insert_or_assign(key, toml::table{});
+    return *root[key].as_table();
+  };
+  bool changed = false;
+  if (o.name) root.insert_or_assign("name", *o.name), changed = true;
+  if (o.model) table_at("workload").insert_or_assign("model", *o.model), changed = true;
+  if (o.tokens) table_at("workload").insert_or_assign("tokens", *o.tokens), changed = true;
+  if (o.layers) {
+    toml::array layers;
+    for (int64_t l : *o.layers) layers.push_back(l);
+    table_at("workload").insert_or_assign("layers", std::move(layers));
+    changed = true;
+  }
+  if (o.terms) {
+    toml::table& budget = table_at("budget");
+    std::vector<std::string> old;
+    for (const auto& [key, _] : budget) {
+      if (budget_term_for_key(key.str())) old.emplace_back(key.str());
+    }
+    for (const std::string& key : old) budget.erase(key);
+    for (const BudgetTerm& t : *o.terms) budget.insert_or_assign(t.key(), t.bound);
+    changed = true;
+  }
+  if (o.fit) {
+    table_at("budget").insert_or_assign(
+        "fit", toml::table{{"gpu_mem", int64_t(o.fit->gpu_mem)}, {"weights", int64_t(o.fit->weights)},
+                           {"ctx", o.fit->ctx}, {"sequences", o.fit->sequences}});
+    changed = true;
+  }
+  if (o.runtimes) {
+    toml::array runtimes;
+    for (const RuntimeTarget& t : *o.runtimes) runtimes.push_back(t.version == "latest" ? t.name : t.name + "@" + t.version);
+    root.insert_or_assign("runtimes", std::move(runtimes));
+    changed = true;
+  }
+  return changed;
+}
+
 }  // namespace
+
+std::string BudgetTerm::key() const {
+  return std::string(kind == BoundKind::at_most ? "max_" : "min_") + std::string(metric_name(metric)) +
+         (statistic == Statistic::p95 ? "_p95" : "");
+}
+
+std::optional<BudgetTerm> budget_term_for_key(std::string_view key) {
+  BudgetTerm t;
+  if (key.starts_with("max_")) {
+    t.kind = BoundKind::at_most;
+  } else if (key.starts_with("min_")) {
+    t.kind = BoundKind::at_least;
+  } else {
+    return std::nullopt;
+  }
+  key.remove_prefix(4);
+  if (key.ends_with("_p95")) {
+    t.statistic = Statistic::p95;
+    key.remove_suffix(4);
+  }
+  for (const MetricInfo& info : kMetricInfo) {
+    if (metric_name(info.metric) == key) {
+      t.metric = info.metric;
+      return t;
+    }
+  }
+  return std::nullopt;
+}
+
+SweepPoint make_point(const Registry& registry, std::string_view k, std::string_view v, std::string origin) {
+  SchemePtr ks = registry.make(k), vs = registry.make(v);
+  return {ks->spec(), vs->spec(), std::move(origin), std::move(ks), std::move(vs)};
+}
+
+SchemePtr SweepSpec::scheme(std::string_view spec_text) const {
+  if (const auto it = schemes.find(spec_text); it != schemes.end()) return it->second;
+  if (registry == nullptr) throw std::logic_error("SweepSpec::scheme: '" + std::string(spec_text) + "' is not in the sweep");
+  return registry->make(spec_text);
+}
 
 const char* pairing_name(Pairing pairing) {
   switch (pairing) {
@@ -677,19 +828,21 @@ const char* pairing_name(Pairing pairing) {
 
 const char* objective_name(Objective objective) { return objective == Objective::min_bits ? "min_bits" : "min_error"; }
 
-std::vector<std::string> sweep_plugin_paths(std::string_view text, const std::string& source_name) {
-  const toml::table root = detail::parse_toml(text, source_name);
-  TableReader top(root, source_name, "");
-  return plugin_paths(top, source_name);
-}
 
-SweepSpec parse_sweep(std::string_view text, const std::string& source_name, const SweepContext& context) {
+SweepSpec parse_sweep(std::string_view text, const std::string& source_name, const SweepContext& context,
+                      const SweepOverrides& overrides) {
   if (context.registry == nullptr) throw std::invalid_argument("parse_sweep: the context has no registry");
-  const Registry& registry = *context.registry;
-  const toml::table root = detail::parse_toml(text, source_name);
+  toml::table root = detail::parse_toml(text, source_name);
+  const bool rewritten = apply_overrides(root, overrides);
   SweepSpec spec;
   spec.source = source_name;
-  spec.text = std::string(text);
+  if (rewritten) {
+    std::ostringstream toml_text;
+    toml_text << root << "\n";
+    spec.text = toml_text.str();
+  } else {
+    spec.text = std::string(text);
+  }
   TableReader top(root, source_name, "");
   spec.name = top.string("name", std::filesystem::path(source_name).filename().string());
   top.string("description", "");
@@ -711,10 +864,22 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   metrics.finish();
   if (!sc.model.empty()) spec.model = context.models(sc.model);  // resolved once already: cannot fail now
 
-  spec.plugins = plugin_paths(top, source_name);
+  // The file's plugins join the registry before any candidate is made.
+  spec.plugins = overrides.plugins ? *overrides.plugins : plugin_paths(top, source_name);
+  if (overrides.plugins) top.has("plugins");
+  if (spec.plugins.empty()) {
+    spec.registry = std::shared_ptr<const Registry>(std::shared_ptr<const Registry>(), context.registry);
+  } else if (context.with_plugins) {
+    spec.registry = context.with_plugins(spec.plugins);
+  } else {
+    throw InputError(source_name + ": 'plugins' cannot be loaded here (this reader has no plugin loader)");
+  }
+  const Registry& registry = *spec.registry;
 
-  const Shape shape{registry, sc.contexts.front(), sc.workload.head_dim, sc.workload.rope.enabled};
   TableReader search = top.table("search");
+  const int64_t max_points = search.integer("max_points", kDefaultMaxPoints, 1, int64_t(1) << 40);
+  const Shape shape{registry, sc.contexts.front(), sc.workload.head_dim, sc.workload.rope.enabled, max_points,
+                    context.progress};
   const std::string pairing = search.choice("pairing", "cartesian", {"cartesian", "matched", "independent"});
   spec.pairing = pairing == "matched"       ? Pairing::matched
                  : pairing == "independent" ? Pairing::independent
@@ -755,10 +920,9 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   top.finish();
 
   // Expansion: candidates, search points, constraints, then runtime points.
-  std::map<std::string, SchemePtr> schemes;
-  spec.k_candidates = expand_role(std::move(k_bases), Role::key, k_axes, shape, schemes);
-  spec.v_candidates = expand_role(std::move(v_bases), Role::value, v_axes, shape, schemes);
-  schemes.emplace("none", registry.make("none"));
+  spec.k_candidates = expand_role(std::move(k_bases), Role::key, k_axes, shape, spec.schemes);
+  spec.v_candidates = expand_role(std::move(v_bases), Role::value, v_axes, shape, spec.schemes);
+  spec.schemes.emplace("none", registry.make("none"));
   for (const auto& grid : grids) {
     if (grid->dropped == 0) continue;
     spec.notes.push_back("[[search.grid]] at " + grid->where + ": skip_invalid dropped " +
@@ -769,7 +933,7 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
                      ": nothing to evaluate: [search] gives no K or V candidates and no runtimes are "
                      "named (give [search] k/v/both or [[search.grid]], or [[runtimes]])");
   }
-  spec.points = search_points(spec, constraints, schemes, shape, pairing_at, spec.notes);
+  spec.points = search_points(spec, constraints, shape, pairing_at, spec.notes);
   add_runtime_points(spec, targets, context, shape);
   if (spec.points.empty()) {
     const bool searched = !spec.k_candidates.empty() || !spec.v_candidates.empty();

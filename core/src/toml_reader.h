@@ -169,6 +169,7 @@ class TableReader {
   }
 
   const std::string& file() const { return file_; }
+  const toml::table& raw() const { return table_; }
 
  private:
   const toml::table& table_;

@@ -181,8 +181,9 @@ TEST_F(SweepCli, RecommendAnswersTheCommonQuestion) {
   ASSERT_EQ(summary["runtimes"].size(), 2u);
   EXPECT_EQ(summary["runtimes"][0]["title"], "Ollama");
   EXPECT_EQ(summary["runtimes"][1]["title"], "llama.cpp");
-  EXPECT_THAT(read_text(path("out") / "sweep.toml"), HasSubstr("model = \"llama-3.2-1b\""));
-  EXPECT_THAT(read_text(path("out") / "sweep.toml"), HasSubstr("layers = [0, 7, 15]"));  // Llama-3.2-1B: 16 layers
+  // sweep.toml is the template with the typed overrides applied, written by toml++.
+  EXPECT_THAT(read_text(path("out") / "sweep.toml"), HasSubstr("model = 'llama-3.2-1b'"));
+  EXPECT_THAT(read_text(path("out") / "sweep.toml"), HasSubstr("layers = [ 0, 7, 15 ]"));  // Llama-3.2-1B: 16 layers
 
   const RunResult no_budget = run({"recommend", "--model", "llama-3.2-1b", "--ctx", "4096", "--out", out("x")});
   EXPECT_EQ(no_budget.status, 2);

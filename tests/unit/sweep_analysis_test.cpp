@@ -60,11 +60,12 @@ SweepSpec make_spec(const std::vector<SweepRecord>& records) {
   spec.scenario.contexts = {4096};
   spec.scenario.workload.tokens = 4096;
   for (const SweepRecord& r : records) spec.points.push_back({r.k, r.v, r.origin});
+  spec.registry = std::shared_ptr<const Registry>(std::shared_ptr<const Registry>(), &builtin_registry());
   return spec;
 }
 
 SweepAnalysis analyze(const SweepSpec& spec, const std::vector<SweepRecord>& records) {
-  return analyze_sweep(spec, records, builtin_registry());
+  return analyze_sweep(spec, records);
 }
 
 // --- feasibility ---
@@ -74,25 +75,25 @@ TEST(SweepAnalysis, EveryBoundIsCheckedWithNumbersInTheViolation) {
   records[1].metrics[size_t(Metric::attn_kl)].p95 = 0.5;
   records[1].metrics[size_t(Metric::needle_hit)] = {0.75, 0.0, 1.0, 8};
   SweepSpec spec = make_spec(records);
-  spec.budget.max_rel_out_err = 0.02;
-  spec.budget.max_attn_kl_p95 = 0.1;
-  spec.budget.min_needle_hit = 0.9;
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.02},
+                       {Metric::attn_kl, Statistic::p95, BoundKind::at_most, 0.1},
+                       {Metric::needle_hit, Statistic::mean, BoundKind::at_least, 0.9}};
   spec.budget.max_bits = 6;
   const SweepAnalysis a = analyze(spec, records);
   ASSERT_EQ(a.verdicts.size(), 2u);
   EXPECT_FALSE(a.verdicts[0].feasible);
-  EXPECT_THAT(a.verdicts[0].violations, ElementsAre("rel_out_err 0.0312 > 0.02", "no needle samples", "bits 8 > 6"));
+  EXPECT_THAT(violation_texts(a.verdicts[0]), ElementsAre("rel_out_err 0.0312 > 0.02", "no needle samples", "bits 8 > 6"));
   EXPECT_FALSE(a.verdicts[1].feasible);
-  EXPECT_THAT(a.verdicts[1].violations, ElementsAre("attn_kl p95 0.5 > 0.1", "needle_hit 0.75 < 0.9"));
+  EXPECT_THAT(violation_texts(a.verdicts[1]), ElementsAre("attn_kl p95 0.5 > 0.1", "needle_hit 0.75 < 0.9"));
   EXPECT_FALSE(a.best);
 }
 
 TEST(SweepAnalysis, ValuesJustOverABoundPrintEnoughDigitsToDiffer) {
   const std::vector<SweepRecord> records = {record("a", "a", 8, 8, 0.0200004)};
   SweepSpec spec = make_spec(records);
-  spec.budget.max_rel_out_err = 0.02;
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.02}};
   const SweepAnalysis a = analyze(spec, records);
-  EXPECT_THAT(a.verdicts[0].violations, ElementsAre("rel_out_err 0.0200004 > 0.02"));
+  EXPECT_THAT(violation_texts(a.verdicts[0]), ElementsAre("rel_out_err 0.0200004 > 0.02"));
 }
 
 TEST(SweepAnalysis, WithoutBoundsEveryRunPointIsFeasible) {
@@ -107,7 +108,7 @@ TEST(SweepAnalysis, WithoutBoundsEveryRunPointIsFeasible) {
 TEST(SweepAnalysis, ANonFiniteErrorNeverMeetsABound) {
   const std::vector<SweepRecord> records = {record("a", "a", 8, 8, std::numeric_limits<double>::quiet_NaN())};
   SweepSpec spec = make_spec(records);
-  spec.budget.max_rel_out_err = 0.02;
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.02}};
   const SweepAnalysis a = analyze(spec, records);
   EXPECT_FALSE(a.verdicts[0].feasible);
   EXPECT_THAT(a.frontier, IsEmpty());
@@ -119,7 +120,7 @@ TEST(SweepAnalysis, FailedRecordsAreInfeasibleWithTheirErrorAndOffTheFrontier) {
       record("f16", "f16", 16, 16, 0.0001)};
   const SweepAnalysis a = analyze(make_spec(records), records);
   EXPECT_FALSE(a.verdicts[0].feasible);
-  EXPECT_THAT(a.verdicts[0].violations, ElementsAre("failed: group 96 does not divide head_dim 128"));
+  EXPECT_THAT(violation_texts(a.verdicts[0]), ElementsAre("failed: group 96 does not divide head_dim 128"));
   EXPECT_THAT(a.frontier, ElementsAre(1u));
   EXPECT_EQ(a.best, 1u);
 }
@@ -143,9 +144,9 @@ TEST(SweepAnalysis, FrontierIsTheParetoSetByBits) {
 TEST(SweepAnalysis, MinBitsPicksTheFewestBitsThenTheLowerError) {
   const std::vector<SweepRecord> records = frontier_set();
   SweepSpec spec = make_spec(records);
-  spec.budget.max_rel_out_err = 0.01;
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.01}};
   EXPECT_EQ(analyze(spec, records).best, 1u);  // B: 8.5 bits like C, lower error
-  spec.budget.max_rel_out_err = 0.025;
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.025}};
   EXPECT_EQ(analyze(spec, records).best, 3u);  // D and F tie exactly: the first in record order
 }
 
@@ -178,7 +179,7 @@ std::vector<SweepRecord> runtime_records() {
 
 SweepSpec runtime_spec(const std::vector<SweepRecord>& records) {
   SweepSpec spec = make_spec(records);
-  spec.budget.max_rel_out_err = 0.01;
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.01}};
 
   RuntimeView joint;  // one dtype for K and V: cannot express q8_0/q4_0
   joint.title = "Joint RT";
@@ -220,14 +221,14 @@ TEST(SweepAnalysis, ARuntimesBestIsChosenOnlyAmongItsOwnOptions) {
   ASSERT_TRUE(joint.option);
   EXPECT_EQ(joint.option->name, "int8");  // two options with one pair: the first is named
   EXPECT_FALSE(joint.closest);
-  EXPECT_EQ(joint.gap,
+  EXPECT_EQ(gap_text(records, a, joint),
             "the best overall (K q8_0, V q4_0; not available in Joint RT) needs 6.5 bits/element vs 8.5 here "
             "(rel_out_err 0.004 vs 0.002)");
 
   const RuntimeChoice& split = a.runtimes[1];
   EXPECT_EQ(split.title, "split");  // no title in the view: the target's name
   EXPECT_EQ(split.record, 2u);
-  EXPECT_THAT(split.gap, IsEmpty());
+  EXPECT_THAT(gap_text(records, a, split), IsEmpty());
 }
 
 TEST(SweepAnalysis, ARuntimeWithNoFeasibleOptionGetsItsClosestAndNoRecommendation) {
@@ -238,8 +239,8 @@ TEST(SweepAnalysis, ARuntimeWithNoFeasibleOptionGetsItsClosestAndNoRecommendatio
   EXPECT_FALSE(tiny.option);
   ASSERT_EQ(tiny.closest, 3u);
   EXPECT_EQ(tiny.closest_option->name, "q4_0");
-  EXPECT_THAT(tiny.gap, HasSubstr("none of its options meets the budget"));
-  EXPECT_THAT(tiny.gap, HasSubstr("K q8_0, V q4_0; not available in Tiny RT"));
+  EXPECT_THAT(gap_text(records, a, tiny), HasSubstr("none of its options meets the budget"));
+  EXPECT_THAT(gap_text(records, a, tiny), HasSubstr("K q8_0, V q4_0; not available in Tiny RT"));
 }
 
 TEST(SweepAnalysis, MinErrorGapNamesTheErrors) {
@@ -249,7 +250,7 @@ TEST(SweepAnalysis, MinErrorGapNamesTheErrors) {
   spec.runtime_views[0].options = {option("int8", "q8_0", "q8_0")};
   const SweepAnalysis a = analyze(spec, records);
   EXPECT_EQ(a.best, 0u);
-  EXPECT_EQ(a.runtimes[0].gap,
+  EXPECT_EQ(gap_text(records, a, a.runtimes[0]),
             "the best overall (K f16, V f16; not available in Joint RT) reaches rel_out_err 0.0001 vs 0.002 here "
             "(16 vs 8.5 bits/element)");
 }
@@ -257,13 +258,13 @@ TEST(SweepAnalysis, MinErrorGapNamesTheErrors) {
 TEST(SweepAnalysis, NothingFeasibleIsSaidInEveryGap) {
   const std::vector<SweepRecord> records = runtime_records();
   SweepSpec spec = runtime_spec(records);
-  spec.budget.max_rel_out_err = 1e-6;
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 1e-6}};
   const SweepAnalysis a = analyze(spec, records);
   EXPECT_FALSE(a.best);
   for (const RuntimeChoice& c : a.runtimes) {
     EXPECT_FALSE(c.record);
     EXPECT_TRUE(c.closest);
-    EXPECT_EQ(c.gap, "no evaluated configuration meets the budget");
+    EXPECT_EQ(gap_text(records, a, c), "no evaluated configuration meets the budget");
   }
   EXPECT_EQ(a.runtimes[0].closest, 0u);  // f16: the lowest error among its options
 }
@@ -293,7 +294,7 @@ TEST(SweepAnalysis, MemoryFiguresMatchTheDesignForLlama70b) {
   EXPECT_EQ(a.verdicts[0].memory->total_bytes, 40 * GiB);
   EXPECT_EQ(a.verdicts[0].sequences, 2u);  // 80 GiB free / 40 GiB
   EXPECT_FALSE(a.verdicts[0].feasible);
-  EXPECT_THAT(a.verdicts[0].violations, ElementsAre("3 sequences x 40.00 GiB > 80.00 GiB free after weights (2 fit)"));
+  EXPECT_THAT(violation_texts(a.verdicts[0]), ElementsAre("3 sequences x 40.00 GiB > 80.00 GiB free after weights (2 fit)"));
   ASSERT_TRUE(a.verdicts[1].memory);
   EXPECT_DOUBLE_EQ(a.verdicts[1].memory->bytes_per_token, 130.0 * KiB);
   EXPECT_EQ(a.verdicts[1].sequences, 4u);  // 16.25 GiB each
@@ -368,7 +369,7 @@ TEST(SweepReport, ConsoleSummaryPrintsSettingsToPasteAndNeverRecommendsTheInfeas
 TEST(SweepReport, NothingFeasibleSaysSoAndShowsTheClosest) {
   const std::vector<SweepRecord> records = runtime_records();
   SweepSpec spec = runtime_spec(records);
-  spec.budget.max_rel_out_err = 1e-6;
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 1e-6}};
   const std::string text = summary(spec, records, analyze(spec, records));
   EXPECT_THAT(text, HasSubstr("nothing meets the budget"));
   EXPECT_THAT(text, HasSubstr("closest (lowest rel_out_err, not a recommendation): K f16, V f16"));

@@ -34,6 +34,13 @@ SweepSpec small_spec(std::vector<SweepPoint> points) {
   return spec;
 }
 
+// The points' schemes, made by the built-in registry (the parser does this for a sweep file).
+SweepSpec typed(SweepSpec spec) {
+  for (SweepPoint& p : spec.points) p = make_point(builtin_registry(), p.k, p.v, p.origin);
+  spec.registry = std::shared_ptr<const Registry>(std::shared_ptr<const Registry>(), &builtin_registry());
+  return spec;
+}
+
 std::vector<SweepPoint> grid_points() {
   std::vector<SweepPoint> points;
   for (const char* k : {"int:bits=8,axis=channel", "int:bits=4,axis=channel", "q8_0"}) {
@@ -72,7 +79,7 @@ class SweepRun : public ::testing::Test {
 
 TEST_F(SweepRun, StreamsOneLinePerPointWithMetricsAndProvenance) {
   const SweepSpec spec = small_spec(grid_points());
-  const std::vector<SweepRecord> records = run_sweep(spec, builtin_registry(), options());
+  const std::vector<SweepRecord> records = run_sweep(typed(spec), options());
   ASSERT_EQ(records.size(), 6u);
   EXPECT_EQ(line_count(results()), 6u);
   const std::vector<SweepRecord> read = read_records(results());
@@ -99,8 +106,8 @@ TEST_F(SweepRun, StreamsOneLinePerPointWithMetricsAndProvenance) {
 TEST_F(SweepRun, ResumeSkipsWhatIsDoneAndRefusesAnotherSpec) {
   SweepSpec spec = small_spec(grid_points());
   SweepRunOptions o = options();
-  const std::vector<SweepRecord> first = run_sweep(spec, builtin_registry(), o);
-  EXPECT_THROW(run_sweep(spec, builtin_registry(), o), InputError);  // exists, no --resume
+  const std::vector<SweepRecord> first = run_sweep(typed(spec), o);
+  EXPECT_THROW(run_sweep(typed(spec), o), InputError);  // exists, no --resume
 
   // An interrupted run: the last line was cut off mid-write, and two points never ran.
   std::string text;
@@ -123,7 +130,7 @@ TEST_F(SweepRun, ResumeSkipsWhatIsDoneAndRefusesAnotherSpec) {
     last_done = done;
     EXPECT_EQ(total, 6u);
   };
-  const std::vector<SweepRecord> resumed = run_sweep(spec, builtin_registry(), o);
+  const std::vector<SweepRecord> resumed = run_sweep(typed(spec), o);
   EXPECT_EQ(line_count(results()), 6u);  // the partial line dropped, the two missing points added
   EXPECT_GE(calls, 2u);
   EXPECT_EQ(last_done, 6u);
@@ -135,7 +142,7 @@ TEST_F(SweepRun, ResumeSkipsWhatIsDoneAndRefusesAnotherSpec) {
   // A changed workload is another sweep: resume refuses to mix them.
   spec.hash = 0x9999;
   try {
-    run_sweep(spec, builtin_registry(), o);
+    run_sweep(typed(spec), o);
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_THAT(std::string(e.what()), HasSubstr("spec hash 0000000000001234, this one 0000000000009999"));
@@ -144,12 +151,12 @@ TEST_F(SweepRun, ResumeSkipsWhatIsDoneAndRefusesAnotherSpec) {
 
 TEST_F(SweepRun, ShardsCoverEveryPointOnceAndMergeToTheUnshardedResult) {
   const SweepSpec spec = small_spec(grid_points());
-  const std::vector<SweepRecord> whole = run_sweep(spec, builtin_registry(), options("whole"));
+  const std::vector<SweepRecord> whole = run_sweep(typed(spec), options("whole"));
   for (int64_t i = 0; i < 3; ++i) {
     SweepRunOptions o = options("shard" + std::to_string(i));
     o.shard = i;
     o.shards = 3;
-    EXPECT_EQ(run_sweep(spec, builtin_registry(), o).size(), 2u);
+    EXPECT_EQ(run_sweep(typed(spec), o).size(), 2u);
   }
   const std::vector<SweepRecord> merged =
       merge_records({(dir_ / "shard0").string(), (dir_ / "shard1").string(), (dir_ / "shard2").string()});
@@ -164,14 +171,14 @@ TEST_F(SweepRun, ShardsCoverEveryPointOnceAndMergeToTheUnshardedResult) {
   SweepRunOptions bad = options("bad");
   bad.shard = 3;
   bad.shards = 3;
-  EXPECT_THROW(run_sweep(spec, builtin_registry(), bad), InputError);
+  EXPECT_THROW(run_sweep(typed(spec), bad), InputError);
 }
 
 TEST_F(SweepRun, MergeRefusesShardsOfDifferentSweeps) {
   SweepSpec a = small_spec({{"q8_0", "q8_0", "search"}});
-  run_sweep(a, builtin_registry(), options("a"));
+  run_sweep(typed(a), options("a"));
   a.hash = 0x77;
-  run_sweep(a, builtin_registry(), options("b"));
+  run_sweep(typed(a), options("b"));
   try {
     merge_records({(dir_ / "a").string(), (dir_ / "b").string()});
     FAIL() << "no error";
@@ -183,7 +190,7 @@ TEST_F(SweepRun, MergeRefusesShardsOfDifferentSweeps) {
 TEST_F(SweepRun, APointWhoseSchemeFailsIsRecordedAndTheSweepGoesOn) {
   SweepSpec spec = small_spec({{"f16", "none", "search"}, {"q8_0", "none", "search"}});
   spec.scenario.workload.keys.scale = 1e4;  // keys beyond f16's range (65504) with the outliers x10
-  const std::vector<SweepRecord> records = run_sweep(spec, builtin_registry(), options());
+  const std::vector<SweepRecord> records = run_sweep(typed(spec), options());
   ASSERT_EQ(records.size(), 2u);
   EXPECT_FALSE(records[0].ok);
   EXPECT_THAT(records[0].error, HasSubstr("keys through 'f16' are not finite"));
@@ -204,7 +211,7 @@ TEST_F(SweepRun, IndependentPairingPairsThePerRoleFrontiers) {
     spec.points.push_back({k, "none", "search"});
   }
   for (const char* v : {"int:bits=8,axis=token", "int:bits=4,axis=token"}) spec.points.push_back({"none", v, "search"});
-  const std::vector<SweepRecord> records = run_sweep(spec, builtin_registry(), options());
+  const std::vector<SweepRecord> records = run_sweep(typed(spec), options());
   ASSERT_EQ(records.size(), 5u + 4u);  // phase 1, then 2 K x 2 V
   std::set<std::pair<std::string, std::string>> phase2;
   for (size_t i = 5; i < records.size(); ++i) phase2.insert({records[i].k, records[i].v});
@@ -214,14 +221,14 @@ TEST_F(SweepRun, IndependentPairingPairsThePerRoleFrontiers) {
 
   SweepRunOptions sharded = options("sharded");
   sharded.shards = 2;
-  EXPECT_THROW(run_sweep(spec, builtin_registry(), sharded), InputError);
+  EXPECT_THROW(run_sweep(typed(spec), sharded), InputError);
 }
 
 // Records are only exact for the build that computed them: resume and merge refuse another one's.
 TEST_F(SweepRun, ResumeAndMergeRefuseResultsOfAnotherBuild) {
   const SweepSpec spec = small_spec({{"q8_0", "q8_0", "search"}, {"q4_0", "q4_0", "search"}});
-  run_sweep(spec, builtin_registry(), options("a"));
-  run_sweep(spec, builtin_registry(), options("b"));
+  run_sweep(typed(spec), options("a"));
+  run_sweep(typed(spec), options("b"));
   const std::vector<SweepRecord> mine = read_records(results("a"));
   std::string text;
   for (SweepRecord r : mine) {
@@ -235,7 +242,7 @@ TEST_F(SweepRun, ResumeAndMergeRefuseResultsOfAnotherBuild) {
   SweepRunOptions o = options("b");
   o.resume = true;
   try {
-    run_sweep(spec, builtin_registry(), o);
+    run_sweep(typed(spec), o);
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_THAT(std::string(e.what()), HasSubstr("(commit 0123456789ab)"));

@@ -27,6 +27,25 @@ inline constexpr std::array<std::string_view, kMetricCount> kMetricNames = {
 
 constexpr std::string_view metric_name(Metric m) { return kMetricNames[static_cast<size_t>(m)]; }
 
+// What consumers need to know of each metric (budgets, reports): one table, indexed by Metric.
+struct MetricInfo {
+  Metric metric;
+  bool higher_is_better;  // agreement and needle metrics; the error metrics are lower-is-better
+  bool needs_needles;     // sampled only where the workload plants needles
+  std::string_view unit;  // "" (a ratio or a count), "nats"
+};
+inline constexpr std::array<MetricInfo, kMetricCount> kMetricInfo = {{
+    {Metric::rel_out_err, false, false, ""},
+    {Metric::max_logit_err, false, false, ""},
+    {Metric::shift_logit_err, false, false, ""},
+    {Metric::attn_kl, false, false, "nats"},
+    {Metric::top1_agree, true, false, ""},
+    {Metric::topk_overlap, true, false, ""},
+    {Metric::needle_hit, true, true, ""},
+    {Metric::needle_mass_ratio, true, true, ""},
+}};
+constexpr const MetricInfo& metric_info(Metric m) { return kMetricInfo[static_cast<size_t>(m)]; }
+
 struct Summary {
   double mean = 0.0;
   double p95 = 0.0;  // linear interpolation between order statistics (numpy's default)

@@ -12,7 +12,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kvtune/scheme.h"
@@ -37,6 +40,10 @@ struct CachePolicy {
 
 // The reserved policy keys with their domains (listed by `kvtune schemes`).
 const std::vector<ParamDomain>& policy_domains();
+
+// A policy key that only means something with another key's value: rotation_group needs
+// rotation=hadamard, rotation_seed needs rotation=random. nullopt: the key stands alone.
+std::optional<std::pair<std::string, std::string>> policy_key_requirement(std::string_view key);
 
 // Reads the policy from validated key=value pairs (keys from policy_domains()).
 CachePolicy policy_from_values(const std::vector<std::pair<std::string, std::string>>& values);

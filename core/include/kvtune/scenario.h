@@ -37,6 +37,9 @@ struct Scenario {
 // The evaluator backends a scenario or sweep file may name: "cpu"; "cuda" (device formats quantized
 // and dequantized by the GPU kernels); "cuda-kernel" (also attention by the fused decode kernel).
 inline const std::vector<std::string> kEvalBackends{"cpu", "cuda", "cuda-kernel"};
+// Whether a backend computes attention itself (cuda-kernel), so its metrics differ from the
+// simulator's; cpu and cuda give the same bits.
+inline bool backend_computes_attention(std::string_view backend) { return backend == "cuda-kernel"; }
 
 // One case of a scenario run: seeds x layers x heads, seed-major.
 struct CaseKey {

@@ -1,16 +1,21 @@
 // Sweeps (DESIGN §7): a workload, a search space of K and V schemes (with cache-policy values), a
-// budget and target runtimes, read from a TOML sweep file (docs/sweep-file.md). Every point is
-// expanded and validated before anything is evaluated. The runner (sweep_run.h) evaluates the
+// budget and target runtimes, read once from a TOML sweep file (docs/sweep-file.md) into one typed
+// SweepSpec that the runner, resume, shards, merge and the analysis all use. Every point is
+// expanded, made and validated before anything is evaluated. The runner (sweep_run.h) evaluates the
 // points and streams one record per point; the analysis (sweep_analysis.h) finds the feasible set,
 // the Pareto frontier, the best configuration and each runtime's best expressible configuration.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kvtune/metrics.h"
 #include "kvtune/model_preset.h"
 #include "kvtune/registry.h"
 #include "kvtune/runtime_table.h"
@@ -39,12 +44,29 @@ enum class Objective {
   min_error,  // the lowest rel_out_err (ties: fewer bits); the default with only a memory bound
 };
 
+// A budget term: a statistic of one metric's samples bounded from above or below. A sweep file
+// spells it max_<metric>[_p95] or min_<metric>[_p95] (mean without the suffix), for every metric of
+// kMetricNames: max_rel_out_err, max_attn_kl_p95, min_needle_hit, min_top1_agree_p95, ...
+enum class Statistic { mean, p95 };
+enum class BoundKind { at_most, at_least };
+struct BudgetTerm {
+  Metric metric = Metric::rel_out_err;
+  Statistic statistic = Statistic::mean;
+  BoundKind kind = BoundKind::at_most;
+  double bound = 0.0;
+
+  std::string key() const;  // the sweep-file key, e.g. "max_attn_kl_p95"
+  double value(const Summary& s) const { return statistic == Statistic::mean ? s.mean : s.p95; }
+  // NaN fails every bound: a broken metric is never feasible.
+  bool holds(double v) const { return kind == BoundKind::at_most ? v <= bound : v >= bound; }
+};
+// The term a key names (its bound left 0), or nullopt when the key names none.
+std::optional<BudgetTerm> budget_term_for_key(std::string_view key);
+
 struct SweepBudget {
   Objective objective = Objective::min_bits;
-  std::optional<double> max_rel_out_err;  // mean over queries and cases
-  std::optional<double> max_attn_kl_p95;
-  std::optional<double> min_needle_hit;   // mean; needs needles in the workload
-  std::optional<double> max_bits;         // (k_bits + v_bits) / 2 per element
+  std::vector<BudgetTerm> terms;   // in the file's order
+  std::optional<double> max_bits;  // (k_bits + v_bits) / 2 per element
   std::optional<MemoryFit> fit;
 };
 
@@ -53,11 +75,15 @@ struct RuntimeTarget {
   std::string version = "latest";  // a version of the table's scheme, or "latest"
 };
 
-// A point to evaluate: a canonical K spec and V spec, and where it came from.
+// A point to evaluate: its two schemes (made once, shared, immutable), their canonical specs, and
+// where it came from.
 struct SweepPoint {
-  std::string k, v;
+  std::string k, v;    // canonical specs: k_scheme->spec(), v_scheme->spec()
   std::string origin;  // "search" or "runtime <name> <version>: <option name>"
+  SchemePtr k_scheme, v_scheme;
 };
+// A point of two specs made by `registry` (InputError for a spec it refuses).
+SweepPoint make_point(const Registry& registry, std::string_view k, std::string_view v, std::string origin);
 
 struct SweepSpec {
   std::string name;
@@ -71,30 +97,58 @@ struct SweepSpec {
   SweepBudget budget;
   std::vector<RuntimeTarget> runtimes;
   std::vector<RuntimeView> runtime_views;  // one per target: the options its version offers
-  std::vector<std::string> plugins;        // shared libraries the file names (sweep_plugin_paths)
+  std::vector<std::string> plugins;        // shared libraries the file names (absolute paths)
+  std::shared_ptr<const Registry> registry;  // what the specs were made by (plugins included)
+  std::map<std::string, SchemePtr, std::less<>> schemes;  // every candidate and option, by canonical spec
   std::vector<std::string> notes;          // what expansion dropped and why (e.g. a runtime option
                                            // whose scheme cannot take the workload's head_dim)
   // Of everything that determines a point's metrics (workload, contexts, seeds, layers, heads,
   // topk) but not of the point list: a resumed sweep may add candidates, never change the workload.
   uint64_t hash = 0;
+
+  // The scheme of a canonical spec of this sweep; the registry makes one it does not hold.
+  SchemePtr scheme(std::string_view spec) const;
 };
+
+// Where expansion is, for a progress display: `stage` ("K candidates", "V candidates", "pairs").
+using ExpandProgress = std::function<void(std::string_view stage, size_t done, size_t total)>;
 
 // What a sweep reads besides its own file.
 struct SweepContext {
   const Registry* registry = nullptr;
+  // The registry plus the file's `plugins` (absolute paths); empty: a file naming plugins is refused.
+  std::function<std::shared_ptr<const Registry>(const std::vector<std::string>& plugins)> with_plugins;
   ModelLookup models;                       // model = "NAME"
   std::vector<RuntimeTable> runtime_tables; // configs/runtimes
+  ExpandProgress progress;                  // may be empty
+};
+
+// A sweep's points are counted before they are made; more than this many is refused unless the
+// file raises [search] max_points (16 million points need > 10 GB before the first evaluation).
+inline constexpr int64_t kDefaultMaxPoints = 100000;
+
+// Typed changes applied to a sweep file's values before it is read (`kvtune recommend` fills its
+// template this way; `merge` and `--resume` give the plugins resolved.json recorded). Each set
+// field replaces the file's key.
+struct SweepOverrides {
+  std::optional<std::string> name;
+  std::optional<std::string> model;                 // [workload] model
+  std::optional<int64_t> tokens;                    // [workload] tokens
+  std::optional<std::vector<int64_t>> layers;       // [workload] layers
+  std::optional<std::vector<BudgetTerm>> terms;     // [budget] error terms
+  std::optional<MemoryFit> fit;                     // [budget] fit
+  std::optional<std::vector<RuntimeTarget>> runtimes;
+  std::optional<std::vector<std::string>> plugins;  // absolute paths
 };
 
 // Reads and fully validates a sweep file: every candidate spec resolves, every point fits the
 // workload's shape, every runtime and version exists. Errors are InputErrors naming
 // file:line:column (or the key) and what was expected.
-SweepSpec parse_sweep(std::string_view text, const std::string& source_name, const SweepContext& context);
+// The file's `plugins = [...]` (a relative path taken from the file's folder) are loaded through
+// context.with_plugins before any candidate is validated.
+SweepSpec parse_sweep(std::string_view text, const std::string& source_name, const SweepContext& context,
+                      const SweepOverrides& overrides = {});
 SweepSpec load_sweep(const std::string& path, const SweepContext& context);
-
-// The file's `plugins = [...]`, read before anything else (their families must be in the registry
-// that parse_sweep validates against); a relative path is taken from the sweep file's folder.
-std::vector<std::string> sweep_plugin_paths(std::string_view text, const std::string& source_name);
 
 const char* pairing_name(Pairing pairing);
 const char* objective_name(Objective objective);

@@ -1,10 +1,12 @@
 // What a sweep's records mean against its budget: the feasible set, the Pareto frontier (bits per
 // element vs rel_out_err), the best feasible configuration, and for each target runtime the best
 // feasible configuration it can express (only its own options count), with the gap to the
-// unconstrained best. Pure computation over records; kvtune/sweep_report.h renders it.
+// unconstrained best. Pure computation over records: violations and gaps are data (kinds, metrics,
+// bounds, values); kvtune/sweep_report.h renders them in words.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,9 +17,45 @@
 
 namespace kvtune {
 
+// Why a record misses the budget.
+struct Violation {
+  enum class Kind {
+    failed,          // the point did not run; detail: its scheme's message
+    metric,          // term does not hold for value
+    no_samples,      // term's metric has no samples (e.g. no needles)
+    bits,            // value (bits/element) > bound (max_bits)
+    memory_fit,      // sequences wanted, fit of them fit: bytes_per_sequence each in free_bytes
+    memory_unknown,  // the memory model refused a scheme for the model; detail: why
+    no_model,        // a memory budget needs the workload's model preset
+  };
+  Kind kind = Kind::failed;
+  BudgetTerm term;           // metric, no_samples
+  double value = 0.0, bound = 0.0;
+  uint64_t sequences = 0, fit = 0, bytes_per_sequence = 0, free_bytes = 0;
+  std::string detail;        // a scheme's own message (failed, memory_unknown)
+};
+
+const char* violation_kind_name(Violation::Kind kind);
+
+// How a runtime's choice stands against the best configuration overall.
+struct Gap {
+  enum class Kind {
+    best,            // the runtime's choice is the best overall
+    no_best,         // no evaluated configuration meets the budget
+    none_evaluated,  // none of the runtime's options was evaluated
+    none_feasible,   // none of its options meets the budget; the best overall does
+    behind,          // its best feasible option is not the best overall
+  };
+  Kind kind = Kind::best;
+  bool best_expressible = true;  // the runtime can express the best overall configuration
+  Objective objective = Objective::min_bits;  // what "behind" is measured in (bits, or error)
+};
+
+const char* gap_kind_name(Gap::Kind kind);
+
 struct RecordVerdict {
   bool feasible = false;
-  std::vector<std::string> violations;  // "rel_out_err 0.031 > 0.02", "needs 41.2 GiB > 40 GiB", ...
+  std::vector<Violation> violations;
   std::optional<MemoryEstimate> memory; // per sequence at the fit context (or the evaluated one) for the model
   std::optional<uint64_t> sequences;    // that fit, with a fit budget
 };
@@ -30,7 +68,7 @@ struct RuntimeChoice {
   std::optional<RuntimeOption> option;  // the option that realises it (settings to paste, caveats)
   std::optional<size_t> closest;     // no feasible option: the option point with the lowest error
   std::optional<RuntimeOption> closest_option;
-  std::string gap;                   // to the unconstrained best, in words; empty when it is the best
+  Gap gap;                           // to the unconstrained best (SweepAnalysis::best)
 };
 
 struct SweepAnalysis {
@@ -40,6 +78,13 @@ struct SweepAnalysis {
   std::vector<RuntimeChoice> runtimes;  // one per spec.runtimes
 };
 
-SweepAnalysis analyze_sweep(const SweepSpec& spec, const std::vector<SweepRecord>& records, const Registry& registry);
+// Memory comes from the spec's own schemes (SweepSpec::scheme).
+SweepAnalysis analyze_sweep(const SweepSpec& spec, const std::vector<SweepRecord>& records);
+
+// The Pareto-optimal ok records on (bits(record), mean rel_out_err), by bits ascending: a record is
+// on it when it is the first of its bits value and its error is below every error at fewer bits
+// (an exact tie keeps only its first record).
+std::vector<size_t> pareto_frontier(const std::vector<SweepRecord>& records,
+                                    const std::function<double(const SweepRecord&)>& bits = &SweepRecord::bits);
 
 }  // namespace kvtune

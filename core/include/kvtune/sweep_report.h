@@ -17,6 +17,12 @@
 
 namespace kvtune {
 
+// The words of a violation ("rel_out_err 0.0312 > 0.02", "no needle samples", ...) and of a
+// runtime's gap to the best overall (empty when its choice is the best).
+std::string violation_text(const Violation& violation);
+std::vector<std::string> violation_texts(const RecordVerdict& verdict);
+std::string gap_text(const std::vector<SweepRecord>& records, const SweepAnalysis& analysis, const RuntimeChoice& choice);
+
 // The console summary.
 void print_sweep_summary(std::ostream& out, const SweepSpec& spec, const std::vector<SweepRecord>& records,
                          const SweepAnalysis& analysis);

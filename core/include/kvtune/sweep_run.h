@@ -1,11 +1,13 @@
 // Running a sweep: the points of one shard are evaluated in batches (each batch one separable
-// evaluation, so each K and V configuration of a batch is quantized once per case) and each
-// point's record is appended to results.jsonl as one JSON line, flushed, as soon as its batch is
-// done. An interrupted sweep resumes: records already in the file are kept and their points
-// skipped, after checking that the file was written by the same spec (its hash).
+// evaluation over the points' own schemes, so each K and V configuration of a batch is quantized
+// once per case) and each point's record is appended to results.jsonl as one JSON line, flushed,
+// as soon as its batch is done. An interrupted sweep resumes: records already in the file are kept
+// and their points skipped, after checking that the file was written by the same spec (its hash).
+// The output directory (sweep_dir.h) is locked for the run and left untouched by a refused one.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -41,21 +43,39 @@ struct SweepRunOptions {
   EvalBackendPtr backend;  // the evaluator backend (null: the CPU)
   size_t batch_points = 64;  // points per separable evaluation (and per flush)
   std::function<void(size_t done, size_t total)> progress;  // after each batch; may be empty
+  const std::atomic<bool>* cancel = nullptr;  // set (e.g. by SIGINT): stop after the running batch
+};
+
+// Thrown by run_sweep when options.cancel was set: what is in results.jsonl stays there.
+struct SweepInterrupted : std::runtime_error {
+  SweepInterrupted(size_t written_records, size_t shard_points, std::string results_path)
+      : std::runtime_error("sweep interrupted"),
+        written(written_records),
+        total(shard_points),
+        path(std::move(results_path)) {}
+  size_t written, total;  // records in the file, points of the shard
+  std::string path;       // results.jsonl
 };
 
 // Evaluates this shard's points and returns every record of the shard (resumed ones included), in
-// point order. Throws InputError when out_dir cannot be written, when results.jsonl exists without
-// --resume, or when it belongs to another spec, shard or build (kvtune version and git commit). A point whose scheme fails at run time becomes a
-// record with ok = false and the sweep goes on.
-std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const Registry& registry, const SweepRunOptions& options);
+// point order. Locks out_dir, then throws InputError when it cannot be written, is locked by another
+// run, when results.jsonl exists without --resume, or when it belongs to another spec, shard or
+// build (kvtune version and git commit); only then writes sweep.toml and resolved.json. A point
+// whose scheme fails at run time (an InputError, a plugin's crash) becomes a record with ok = false
+// and the sweep goes on; any other exception is a bug and ends the sweep.
+std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const SweepRunOptions& options);
 
 // results.jsonl <-> records. read_records names file:line for a malformed line.
 std::string record_to_json_line(const SweepRecord& record);
 std::vector<SweepRecord> read_records(const std::string& path);
 
-// Merges the results.jsonl of several shard directories: all must carry the same spec hash and
-// come from the same build (version and commit); a
-// point present twice keeps its first record. Records come in directory order, then file order.
+// Merges the results.jsonl of several shard directories: all must carry the same spec hash, come
+// from the same build (version and commit) and the same shard count; a point present twice keeps
+// its first record when both agree and is refused when they differ. Records come in directory
+// order, then file order.
 std::vector<SweepRecord> merge_records(const std::vector<std::string>& dirs);
+
+// Whether two records of one point hold the same result (provenance aside).
+bool same_result(const SweepRecord& a, const SweepRecord& b);
 
 }  // namespace kvtune
