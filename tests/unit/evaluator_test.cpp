@@ -335,3 +335,28 @@ TEST(Scenario, RefusesWorkloadsTooLargeToHold) {
 
 }  // namespace
 }  // namespace kvtune
+
+namespace kvtune {
+namespace {
+
+// Issue #13: a repeated seed, layer or head would evaluate the same case twice and weigh it double.
+TEST(Scenario, RefusesRepeatedSeedsLayersAndHeads) {
+  const auto error_of = [](const std::string& top, const std::string& workload) {
+    try {
+      parse_scenario(top + "[workload]\ntokens = 64\nhead_dim = 16\nnum_layers = 4\nkv_heads = 4\n" + workload +
+                         "[[pairs]]\nk = \"none\"\nv = \"none\"\n",
+                     "d.toml");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of("seeds = [3, 1, 3]\n", ""), "d.toml:1:9: 'seeds' lists 3 twice");
+  EXPECT_EQ(error_of("", "heads = [0, 2, 2]\n"), "d.toml:6:9: 'heads' lists 2 twice");
+  EXPECT_EQ(error_of("", "layers = [3, 3]\n"), "d.toml:6:10: 'layers' lists 3 twice");
+  EXPECT_EQ(error_of("", "[[workload.overrides]]\nlayers = [1, 1]\n"), "d.toml:7:10: 'layers' lists 1 twice");
+  EXPECT_EQ(error_of("seeds = [3, 1]\n", "heads = [0, 2]\nlayers = [3, 1]\n"), "no error");
+}
+
+}  // namespace
+}  // namespace kvtune
