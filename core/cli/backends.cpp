@@ -27,4 +27,19 @@ EvalBackendPtr make_backend(const std::string& name, const std::string& where) {
 #endif
 }
 
+void add_backend_used(nlohmann::json& doc, const std::vector<EvalResult>& runs) {
+  nlohmann::json& rows = doc.at("rows");
+  size_t row = 0;
+  for (const EvalResult& r : runs) {
+    for (const PairResult& p : r.pairs) rows.at(row++)["backend_used"] = p.backend_used;
+  }
+}
+
+void print_backend_used(std::ostream& out, const EvalResult& result) {
+  for (const PairResult& p : result.pairs) {
+    if (p.backend_used == result.backend) continue;
+    out << "  " << p.name << ": attention by " << p.backend_used << "; rel_out_err above is the simulator's\n";
+  }
+}
+
 }  // namespace kvtune::cli

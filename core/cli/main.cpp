@@ -1,14 +1,69 @@
 // kvtune: KV-cache quantization simulator and autotuner. Exit status: 0 success, 2 bad input
 // (the message names the file, key or value), 1 internal error.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <map>
+#include <streambuf>
 
 #include "commands.h"
 #include "plugins.h"
 #include "kvtune/error.h"
 #include "kvtune/version.h"
 
+namespace {
+
+// std::cout through write(2), keeping the errno of the first failed write (stdio's buffer drops it,
+// so a full disk could only be reported as "write failed"). Line-buffered on a terminal, so
+// progress lines still show as they are printed.
+class StdoutBuf final : public std::streambuf {
+ public:
+  StdoutBuf() : line_buffered_(::isatty(STDOUT_FILENO) == 1) { setp(buf_, buf_ + sizeof buf_); }
+  int error() const { return error_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    drain();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return error_ == 0 ? traits_type::not_eof(c) : traits_type::eof();
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    const std::streamsize put = std::streambuf::xsputn(s, n);
+    if (line_buffered_ && std::memchr(s, '\n', static_cast<size_t>(n)) != nullptr) drain();
+    return error_ == 0 ? put : 0;
+  }
+  int sync() override {
+    drain();
+    return error_ == 0 ? 0 : -1;
+  }
+
+ private:
+  void drain() {
+    const char* p = pbase();
+    while (p < pptr() && error_ == 0) {
+      const ssize_t n = ::write(STDOUT_FILENO, p, static_cast<size_t>(pptr() - p));
+      if (n < 0 && errno != EINTR) error_ = errno;
+      if (n > 0) p += n;
+    }
+    setp(buf_, buf_ + sizeof buf_);  // after a failure the rest is dropped, as stdio would
+  }
+
+  char buf_[1 << 14];
+  bool line_buffered_;
+  int error_ = 0;
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  // Never freed: std::cout may still flush it during static destruction.
+  auto* out = new StdoutBuf;
+  std::cout.rdbuf(out);
   CLI::App app{"kvtune " KVTUNE_VERSION " - KV-cache quantization simulator and autotuner"};
   app.require_subcommand(1);
   app.set_version_flag("--version", KVTUNE_VERSION);
@@ -39,7 +94,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    for (CLI::App* sub : app.get_subcommands()) return runners.at(sub)();
+    for (CLI::App* sub : app.get_subcommands()) {
+      const int status = runners.at(sub)();
+      // A table or JSON document that never reached a full disk is a failure too, with the reason.
+      std::cout.flush();
+      if (out->error() != 0) {
+        throw kvtune::InputError("standard output: write failed (" + std::string(std::strerror(out->error())) + ")");
+      }
+      return status;
+    }
   } catch (const kvtune::InputError& e) {
     std::cerr << "kvtune: " << e.what() << "\n";
     return 2;

@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "plugins.h"
 #include "kvtune/error.h"
+#include "kvtune/evaluator.h"
 #include "kvtune/file_io.h"
 #include "kvtune/npy.h"
 
@@ -26,6 +27,8 @@ int run(const QuantizeOptions& o) {
   const std::vector<std::byte> packed = scheme->quantize(input.values, ctx);
   Matrix restored(input.values.rows(), input.values.cols());
   scheme->dequantize(packed, ctx, restored);
+  // The same rule as `simulate`: an output the scheme cannot represent is refused, not written.
+  require_finite_roundtrip(input.values, restored, *scheme, ctx.role, o.in);
   const std::vector<std::byte> image = npy_image(restored, input.shape.size() == 1);
   write_file_atomic(o.out, image);
   if (!o.packed_out.empty()) write_file_atomic(o.packed_out, packed);

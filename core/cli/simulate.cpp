@@ -49,7 +49,10 @@ Case load_tensor_case(const SimulateOptions& o) {
     throw InputError(o.q_path + ": queries have " + std::to_string(q.values.cols()) + " channels but keys have " +
                      std::to_string(k.values.cols()) + "; expected q as [D] or [Nq, D]");
   }
-  return case_from_tensors(std::move(k.values), std::move(v.values), std::move(q.values));
+  Case c = case_from_tensors(std::move(k.values), std::move(v.values), std::move(q.values));
+  c.keys_file = o.k_path;  // errors about the data (e.g. out of a scheme's range) name the file
+  c.values_file = o.v_path;
+  return c;
 }
 
 int run(const SimulateOptions& o) {
@@ -88,13 +91,16 @@ int run(const SimulateOptions& o) {
     write_file_atomic(o.needle_csv, std::as_bytes(std::span(csv.data(), csv.size())));
   }
   if (o.json) {
-    std::cout << to_json(name, runs).dump(2) << "\n";
+    nlohmann::json doc = to_json(name, runs);
+    add_backend_used(doc, runs);
+    std::cout << doc.dump(2) << "\n";
     return 0;
   }
   std::cout << name << "\n";
   for (const EvalResult& r : runs) {
     std::cout << "\n";
     print_table(std::cout, r);
+    print_backend_used(std::cout, r);
   }
   print_needle_tables(std::cout, runs);
   return 0;

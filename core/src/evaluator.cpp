@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <numeric>
 
@@ -19,6 +20,7 @@ struct CaseSamples {
   Samples metrics;
   std::vector<std::array<std::vector<double>, 2>> depths;  // per needle depth: hit, mass ratio
   std::vector<double> kernel_vs_sim;                       // kernel mode only
+  std::string kernel_gap;  // kernel mode: why the backend declined the pair ("" when it ran it)
 };
 
 // |a - b| / |b| per row of two [rows, d] outputs (|a - b| when b is zero).
@@ -114,14 +116,14 @@ void key_metrics(const Case& c, const AttentionScores& ref, const AttentionScore
   }
 }
 
-// A finite input can still leave a scheme's range (f16 overflows above 65504, a ggml scale beyond
-// f16 becomes infinite): that is bad input for the chosen scheme, not a result to average.
-void require_finite(ConstMatrixView m, const Scheme& scheme, Role role) {
-  for (int64_t i = 0; i < m.size(); ++i) {
-    if (!std::isfinite(m.data[i])) {
-      throw InputError(std::string(role == Role::key ? "keys" : "values") + " through '" + scheme.spec() +
-                       "' are not finite at [" + std::to_string(i / m.cols) + ", " + std::to_string(i % m.cols) +
-                       "]: the input exceeds the scheme's range");
+// Estimated logits (schemes that never round-trip keys) must be finite too; there is no single
+// input value to name, so the position is [query, token].
+void require_finite_logits(ConstMatrixView raw, const Scheme& scheme, const std::string& source) {
+  for (int64_t i = 0; i < raw.size(); ++i) {
+    if (!std::isfinite(raw.data[i])) {
+      throw InputError((source.empty() ? "" : source + ": ") + "logits of keys through '" + scheme.spec() +
+                       "' are not finite at [" + std::to_string(i / raw.cols) + ", " +
+                       std::to_string(i % raw.cols) + "]: the input exceeds the scheme's range");
     }
   }
 }
@@ -131,12 +133,12 @@ AttentionScores key_scores(const Scheme& scheme, const Case& c, const QuantConte
     const auto packed = scheme.quantize(c.keys, ctx);
     Matrix raw(c.queries.rows(), c.keys.rows());
     scheme.logits(c.queries, packed, c.keys.rows(), ctx, raw);
-    require_finite(raw, scheme, Role::key);
+    require_finite_logits(raw, scheme, c.keys_file);
     return scores_from_raw_logits(raw, c.keys.cols());
   }
   Matrix keys(c.keys.rows(), c.keys.cols());
   backend.roundtrip(scheme, c.keys, ctx, keys);
-  require_finite(keys, scheme, Role::key);
+  require_finite_roundtrip(c.keys, keys, scheme, Role::key, c.keys_file);
   return attention_scores(c.queries, keys);
 }
 
@@ -174,7 +176,7 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
   for (const SchemePtr& scheme : plan.v_schemes) {
     v_run.push_back(calibrated(scheme, c, Role::value));
     backend.roundtrip(*v_run.back(), c.values, vctx, values);
-    require_finite(values, *v_run.back(), Role::value);
+    require_finite_roundtrip(c.values, values, *v_run.back(), Role::value, c.values_file);
     v_wide.push_back(widen(values));
   }
 
@@ -187,6 +189,11 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
     if (auto kernel = backend.fused_attention(*k_run[pair.k], *v_run[pair.v], c)) {
       out[p].kernel_vs_sim = relative_rows(*kernel, o, ref.queries, d);
       o = std::move(*kernel);
+    } else if (backend.fuses_attention()) {
+      // The simulator's product stands in for the kernel: say so, and why, instead of reporting it
+      // under the kernel's name.
+      out[p].kernel_gap = backend.fused_attention_gap(*k_run[pair.k], *v_run[pair.v], d);
+      if (out[p].kernel_gap.empty()) out[p].kernel_gap = "the " + backend.name() + " backend returned no output";
     }
     out[p].metrics[static_cast<size_t>(Metric::rel_out_err)] = relative_rows(o, ref_out, ref.queries, d);
   }
@@ -194,6 +201,24 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
 }
 
 }  // namespace
+
+void require_finite_roundtrip(ConstMatrixView input, ConstMatrixView output, const Scheme& scheme, Role role,
+                              const std::string& source) {
+  for (int64_t i = 0; i < output.size(); ++i) {
+    if (std::isfinite(output.data[i])) continue;
+    // A block scheme (q8_0) overflows a whole group through its scale, so the culprit is the row's
+    // largest input, not necessarily the element at the first non-finite output.
+    const int64_t row = i / output.cols;
+    const float* in = input.row(row);
+    const int64_t col = std::max_element(in, in + input.cols, [](float a, float b) { return std::abs(a) < std::abs(b); }) - in;
+    char value[32];  // the float's shortest round-trip spelling: 1e+38, not 9.99999968e+37
+    const std::string v(value, std::to_chars(value, value + sizeof value, in[col]).ptr);
+    throw InputError((source.empty() ? "" : source + ": ") + (role == Role::key ? "keys" : "values") + " through '" +
+                     scheme.spec() + "' are not finite at [" + std::to_string(row) + ", " +
+                     std::to_string(i % output.cols) + "]: the input value " + v + " at [" +
+                     std::to_string(row) + ", " + std::to_string(col) + "] exceeds the scheme's range");
+  }
+}
 
 void check_plan_shape(const EvalPlan& plan, int64_t tokens, int64_t head_dim) {
   for (const auto* list : {&plan.k_schemes, &plan.v_schemes}) {
@@ -242,18 +267,21 @@ EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& s
     r.k_bits = r.k->bits_per_element(result.tokens, result.head_dim);
     r.v_bits = r.v->bits_per_element(result.tokens, result.head_dim);
     for (double depth : depths) r.needle_depths.push_back({depth, {}, {}});
+    std::string gap;  // the first case the kernel declined decides the label
     for (size_t i = 0; i < case_count; ++i) {
       const CaseSamples& cs = per_case[i][p];
       for (size_t m = 0; m < kMetricCount; ++m) {
         r.samples[m].insert(r.samples[m].end(), cs.metrics[m].begin(), cs.metrics[m].end());
       }
       r.kernel_vs_sim.insert(r.kernel_vs_sim.end(), cs.kernel_vs_sim.begin(), cs.kernel_vs_sim.end());
+      if (gap.empty()) gap = cs.kernel_gap;
       for (size_t k = 0; k < std::min(cs.depths.size(), r.needle_depths.size()); ++k) {
         DepthSamples& dst = r.needle_depths[k];
         dst.hit.insert(dst.hit.end(), cs.depths[k][0].begin(), cs.depths[k][0].end());
         dst.mass_ratio.insert(dst.mass_ratio.end(), cs.depths[k][1].begin(), cs.depths[k][1].end());
       }
     }
+    r.backend_used = gap.empty() ? result.backend : "cpu (no fused kernel for this pair: " + gap + ")";
     result.pairs.push_back(std::move(r));
   }
   return result;

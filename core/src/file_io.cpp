@@ -1,5 +1,6 @@
 #include "kvtune/file_io.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -33,9 +34,42 @@ fs::path parent_of(const std::string& path) {
   fs::path parent = fs::path(path).parent_path();
   return parent.empty() ? fs::path(".") : parent;
 }
+
+// A device or pipe (/dev/stdout, /dev/full, a FIFO) cannot be replaced by a rename: it is written
+// in place.
+bool is_stream(const std::string& path) {
+  std::error_code ec;
+  const fs::file_type t = fs::status(path, ec).type();
+  return !ec && (t == fs::file_type::character || t == fs::file_type::fifo || t == fs::file_type::socket);
+}
+
+// The OS's reason goes into every write error: "write failed" alone does not say the disk is full.
+[[noreturn]] void fail(const std::string& path, const std::string& what, int err) {
+  throw InputError(path + ": " + what + " (" + std::strerror(err) + ")");
+}
+
+// Writes every byte to fd, retrying short writes; returns 0 or the errno of the failure.
+int write_all(int fd, std::span<const std::byte> bytes) {
+  const char* p = reinterpret_cast<const char*>(bytes.data());
+  size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return 0;
+}
 }  // namespace
 
 void require_writable(const std::string& path) {
+  if (is_stream(path)) {
+    if (::access(path.c_str(), W_OK) != 0) fail(path, "not writable", errno);
+    return;
+  }
   const fs::path dir = parent_of(path);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw InputError(path + ": output directory " + dir.string() + " does not exist");
@@ -45,17 +79,23 @@ void require_writable(const std::string& path) {
 
 void write_file_atomic(const std::string& path, std::span<const std::byte> bytes) {
   require_writable(path);
+  if (is_stream(path)) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) fail(path, "cannot open for writing", errno);
+    const int err = write_all(fd, bytes);
+    const int closed = ::close(fd) == 0 ? 0 : errno;
+    if (err != 0 || closed != 0) fail(path, "write failed", err != 0 ? err : closed);
+    return;
+  }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError(path + ": cannot create (" + std::strerror(errno) + ")");
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      std::remove(tmp.c_str());
-      throw InputError(path + ": write failed");
-    }
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) fail(path, "cannot create", errno);
+  const int err = write_all(fd, bytes);
+  // close() can be where a delayed write error (NFS, quota) shows up.
+  const int closed = ::close(fd) == 0 ? 0 : errno;
+  if (err != 0 || closed != 0) {
+    std::remove(tmp.c_str());
+    fail(path, "write failed", err != 0 ? err : closed);
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);

@@ -50,6 +50,16 @@ class RotatedScheme final : public Scheme {
       return "'" + spec() + "': rotation_group=" + std::to_string(g) + " does not divide head_dim " +
              std::to_string(head_dim);
     }
+    // llama.cpp's own group (K and V alike) needs 64 | head_dim; without one, rotation=hadamard would
+    // rotate nothing while the spec still names it.
+    if (policy_.rotation == Rotation::hadamard && g == 0 && llama_cpp_rotation_group(Role::key, head_dim) == 0) {
+      std::string valid;
+      for (int64_t v = 2; v <= head_dim && head_dim % v == 0; v *= 2) valid += (valid.empty() ? "" : ", ") + std::to_string(v);
+      return "'" + spec() + "': rotation=hadamard has no rotation group for head_dim " + std::to_string(head_dim) +
+             " (llama.cpp's needs head_dim divisible by 64: K the largest power of two >= 64 dividing it, V 64); " +
+             (valid.empty() ? "no rotation_group (a power of two >= 2) divides it"
+                            : "give rotation_group=N, N one of " + valid);
+    }
     return {};
   }
 

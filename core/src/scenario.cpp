@@ -31,12 +31,8 @@ std::vector<int64_t> selection(TableReader& t, const std::string& key, int64_t c
     return all;
   }
   if (!n->is_array()) t.fail(*n, "'" + key + "' must be \"all\" or an array of indices");
-  std::vector<int64_t> picked = t.integers(key, 0, count - 1);
+  std::vector<int64_t> picked = t.distinct_integers(key, 0, count - 1);
   if (picked.empty()) t.fail(*n, "'" + key + "' must not be empty");
-  std::set<int64_t> seen;
-  for (int64_t i : picked) {
-    if (!seen.insert(i).second) t.fail(*n, "'" + key + "' lists " + std::to_string(i) + " twice");
-  }
   return picked;
 }
 
@@ -55,7 +51,7 @@ std::vector<int64_t> contexts(TableReader& w, int64_t fallback) {
 LayerOverride read_override(TableReader o, int64_t layers, int64_t head_dim) {
   LayerOverride out;
   const toml::node& list = o.required("layers", "an array of layer indices");
-  out.layers = o.integers("layers", 0, layers - 1);
+  out.layers = o.distinct_integers("layers", 0, layers - 1);
   if (out.layers.empty()) o.fail(list, "'layers' must not be empty");
   TableReader k = o.table("keys");
   if (k.has("outlier_channels")) out.outlier_channels = k.integers("outlier_channels", 0, head_dim - 1);
@@ -207,7 +203,7 @@ void read_seeds(TableReader& top, Scenario& sc) {
       for (int64_t i = 0; i < count; ++i) sc.seeds.push_back(static_cast<uint64_t>(first + i));
     } else if (seeds->is_array()) {
       sc.seeds.clear();
-      for (int64_t s : top.integers("seeds", 0, int64_t(1) << 62)) sc.seeds.push_back(static_cast<uint64_t>(s));
+      for (int64_t s : top.distinct_integers("seeds", 0, int64_t(1) << 62)) sc.seeds.push_back(static_cast<uint64_t>(s));
       if (sc.seeds.empty()) top.fail(*seeds, "'seeds' must not be empty");
     } else {
       top.fail(*seeds, "'seeds' must be a count (integer) or an array of seeds");

@@ -94,6 +94,17 @@ class TableReader {
     return out;
   }
 
+  // integers() whose entries must all differ: a seed, layer or head listed twice would count the
+  // same cases twice. Fails at the array, naming the repeated value.
+  std::vector<int64_t> distinct_integers(const std::string& key, int64_t min, int64_t max) {
+    std::vector<int64_t> out = integers(key, min, max);
+    std::set<int64_t> seen;
+    for (int64_t v : out) {
+      if (!seen.insert(v).second) fail(*node(key), "'" + key + "' lists " + std::to_string(v) + " twice");
+    }
+    return out;
+  }
+
   std::vector<double> reals(const std::string& key, double min, double max) {
     std::vector<double> out;
     const toml::node* n = node(key);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kvtune/cuda/decode_attention.h"
@@ -55,12 +56,22 @@ class CudaBackend final : public EvalBackend {
     std::copy(y.begin(), y.end(), out.data);
   }
 
-  std::optional<std::vector<double>> fused_attention(const Scheme& k, const Scheme& v, const Case& c) const override {
-    if (!kernel_mode_) return std::nullopt;
-    const int64_t d = c.keys.cols(), tokens = c.keys.rows(), queries = c.queries.rows();
+  bool fuses_attention() const override { return kernel_mode_; }
+
+  // The one test of whether the fused kernel takes a pair; fused_attention declines exactly these.
+  std::string fused_attention_gap(const Scheme& k, const Scheme& v, int64_t head_dim) const override {
+    if (!kernel_mode_) return "backend '" + name() + "' does not run attention";
     const std::optional<DeviceFormat> kf = k.device_format(), vf = v.device_format();
-    if (!kf || !vf || k.estimates_logits()) return std::nullopt;
-    if (!decode_attention_unsupported(*kf, *vf, static_cast<int32_t>(d), kMaxGroup).empty()) return std::nullopt;
+    if (!kf) return "no device format for '" + k.spec() + "'";
+    if (!vf) return "no device format for '" + v.spec() + "'";
+    if (k.estimates_logits()) return "'" + k.spec() + "' estimates logits instead of storing keys";
+    return decode_attention_unsupported(*kf, *vf, static_cast<int32_t>(head_dim), kMaxGroup);
+  }
+
+  std::optional<std::vector<double>> fused_attention(const Scheme& k, const Scheme& v, const Case& c) const override {
+    const int64_t d = c.keys.cols(), tokens = c.keys.rows(), queries = c.queries.rows();
+    if (!fused_attention_gap(k, v, d).empty()) return std::nullopt;
+    const std::optional<DeviceFormat> kf = k.device_format(), vf = v.device_format();
 
     CacheDesc kc, vc;
     const DeviceBuffer<uint8_t> kp = quantize_on_device(*kf, c.keys.view(), kc);

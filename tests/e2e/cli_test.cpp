@@ -82,7 +82,8 @@ const std::set<std::string> kRowKeys = {"name",
                                         "needle_mass_ratio",
                                         "tokens",
                                         "needle_depths",
-                                        "kernel_vs_sim"};
+                                        "kernel_vs_sim",
+                                        "backend_used"};
 
 std::set<std::string> keys_of(const json& object) {
   std::set<std::string> keys;

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include "kvtune/attention.h"
@@ -331,6 +334,128 @@ TEST(Scenario, RefusesBadLayersOverridesAndCalibration) {
 TEST(Scenario, RefusesWorkloadsTooLargeToHold) {
   const std::string toml = "[workload]\ntokens = 16000000\nhead_dim = 4096\n[[pairs]]\nk = \"none\"\nv = \"none\"\n";
   EXPECT_THROW(parse_scenario(toml, "big.toml"), InputError);
+}
+
+}  // namespace
+}  // namespace kvtune
+
+namespace kvtune {
+namespace {
+
+// Issue #13: quantize and simulate share one rule (require_finite_roundtrip). A block scheme
+// overflows its whole block through the scale, so the message names the row's largest input (the
+// culprit), and the file when the tensors came from one.
+TEST(Evaluator, OutOfRangeErrorNamesTheFileAndTheValue) {
+  Matrix k(4, 32, 1.0f), v(4, 32, 1.0f), q(1, 32, 1.0f);
+  k(2, 5) = 1e38f;
+  Case c = case_from_tensors(k, v, q);
+  c.keys_file = "k.npy";
+  c.values_file = "v.npy";
+  const auto error_of = [&](const std::string& k_spec, const std::string& v_spec, const Case& cs) {
+    try {
+      evaluate(build_plan({{"", k_spec, v_spec, ""}}, builtin_registry(), 2), 1, [&](size_t) { return cs; });
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of("q8_0", "none", c),
+            "k.npy: keys through 'q8_0' are not finite at [2, 0]: the input value 1e+38 at [2, 5] exceeds the "
+            "scheme's range");
+  EXPECT_EQ(error_of("f16", "none", c),
+            "k.npy: keys through 'f16' are not finite at [2, 5]: the input value 1e+38 at [2, 5] exceeds the "
+            "scheme's range");
+  Case cv = case_from_tensors(v, k, q);  // the large value now in V
+  cv.values_file = "big-v.npy";
+  EXPECT_EQ(error_of("none", "f16", cv),
+            "big-v.npy: values through 'f16' are not finite at [2, 5]: the input value 1e+38 at [2, 5] exceeds the "
+            "scheme's range");
+}
+
+// The core rule itself, as `kvtune quantize` calls it on its round trip.
+TEST(Evaluator, RequireFiniteRoundtripAcceptsFiniteOutput) {
+  Matrix in(2, 4, 3.0f), out(2, 4, 3.0f);
+  const SchemePtr f16 = make_scheme("f16");
+  EXPECT_NO_THROW(require_finite_roundtrip(in, out, *f16, Role::value, "x.npy"));
+  out(1, 2) = std::numeric_limits<float>::infinity();
+  in(1, 0) = -7e4f;
+  EXPECT_THROW(
+      {
+        try {
+          require_finite_roundtrip(in, out, *f16, Role::value, "");
+        } catch (const InputError& e) {
+          EXPECT_STREQ(e.what(),
+                       "values through 'f16' are not finite at [1, 2]: the input value -70000 at [1, 0] exceeds the "
+                       "scheme's range");
+          throw;
+        }
+      },
+      InputError);
+}
+
+// A kernel-mode backend that has a fused kernel for f16 keys only; it declines everything else.
+class DecliningKernelBackend final : public EvalBackend {
+ public:
+  std::string name() const override { return "fake-kernel"; }
+  void roundtrip(const Scheme& scheme, ConstMatrixView x, const QuantContext& ctx, MatrixView out) const override {
+    scheme.roundtrip(x, ctx, out);
+  }
+  bool fuses_attention() const override { return true; }
+  std::string fused_attention_gap(const Scheme& k, const Scheme& v, int64_t head_dim) const override {
+    if (k.spec() == "q4_0") return "";  // claims support but returns nothing (see fused_attention)
+    return k.spec() == "f16" ? "" : "no device format for '" + k.spec() + "' (" + v.spec() + ", head_dim " +
+                                          std::to_string(head_dim) + ")";
+  }
+  std::optional<std::vector<double>> fused_attention(const Scheme& k, const Scheme&, const Case& c) const override {
+    if (k.spec() != "f16") return std::nullopt;
+    return std::vector<double>(static_cast<size_t>(c.queries.rows() * c.values.cols()), 0.0);  // o = 0
+  }
+};
+
+// Issue #13: a pair the fused kernel declines is labelled as the simulator's, with the reason, not
+// reported under the kernel's name.
+TEST(Evaluator, LabelsPairsTheFusedKernelDeclined) {
+  const Matrix k = testing::normal_matrix(16, 32, 1), v = testing::normal_matrix(16, 32, 2),
+               q = testing::normal_matrix(2, 32, 3);
+  const Case c = case_from_tensors(k, v, q);
+  EvalPlan plan = build_plan({{"fused", "f16", "f16", ""},
+                              {"declined", "int:bits=4,axis=channel", "f16", ""},
+                              {"silent", "q4_0", "f16", ""}},
+                             builtin_registry(), 2);
+  plan.backend = std::make_shared<DecliningKernelBackend>();
+  const EvalResult r = evaluate(plan, 1, [&](size_t) { return c; });
+  ASSERT_EQ(r.pairs.size(), 3u);
+  EXPECT_EQ(r.backend, "fake-kernel");
+  EXPECT_EQ(r.pairs[0].backend_used, "fake-kernel");
+  EXPECT_EQ(r.pairs[0].kernel_vs_sim.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.pairs[0].summary(Metric::rel_out_err).mean, 1.0);  // the kernel's o = 0 counted
+  EXPECT_EQ(r.pairs[1].backend_used,
+            "cpu (no fused kernel for this pair: no device format for 'int:bits=4,axis=channel' (f16, head_dim 32))");
+  EXPECT_TRUE(r.pairs[1].kernel_vs_sim.empty());
+  EXPECT_LT(r.pairs[1].summary(Metric::rel_out_err).mean, 0.5);  // the simulator's product
+  EXPECT_EQ(r.pairs[2].backend_used, "cpu (no fused kernel for this pair: the fake-kernel backend returned no output)");
+
+  plan.backend = nullptr;  // the CPU backend labels every pair "cpu"
+  for (const PairResult& p : evaluate(plan, 1, [&](size_t) { return c; }).pairs) EXPECT_EQ(p.backend_used, "cpu");
+}
+
+// Issue #13: a repeated seed, layer or head would evaluate the same case twice and weigh it double.
+TEST(Scenario, RefusesRepeatedSeedsLayersAndHeads) {
+  const auto error_of = [](const std::string& top, const std::string& workload) {
+    try {
+      parse_scenario(top + "[workload]\ntokens = 64\nhead_dim = 16\nnum_layers = 4\nkv_heads = 4\n" + workload +
+                         "[[pairs]]\nk = \"none\"\nv = \"none\"\n",
+                     "d.toml");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of("seeds = [3, 1, 3]\n", ""), "d.toml:1:9: 'seeds' lists 3 twice");
+  EXPECT_EQ(error_of("", "heads = [0, 2, 2]\n"), "d.toml:6:9: 'heads' lists 2 twice");
+  EXPECT_EQ(error_of("", "layers = [3, 3]\n"), "d.toml:6:10: 'layers' lists 3 twice");
+  EXPECT_EQ(error_of("", "[[workload.overrides]]\nlayers = [1, 1]\n"), "d.toml:7:10: 'layers' lists 1 twice");
+  EXPECT_EQ(error_of("seeds = [3, 1]\n", "heads = [0, 2]\nlayers = [3, 1]\n"), "no error");
 }
 
 }  // namespace

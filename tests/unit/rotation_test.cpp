@@ -162,5 +162,32 @@ TEST(RandomRotation, SpreadsAnOutlierChannel) {
   EXPECT_LT(testing::roundtrip_rel_err("int:bits=4,axis=token,rotation=random,rotation_seed=1", x), 0.7 * plain);
 }
 
+// Issue #13: llama.cpp's group choice has no group unless 64 divides head_dim; the rotated scheme
+// used to rotate nothing there while its spec still said rotation=hadamard. It now refuses the
+// shape, naming the head_dim and the groups rotation_group= could give.
+TEST(RotationPolicy, RefusesAHeadDimWithoutALlamaCppGroup) {
+  const SchemePtr q4 = make_scheme("q4_0:rotation=hadamard");
+  EXPECT_EQ(q4->check_shape(4, 32),
+            "'q4_0:rotation=hadamard': rotation=hadamard has no rotation group for head_dim 32 (llama.cpp's needs "
+            "head_dim divisible by 64: K the largest power of two >= 64 dividing it, V 64); give rotation_group=N, N "
+            "one of 2, 4, 8, 16, 32");
+  EXPECT_THAT(make_scheme("int:bits=4,axis=token,rotation=hadamard")->check_shape(4, 48),
+              ::testing::HasSubstr("head_dim 48 (llama.cpp's needs head_dim divisible by 64"));
+  EXPECT_THAT(make_scheme("int:bits=4,axis=token,rotation=hadamard")->check_shape(4, 48),
+              ::testing::EndsWith("give rotation_group=N, N one of 2, 4, 8, 16"));
+  EXPECT_THAT(make_scheme("f16:rotation=hadamard")->check_shape(4, 7),
+              ::testing::EndsWith("no rotation_group (a power of two >= 2) divides it"));
+  // quantize refuses it too (the scheme's own check), for keys and values alike.
+  const Matrix x = testing::normal_matrix(4, 32, 5);
+  EXPECT_THROW(q4->quantize(x, {Role::key, {}, 0}), InputError);
+  EXPECT_THROW(q4->quantize(x, {Role::value, {}, 0}), InputError);
+  // With an explicit group, or at a head_dim llama.cpp handles, it is accepted.
+  EXPECT_EQ(make_scheme("q4_0:rotation=hadamard,rotation_group=32")->check_shape(4, 32), "");
+  EXPECT_EQ(make_scheme("int:bits=4,axis=token,rotation=hadamard,rotation_group=16")->check_shape(4, 48), "");
+  EXPECT_EQ(q4->check_shape(4, 64), "");
+  EXPECT_EQ(q4->check_shape(4, 192), "");  // K 64, V 64
+  EXPECT_EQ(make_scheme("f16:rotation=random")->check_shape(4, 7), "");  // random rotates all of head_dim
+}
+
 }  // namespace
 }  // namespace kvtune

@@ -429,3 +429,22 @@ TEST(SweepSpec, RefusesEmptyOrUnpairableSearches) {
 
 }  // namespace
 }  // namespace kvtune
+
+namespace kvtune {
+namespace {
+
+// Issue #13: sweep files read seeds, layers and heads with the scenario reader, so a repeated
+// entry is refused here too instead of weighing one case double in every record.
+TEST(SweepSpec, RefusesRepeatedSeedsLayersAndHeads) {
+  EXPECT_EQ(error_of("seeds = [1, 1]\n[workload]\ntokens = 64\nhead_dim = 64\n[search]\nboth = [\"q8_0\"]\n"),
+            "s.toml:1:9: 'seeds' lists 1 twice");
+  EXPECT_EQ(error_of("[workload]\ntokens = 64\nhead_dim = 64\nkv_heads = 4\nheads = [3, 3]\n[search]\n"
+                     "both = [\"q8_0\"]\n"),
+            "s.toml:5:9: 'heads' lists 3 twice");
+  EXPECT_EQ(error_of("[workload]\ntokens = 64\nhead_dim = 64\nnum_layers = 4\nlayers = [0, 2, 0]\n[search]\n"
+                     "both = [\"q8_0\"]\n"),
+            "s.toml:5:10: 'layers' lists 0 twice");
+}
+
+}  // namespace
+}  // namespace kvtune

@@ -34,6 +34,17 @@ class EvalBackend {
     (void)k, (void)v, (void)c;
     return std::nullopt;
   }
+
+  // True when this backend computes attention itself (kernel mode): a pair it declines is then
+  // labelled as the simulator's result (PairResult::backend_used), never under the kernel's name.
+  virtual bool fuses_attention() const { return false; }
+
+  // Kernel mode: "" when fused_attention computes the pair at this head_dim, otherwise why not
+  // (e.g. "no device format for 'turboquant:bits=4'"), in words for the user.
+  virtual std::string fused_attention_gap(const Scheme& k, const Scheme& v, int64_t head_dim) const {
+    (void)k, (void)v, (void)head_dim;
+    return "this backend has no fused kernel";
+  }
 };
 
 using EvalBackendPtr = std::shared_ptr<const EvalBackend>;

@@ -48,6 +48,9 @@ struct PairResult {
   // Kernel mode only, one per query: |o_kernel - o_sim| / |o_sim|, the fused kernel's output against
   // the simulator's product over the same round trips (rel_out_err then comes from the kernel).
   std::vector<double> kernel_vs_sim;
+  // What computed this pair's attention output: the backend's name, or, when a kernel-mode backend
+  // has no fused kernel for the pair, "cpu (no fused kernel for this pair: WHY)".
+  std::string backend_used = "cpu";
 
   Summary summary(Metric m) const { return summarize(samples[static_cast<size_t>(m)]); }
 };
@@ -68,6 +71,15 @@ using CaseSource = std::function<Case(size_t index)>;
 // without static scales return themselves). The result is identical whatever the thread count.
 // Throws InputError when a scheme cannot take the cases' shape.
 EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& source, int threads = 0);
+
+// The one rule for a round trip's output, shared by `simulate` and `quantize`: every element must be
+// finite. A finite input can still leave a scheme's range (f16 overflows above 65504, a ggml scale
+// beyond f16 becomes infinite); that is bad input for the scheme, not a result. Throws InputError
+// "[SOURCE: ]keys through 'SPEC' are not finite at [r, c]: the input value V at [r, c'] exceeds the
+// scheme's range" (V: the row's largest magnitude; "values" for Role::value); `source` names the
+// file the input came from, "" when generated.
+void require_finite_roundtrip(ConstMatrixView input, ConstMatrixView output, const Scheme& scheme, Role role,
+                              const std::string& source = "");
 
 // Throws InputError naming the scheme when it cannot store a [tokens, head_dim] block.
 void check_plan_shape(const EvalPlan& plan, int64_t tokens, int64_t head_dim);

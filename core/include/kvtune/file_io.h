@@ -12,10 +12,13 @@ namespace kvtune {
 // Throws InputError naming the path when it cannot be read.
 std::vector<std::byte> read_file(const std::string& path);
 
-// Throws InputError naming the path when the directory is missing or not writable.
+// Throws InputError naming the path when the directory is missing or not writable, or when a write
+// fails (with the OS's reason, e.g. "No space left on device"). A character device or FIFO
+// (/dev/stdout) is written in place, since a rename cannot replace it.
 void write_file_atomic(const std::string& path, std::span<const std::byte> bytes);
 
-// Fails early (InputError) when `path` could not be created: used before any long computation.
+// Fails early (InputError) when `path` could not be created (or, for a device or FIFO, opened for
+// writing): used before any long computation.
 void require_writable(const std::string& path);
 
 }  // namespace kvtune

@@ -131,6 +131,9 @@ struct Case {
   std::vector<int64_t> outlier_channels;  // the channels that were scaled
   RopeConfig rope;                        // what turned keys_pre_rope into keys (disabled: none)
   CalibrationSample calibration;
+  // The .npy files a case_from_tensors case was read from (empty when generated), so errors about
+  // the data can name the file.
+  std::string keys_file, values_file;
 };
 
 // Throws InputError when the config cannot be generated (e.g. outlier channel >= head_dim).
