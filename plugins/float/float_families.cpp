@@ -1,10 +1,13 @@
 // Unquantized storage: `none` (the exact tensor), `f32`, `f16` and `bf16` (llama.cpp's cache type
-// names). f16 and bf16 round to nearest even, as the hardware conversions do.
+// names). f16 and bf16 round to nearest even, as the hardware conversions do. The footprint is
+// codec::packed_layout of the scheme's device_format() (kvtune/codecs/packed_layout.h), the layout
+// the CUDA kernels use: T*D values, row-major.
 #include <cstring>
 #include <string>
 
 #include "builtin.h"
 #include "half_kernels.h"
+#include "kvtune/codecs/packed_layout.h"
 #include "kvtune/error.h"
 #include "kvtune/numeric/half.h"
 #include "kvtune/registry.h"
@@ -14,13 +17,13 @@ namespace {
 
 class FloatScheme final : public Scheme {
  public:
-  FloatScheme(std::string name, CodecKind kind) : name_(std::move(name)), kind_(kind) {}
+  FloatScheme(std::string name, CodecKind kind) : name_(std::move(name)), kind_(kind), format_(make_format(kind)) {}
 
   std::string spec() const override { return name_; }
   std::string family() const override { return name_; }
 
   size_t footprint(int64_t tokens, int64_t head_dim) const override {
-    return static_cast<size_t>(tokens * head_dim * element_bytes());
+    return static_cast<size_t>(codec::packed_layout(format_, tokens, head_dim).bytes);
   }
 
   std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext&) const override {
@@ -57,18 +60,19 @@ class FloatScheme final : public Scheme {
     (kind_ == CodecKind::f16 ? half_kernels::round_to_f16 : half_kernels::round_to_bf16)(x.data, out.data, n);
   }
 
-  std::optional<DeviceFormat> device_format() const override {
+  std::optional<DeviceFormat> device_format() const override { return format_; }
+
+ private:
+  static DeviceFormat make_format(CodecKind kind) {
     DeviceFormat f;
-    f.kind = kind_;
-    f.bits = static_cast<uint8_t>(8 * element_bytes());
+    f.kind = kind;
+    f.bits = kind == CodecKind::f32 ? 32 : 16;
     return f;
   }
 
- private:
-  int64_t element_bytes() const { return kind_ == CodecKind::f32 ? 4 : 2; }
-
   std::string name_;
   CodecKind kind_;
+  DeviceFormat format_;  // the one description of the block's layout
 };
 
 void add_float_family(Registry& registry, const char* name, CodecKind kind, const char* summary,

@@ -5,13 +5,17 @@
 //
 // A static scale is stored too, once per block: a runtime keeps one float per layer and role, and
 // per block is the honest upper bound for a simulator that sees one head at a time.
-#include <cstring>
+//
+// The footprint and where the scales and codes lie are codec::packed_layout of the scheme's
+// device_format(), the layout the CUDA kernels use (kvtune/codecs/packed_layout.h); this file
+// only fits the scales and converts the codes.
 #include <string>
 #include <vector>
 
 #include "fp8_config.h"
 #include "fp8_kernels.h"
 #include "kvtune/codecs/fp8_codec.h"
+#include "kvtune/codecs/packed_layout.h"
 #include "kvtune/error.h"
 
 namespace kvtune::builtin {
@@ -21,22 +25,26 @@ using codec::Fp8Format;
 
 class Fp8Scheme final : public Scheme {
  public:
-  explicit Fp8Scheme(const Fp8Config& config) : config_(config), spec_(fp8_canonical_spec(config)) {}
+  explicit Fp8Scheme(const Fp8Config& config)
+      : config_(config), spec_(fp8_canonical_spec(config)), format_(make_format(config)) {}
 
   std::string spec() const override { return spec_; }
   std::string family() const override { return "fp8"; }
 
   size_t footprint(int64_t tokens, int64_t head_dim) const override {
-    return static_cast<size_t>(4 * stored_scales(tokens) + tokens * head_dim);
+    return static_cast<size_t>(layout(tokens, head_dim).bytes);
   }
 
+  // Group g (one per block, or one per token) keeps its float32 scale at scale_offset + 4 g.
   std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext&) const override {
     require_shape(x.rows, x.cols);
-    std::vector<std::byte> packed(footprint(x.rows, x.cols));
-    auto* scales = reinterpret_cast<uint8_t*>(packed.data());
-    uint8_t* codes = scales + 4 * stored_scales(x.rows);
+    const codec::PackedLayout L = layout(x.rows, x.cols);
+    std::vector<std::byte> packed(static_cast<size_t>(L.bytes));
+    auto* block_start = reinterpret_cast<uint8_t*>(packed.data());
+    uint8_t* scales = block_start + L.scale_offset;
+    uint8_t* codes = block_start + L.code_offset;
     for_each_group(x, [&](int64_t group, int64_t r0, int64_t r1, float scale) {
-      if (stored_scales(x.rows) > 0) std::memcpy(scales + 4 * group, &scale, 4);
+      if (L.groups > 0) codec::write_scale(scales, group, scale, ScaleType::f32);
       fp8_kernels::quantize(x.data + r0 * x.cols, scale, codes + r0 * x.cols, (r1 - r0) * x.cols, config_.format);
     });
     return packed;
@@ -44,18 +52,16 @@ class Fp8Scheme final : public Scheme {
 
   void dequantize(std::span<const std::byte> packed, const QuantContext&, MatrixView out) const override {
     require_packed(packed, out.rows, out.cols);
-    const auto* scales = reinterpret_cast<const uint8_t*>(packed.data());
-    const int64_t groups = stored_scales(out.rows);
-    const uint8_t* codes = scales + 4 * groups;
-    if (groups <= 1) {
-      float scale = 1.0f;
-      if (groups == 1) std::memcpy(&scale, scales, 4);
+    const codec::PackedLayout L = layout(out.rows, out.cols);
+    const auto* block_start = reinterpret_cast<const uint8_t*>(packed.data());
+    const uint8_t* codes = block_start + L.code_offset;
+    if (L.groups <= 1) {
+      const float scale = codec::fp8_block_scale(L, block_start, 0);
       fp8_kernels::dequantize(codes, scale, out.data, out.size(), config_.format);
       return;
     }
     for (int64_t r = 0; r < out.rows; ++r) {  // one scale per row
-      float scale;
-      std::memcpy(&scale, scales + 4 * r, 4);
+      const float scale = codec::fp8_block_scale(L, block_start, r);
       fp8_kernels::dequantize(codes + r * out.cols, scale, out.row(r), out.cols, config_.format);
     }
   }
@@ -87,28 +93,31 @@ class Fp8Scheme final : public Scheme {
     return make_fp8_scheme(fitted);
   }
 
-  std::optional<DeviceFormat> device_format() const override {
+  std::optional<DeviceFormat> device_format() const override { return format_; }
+
+ private:
+  static bool per_token(const Fp8Config& c) {
+    return c.scale == Fp8ScaleMode::dynamic && c.granularity == Fp8Granularity::token;
+  }
+  bool per_token() const { return per_token(config_); }
+
+  // What the block holds, and so (through packed_layout) how many scales it stores and where.
+  static DeviceFormat make_format(const Fp8Config& c) {
     DeviceFormat f;
-    f.kind = config_.format == Fp8Format::e4m3 ? CodecKind::fp8_e4m3 : CodecKind::fp8_e5m2;
+    f.kind = c.format == Fp8Format::e4m3 ? CodecKind::fp8_e4m3 : CodecKind::fp8_e5m2;
     f.bits = 8;
-    f.axis = per_token() ? GroupAxis::token : GroupAxis::tensor;
+    f.axis = per_token(c) ? GroupAxis::token : GroupAxis::tensor;
     f.group = 0;
     f.scale_type = ScaleType::f32;
-    f.scales_stored = config_.scale != Fp8ScaleMode::unit;
+    f.scales_stored = c.scale != Fp8ScaleMode::unit;
     // A fixed scale (scale=static, or calibrated once calibrate() has fitted it) is stored in the
     // block like the others, but a kernel appending tokens must not refit it.
-    if (config_.scale == Fp8ScaleMode::fixed) f.static_scale = config_.value;
+    if (c.scale == Fp8ScaleMode::fixed) f.static_scale = c.value;
     return f;
   }
 
- private:
-  bool per_token() const {
-    return config_.scale == Fp8ScaleMode::dynamic && config_.granularity == Fp8Granularity::token;
-  }
-
-  int64_t stored_scales(int64_t tokens) const {
-    if (config_.scale == Fp8ScaleMode::unit) return 0;
-    return per_token() ? tokens : 1;
+  codec::PackedLayout layout(int64_t tokens, int64_t head_dim) const {
+    return codec::packed_layout(format_, tokens, head_dim);
   }
 
   // Calls f(group, first row, end row, scale) for each group of rows sharing one scale. An
@@ -133,6 +142,7 @@ class Fp8Scheme final : public Scheme {
 
   Fp8Config config_;
   std::string spec_;
+  DeviceFormat format_;  // the one description of the block's layout
 };
 
 }  // namespace

@@ -1,6 +1,9 @@
 // llama.cpp's KV-cache types as scheme families, spelled as llama.cpp spells them (--cache-type-k
 // and --cache-type-v values): q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl. Each row of a [T, D] block is
-// split into D/32 ggml blocks; the packed bytes are ggml's blocks, row after row.
+// split into D/32 ggml blocks; the packed bytes are ggml's blocks, row after row. The footprint is
+// codec::packed_layout of the scheme's device_format(), the layout the CUDA kernels use
+// (kvtune/codecs/packed_layout.h, which also places block t * D/32 + c/32 where the whole-tensor
+// loops below write it).
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -8,6 +11,7 @@
 #include "builtin.h"
 #include "ggml_kernels.h"
 #include "kvtune/codecs/ggml_blocks.h"
+#include "kvtune/codecs/packed_layout.h"
 #include "kvtune/error.h"
 #include "kvtune/registry.h"
 
@@ -62,7 +66,7 @@ uint8_t payload_bits(Type type) {
 class GgmlBlockScheme final : public Scheme {
  public:
   GgmlBlockScheme(std::string spec, const char* family_name, Type type)
-      : spec_(std::move(spec)), family_(family_name), type_(type), bytes_(ggml_kernels::block_bytes(type)) {}
+      : spec_(std::move(spec)), family_(family_name), type_(type), format_(make_format(type)) {}
 
   std::string spec() const override { return spec_; }
   std::string family() const override { return family_; }
@@ -77,7 +81,7 @@ class GgmlBlockScheme final : public Scheme {
   }
 
   size_t footprint(int64_t tokens, int64_t head_dim) const override {
-    return static_cast<size_t>(tokens * (head_dim / ggml::kBlock) * bytes_);
+    return static_cast<size_t>(codec::packed_layout(format_, tokens, head_dim).bytes);
   }
 
   std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext&) const override {
@@ -98,24 +102,27 @@ class GgmlBlockScheme final : public Scheme {
     ggml_kernels::roundtrip(type_, x.data, out.data, x.size() / ggml::kBlock);
   }
 
+  std::optional<DeviceFormat> device_format() const override { return format_; }
+
+ private:
   // One f16 scale (and minimum) per 32 channels of a token: kvtune/codecs/packed_layout.h reads
-  // the blocks by kind, the other fields say what the bytes cost.
-  std::optional<DeviceFormat> device_format() const override {
+  // the blocks by kind (and sizes them with codec::ggml_block_bytes), the other fields say what the
+  // bytes cost.
+  static DeviceFormat make_format(Type type) {
     DeviceFormat f;
-    f.kind = codec_kind(type_);
-    f.bits = payload_bits(type_);
+    f.kind = codec_kind(type);
+    f.bits = payload_bits(type);
     f.axis = GroupAxis::token;
     f.group = ggml::kBlock;
     f.scale_type = ScaleType::f16;
-    f.asymmetric = type_ == Type::q4_1 || type_ == Type::q5_1;
+    f.asymmetric = type == Type::q4_1 || type == Type::q5_1;
     return f;
   }
 
- private:
   std::string spec_;
   std::string family_;
   Type type_;
-  int bytes_;
+  DeviceFormat format_;  // the one description of the block's layout
 };
 
 const BlockFormat kFormats[] = {

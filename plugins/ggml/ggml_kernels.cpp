@@ -43,7 +43,6 @@ KVTUNE_GGML_LOOPS(iq4_nl, ggml::kIq4nlBytes, ggml::quantize_iq4_nl, ggml::dequan
 #undef KVTUNE_GGML_LOOPS
 
 struct Loops {
-  int bytes;
   void (*quantize)(const float*, uint8_t*, int64_t);
   void (*dequantize)(const uint8_t*, float*, int64_t);
   void (*roundtrip)(const float*, float*, int64_t);
@@ -53,20 +52,19 @@ struct Loops {
 const Loops& loops(Type type) {
   static_assert(static_cast<int>(Type::iq4_nl) == 6, "the table below follows Type's order");
   static const Loops table[] = {
-      {ggml::kQ8_0Bytes, quantize_q8_0, dequantize_q8_0, roundtrip_q8_0},
-      {ggml::kQ8_0Bytes, quantize_q8_0_x86, dequantize_q8_0_x86, roundtrip_q8_0_x86},
-      {ggml::kQ4_0Bytes, quantize_q4_0, dequantize_q4_0, roundtrip_q4_0},
-      {ggml::kQ4_1Bytes, quantize_q4_1, dequantize_q4_1, roundtrip_q4_1},
-      {ggml::kQ5_0Bytes, quantize_q5_0, dequantize_q5_0, roundtrip_q5_0},
-      {ggml::kQ5_1Bytes, quantize_q5_1, dequantize_q5_1, roundtrip_q5_1},
-      {ggml::kIq4nlBytes, quantize_iq4_nl, dequantize_iq4_nl, roundtrip_iq4_nl},
+      {quantize_q8_0, dequantize_q8_0, roundtrip_q8_0},
+      {quantize_q8_0_x86, dequantize_q8_0_x86, roundtrip_q8_0_x86},
+      {quantize_q4_0, dequantize_q4_0, roundtrip_q4_0},
+      {quantize_q4_1, dequantize_q4_1, roundtrip_q4_1},
+      {quantize_q5_0, dequantize_q5_0, roundtrip_q5_0},
+      {quantize_q5_1, dequantize_q5_1, roundtrip_q5_1},
+      {quantize_iq4_nl, dequantize_iq4_nl, roundtrip_iq4_nl},
   };
   return table[static_cast<int>(type)];
 }
 
 }  // namespace
 
-int block_bytes(Type type) { return loops(type).bytes; }
 void quantize(Type type, const float* x, uint8_t* packed, int64_t blocks) { loops(type).quantize(x, packed, blocks); }
 void dequantize(Type type, const uint8_t* packed, float* y, int64_t blocks) {
   loops(type).dequantize(packed, y, blocks);

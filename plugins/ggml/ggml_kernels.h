@@ -9,10 +9,8 @@ namespace kvtune::builtin::ggml_kernels {
 
 enum class Type { q8_0, q8_0_x86, q4_0, q4_1, q5_0, q5_1, iq4_nl };
 
-// Bytes of one 32-element block of `type`.
-int block_bytes(Type type);
-
-// x[blocks * 32] -> packed[blocks * block_bytes(type)] and back.
+// x[blocks * 32] -> packed[blocks * B] and back, B the bytes of one 32-element block of `type`
+// (the ggml::k*Bytes constant, codec::ggml_block_bytes of its CodecKind).
 void quantize(Type type, const float* x, uint8_t* packed, int64_t blocks);
 void dequantize(Type type, const uint8_t* packed, float* y, int64_t blocks);
 

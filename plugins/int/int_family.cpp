@@ -1,6 +1,9 @@
 // The `int` family: symmetric absmax or asymmetric min/max integer quantization with one scale per
 // tensor, per channel or per token, optionally in groups along the other axis. Formulas and the
-// packed layout are in kvtune/codecs/int_codec.h and docs/schemes.md.
+// packed layout are in kvtune/codecs/int_codec.h and docs/schemes.md. The scheme keeps its
+// parameters as the DeviceFormat it reports, and its footprint, the tiling of its groups and the
+// offsets of its scales, minima and codes all come from codec::packed_layout of that format, the
+// same function the CUDA kernels lay their blocks out with (kvtune/codecs/packed_layout.h).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -9,6 +12,7 @@
 #include "builtin.h"
 #include "int_kernels.h"
 #include "kvtune/codecs/int_codec.h"
+#include "kvtune/codecs/packed_layout.h"
 #include "kvtune/error.h"
 #include "kvtune/registry.h"
 
@@ -22,7 +26,7 @@ ScaleType parse_scale_type(const std::string& s) {
 class IntScheme final : public Scheme {
  public:
   IntScheme(std::string spec, int bits, GroupAxis axis, int64_t group, bool asym, ScaleType scale_type)
-      : spec_(std::move(spec)), bits_(bits), axis_(axis), group_(group), asym_(asym), scale_type_(scale_type) {}
+      : spec_(std::move(spec)), format_(make_format(bits, axis, group, asym, scale_type)) {}
 
   std::string spec() const override { return spec_; }
   std::string family() const override { return "int"; }
@@ -30,39 +34,40 @@ class IntScheme final : public Scheme {
   std::string check_shape(int64_t tokens, int64_t head_dim) const override {
     std::string base = Scheme::check_shape(tokens, head_dim);
     if (!base.empty()) return base;
-    if (axis_ == GroupAxis::token && group_ > 0 && head_dim % group_ != 0) {
-      return "'" + spec_ + "': group=" + std::to_string(group_) + " channels does not divide head_dim " +
+    if (format_.axis == GroupAxis::token && format_.group > 0 && head_dim % format_.group != 0) {
+      return "'" + spec_ + "': group=" + std::to_string(format_.group) + " channels does not divide head_dim " +
              std::to_string(head_dim);
     }
     return {};
   }
 
   size_t footprint(int64_t tokens, int64_t head_dim) const override {
-    const Tiling t = tiling(tokens, head_dim);
-    const int64_t meta = t.groups() * codec::scale_bytes(scale_type_) * (asym_ ? 2 : 1);
-    return static_cast<size_t>(meta + codec::packed_code_bytes(tokens * head_dim, bits_));
+    return static_cast<size_t>(layout(tokens, head_dim).bytes);
   }
 
   std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext&) const override {
     require_shape(x.rows, x.cols);
-    const Tiling t = tiling(x.rows, x.cols);
-    std::vector<std::byte> packed(footprint(x.rows, x.cols));
-    auto* scales = reinterpret_cast<uint8_t*>(packed.data());
-    uint8_t* mins = scales + t.groups() * codec::scale_bytes(scale_type_);
-    uint8_t* codes = mins + (asym_ ? t.groups() * codec::scale_bytes(scale_type_) : 0);
-    const int offset = asym_ ? 0 : codec::int_sym_offset(bits_);
+    const Tiling t = layout(x.rows, x.cols);
+    std::vector<std::byte> packed(static_cast<size_t>(t.bytes));
+    auto* block_start = reinterpret_cast<uint8_t*>(packed.data());
+    uint8_t* scales = block_start + t.scale_offset;
+    uint8_t* mins = block_start + t.min_offset;
+    uint8_t* codes = block_start + t.code_offset;
+    const int bits = format_.bits;  // a local: the code stores below could alias a uint8_t member
+    const int offset = format_.asymmetric ? 0 : codec::int_sym_offset(bits);
     BlockParams p(t, x.cols);
     std::vector<float> levels(static_cast<size_t>(x.cols));
-    for (int64_t block = 0; block < t.token_blocks; ++block) {
+    for (int64_t block = 0; block < codec::token_tiles(t); ++block) {
       const auto [r0, r1] = fit_block(x, t, block, p);
       for (int64_t g = 0; g < t.groups_per_row; ++g) {
-        codec::write_scale(scales, block * t.groups_per_row + g, p.scale[g], scale_type_);
-        if (asym_) codec::write_scale(mins, block * t.groups_per_row + g, p.minimum[g], scale_type_);
+        const int64_t group = block * t.groups_per_row + g;
+        codec::write_scale(scales, group, p.scale[g], format_.scale_type);
+        if (format_.asymmetric) codec::write_scale(mins, group, p.minimum[g], format_.scale_type);
       }
       for (int64_t r = r0; r < r1; ++r) {
         apply_row(x.row(r), t, p, /*levels_only=*/true, levels.data());
         for (int64_t c = 0; c < x.cols; ++c) {
-          codec::pack_code(codes, r * x.cols + c, bits_, static_cast<uint32_t>(static_cast<int>(levels[c]) + offset));
+          codec::pack_code(codes, r * x.cols + c, bits, static_cast<uint32_t>(static_cast<int>(levels[c]) + offset));
         }
       }
     }
@@ -71,68 +76,61 @@ class IntScheme final : public Scheme {
 
   void dequantize(std::span<const std::byte> packed, const QuantContext&, MatrixView out) const override {
     require_packed(packed, out.rows, out.cols);
-    const Tiling t = tiling(out.rows, out.cols);
-    const auto* scales = reinterpret_cast<const uint8_t*>(packed.data());
-    const uint8_t* mins = scales + t.groups() * codec::scale_bytes(scale_type_);
-    const uint8_t* codes = mins + (asym_ ? t.groups() * codec::scale_bytes(scale_type_) : 0);
+    const Tiling t = layout(out.rows, out.cols);
+    const auto* block_start = reinterpret_cast<const uint8_t*>(packed.data());
+    const uint8_t* scales = block_start + t.scale_offset;
+    const uint8_t* mins = block_start + t.min_offset;
+    const uint8_t* codes = block_start + t.code_offset;
+    const int bits = format_.bits;
+    const bool asym = format_.asymmetric;
+    const ScaleType scale_type = format_.scale_type;
     for (int64_t r = 0; r < out.rows; ++r) {
-      const int64_t first = (r / t.rows_per_tile) * t.groups_per_row;
       float* y = out.row(r);
       for (int64_t c = 0; c < out.cols; ++c) {
-        const int64_t g = first + c / t.cols_per_group;
-        const float s = codec::read_scale(scales, g, scale_type_);
-        const uint32_t code = codec::unpack_code(codes, r * out.cols + c, bits_);
-        y[c] = asym_ ? codec::int_asym_value(code, s, codec::read_scale(mins, g, scale_type_))
-                     : codec::int_sym_value(code, bits_, s);
+        const int64_t g = codec::group_index(t, r, c);
+        const float s = codec::read_scale(scales, g, scale_type);
+        const uint32_t code = codec::unpack_code(codes, r * out.cols + c, bits);
+        y[c] = asym ? codec::int_asym_value(code, s, codec::read_scale(mins, g, scale_type))
+                    : codec::int_sym_value(code, bits, s);
       }
     }
   }
 
   void roundtrip(ConstMatrixView x, const QuantContext&, MatrixView out) const override {
     require_shape(x.rows, x.cols);
-    const Tiling t = tiling(x.rows, x.cols);
-    if (axis_ == GroupAxis::token && scale_type_ == ScaleType::f32 &&
-        int_kernels::token_groups_f32(x.data, x.rows, x.cols, t.cols_per_group, bits_, asym_, out.data)) {
+    const Tiling t = layout(x.rows, x.cols);
+    if (format_.axis == GroupAxis::token && format_.scale_type == ScaleType::f32 &&
+        int_kernels::token_groups_f32(x.data, x.rows, x.cols, t.cols_per_group, format_.bits, format_.asymmetric,
+                                      out.data)) {
       return;
     }
     BlockParams p(t, x.cols);
-    for (int64_t block = 0; block < t.token_blocks; ++block) {
+    for (int64_t block = 0; block < codec::token_tiles(t); ++block) {
       const auto [r0, r1] = fit_block(x, t, block, p);
       for (int64_t r = r0; r < r1; ++r) apply_row(x.row(r), t, p, /*levels_only=*/false, out.row(r));
     }
   }
 
-  std::optional<DeviceFormat> device_format() const override {
-    DeviceFormat f;
-    f.kind = CodecKind::integer;
-    f.bits = static_cast<uint8_t>(bits_);
-    f.axis = axis_;
-    f.group = static_cast<int32_t>(group_);
-    f.scale_type = scale_type_;
-    f.asymmetric = asym_;
-    return f;
-  }
+  std::optional<DeviceFormat> device_format() const override { return format_; }
 
  private:
   // Groups are tiles of rows_per_tile tokens x cols_per_group channels, numbered token block by
-  // token block: group = (row / rows_per_tile) * groups_per_row + col / cols_per_group.
-  struct Tiling {
-    int64_t rows_per_tile, cols_per_group, groups_per_row, token_blocks;
-    int64_t groups() const { return groups_per_row * token_blocks; }
-  };
+  // token block: group = (row / rows_per_tile) * groups_per_row + col / cols_per_group. The tiling
+  // and the offsets are packed_layout's, never restated here.
+  using Tiling = codec::PackedLayout;
 
-  Tiling tiling(int64_t tokens, int64_t head_dim) const {
-    if (tokens < 1 || head_dim < 1) return {1, 1, 0, 0};  // an empty block has no groups
-    int64_t rows = tokens, cols = head_dim;
-    if (axis_ == GroupAxis::channel) {
-      cols = 1;
-      rows = group_ > 0 ? group_ : tokens;
-    } else if (axis_ == GroupAxis::token) {
-      rows = 1;
-      cols = group_ > 0 ? group_ : head_dim;
-    }
-    return {rows, cols, head_dim / cols, (tokens + rows - 1) / rows};
+  static DeviceFormat make_format(int bits, GroupAxis axis, int64_t group, bool asym, ScaleType scale_type) {
+    DeviceFormat f;
+    f.kind = CodecKind::integer;
+    f.bits = static_cast<uint8_t>(bits);
+    f.axis = axis;
+    f.group = static_cast<int32_t>(group);
+    f.scale_type = scale_type;
+    f.asymmetric = asym;
+    return f;
   }
+
+  Tiling layout(int64_t tokens, int64_t head_dim) const { return codec::packed_layout(format_, tokens, head_dim); }
 
   // Stored parameters of the groups of one token block, one entry per group in a row (per channel
   // for axis=channel, so the row loop reads them as arrays).
@@ -166,12 +164,12 @@ class IntScheme final : public Scheme {
       }
     }
     for (int64_t g = 0; g < t.groups_per_row; ++g) {
-      if (asym_) {
-        p.minimum[g] = codec::stored_minimum(p.lo[g], scale_type_);
-        p.scale[g] = codec::int_asym_scale(p.minimum[g], p.hi[g], bits_, scale_type_);
+      if (format_.asymmetric) {
+        p.minimum[g] = codec::stored_minimum(p.lo[g], format_.scale_type);
+        p.scale[g] = codec::int_asym_scale(p.minimum[g], p.hi[g], format_.bits, format_.scale_type);
       } else {
         p.minimum[g] = 0.0f;
-        p.scale[g] = codec::int_sym_scale(std::max(-p.lo[g], p.hi[g]), bits_, scale_type_);
+        p.scale[g] = codec::int_sym_scale(std::max(-p.lo[g], p.hi[g]), format_.bits, format_.scale_type);
       }
       p.divisor[g] = codec::int_divisor(p.scale[g]);
       p.reciprocal[g] = int_kernels::fast_reciprocal(p.divisor[g]);
@@ -182,11 +180,11 @@ class IntScheme final : public Scheme {
 
   // y = level(x) * scale (+ minimum) for one row, or the levels themselves.
   void apply_row(const float* x, const Tiling& t, const BlockParams& p, bool levels_only, float* y) const {
-    const float qmax = codec::int_sym_qmax(bits_), top = codec::int_asym_top(bits_);
+    const float qmax = codec::int_sym_qmax(format_.bits), top = codec::int_asym_top(format_.bits);
     if (t.cols_per_group == 1) {
       const float* scale = levels_only ? p.ones.data() : p.scale.data();
       const float* reciprocal = p.all_reciprocals ? p.reciprocal.data() : nullptr;
-      if (asym_) {
+      if (format_.asymmetric) {
         const float* out_min = levels_only ? p.zeros.data() : p.minimum.data();
         int_kernels::asym_columns(x, p.minimum.data(), p.divisor.data(), reciprocal, scale, out_min, top, y,
                                   t.groups_per_row);
@@ -198,7 +196,7 @@ class IntScheme final : public Scheme {
     for (int64_t g = 0; g < t.groups_per_row; ++g) {
       const int64_t c0 = g * t.cols_per_group;
       const float scale = levels_only ? 1.0f : p.scale[g];
-      if (asym_) {
+      if (format_.asymmetric) {
         const float out_min = levels_only ? 0.0f : p.minimum[g];
         int_kernels::asym_segment(x + c0, p.minimum[g], p.divisor[g], p.reciprocal[g], scale, out_min, top, y + c0,
                                   t.cols_per_group);
@@ -209,11 +207,7 @@ class IntScheme final : public Scheme {
   }
 
   std::string spec_;
-  int bits_;
-  GroupAxis axis_;
-  int64_t group_;
-  bool asym_;
-  ScaleType scale_type_;
+  DeviceFormat format_;  // the scheme's parameters: the one description of its layout
 };
 
 SchemePtr make_int(const SchemeParams& p) {

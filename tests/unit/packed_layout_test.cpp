@@ -2,7 +2,9 @@
 // format, the layout's size is the scheme's footprint, decode_element is dequantize() bit for bit,
 // and the encode steps the CUDA quantize kernel runs (encode_group, then encode_unit) write
 // exactly quantize()'s bytes, for the whole block at once and, where the format allows appending,
-// a few tokens at a time.
+// a few tokens at a time. The families take their footprint and offsets from packed_layout itself
+// (the header says why); EveryBuiltinDeviceFormatIsItsSchemesLayout keeps a new family or a new
+// parameter combination from slipping past these checks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "kvtune/codecs/packed_layout.h"
+#include "kvtune/conformance.h"
 #include "kvtune/numeric/bits.h"
 #include "test_support.h"
 
@@ -372,6 +375,56 @@ TEST(PackedLayout, GgmlElementOfAnAllZeroBlockIsZero) {
       ASSERT_EQ(float_bits(got), float_bits(want[j])) << "kind " << int(kind) << " element " << j;
     }
   }
+}
+
+// One source per layout (issue #13): every built-in scheme that reports a device_format() is laid
+// out by packed_layout() of that format. PackedLayoutMatchesScheme proves it byte for byte for the
+// specs of cases(); this test fails when a built-in family reports a device format but is missing
+// from cases() (add it there), and checks every parameter combination the conformance suite
+// enumerates (calibrated too) on shapes with partial groups and head dims other than 64 and 128:
+// the footprint is the layout's size, and decode_element reads what dequantize() reads.
+TEST(PackedLayout, EveryBuiltinDeviceFormatIsItsSchemesLayout) {
+  std::set<std::string> listed;
+  for (const Case& c : cases()) listed.insert(scheme_of(c)->family());
+  const Matrix sample = testing::normal_matrix(40, 64, 5, 2.0f);
+  const int64_t kTokens[] = {1, 2, 31, 32, 33, 64, 65, 129, 300};
+  const int64_t kHeadDims[] = {32, 64, 96, 128, 160, 256};
+  const std::pair<int64_t, int64_t> kDecodeShapes[] = {{33, 96}, {65, 64}, {3, 160}};
+  int with_format = 0;
+  for (const FamilyInfo* family : builtin_registry().families()) {
+    for (const std::string& spec : conformance::enumerate_specs(*family, builtin_registry())) {
+      const SchemePtr raw = make_scheme(spec);
+      for (const SchemePtr& s : {raw, raw->calibrate(sample, {})}) {
+        const std::optional<DeviceFormat> f = s->device_format();
+        if (!f) continue;
+        ++with_format;
+        EXPECT_EQ(listed.count(s->family()), 1u)
+            << s->spec() << ": family '" << s->family() << "' has a device format but no spec in cases()";
+        for (int64_t T : kTokens) {
+          for (int64_t D : kHeadDims) {
+            if (!s->check_shape(T, D).empty()) continue;
+            ASSERT_EQ(codec::packed_layout(*f, T, D).bytes, static_cast<int64_t>(s->footprint(T, D)))
+                << s->spec() << " " << T << "x" << D;
+          }
+        }
+        for (const auto& [T, D] : kDecodeShapes) {
+          if (!s->check_shape(T, D).empty()) continue;
+          const PackedLayout L = codec::packed_layout(*f, T, D);
+          const std::vector<uint8_t> packed = bytes_of(s->quantize(awkward_block(T, D, 7), {}));
+          ASSERT_EQ(static_cast<int64_t>(packed.size()), L.bytes) << s->spec() << " " << T << "x" << D;
+          Matrix y(T, D);
+          s->dequantize(std::as_bytes(std::span(packed)), {}, y);
+          for (int64_t t = 0; t < T; ++t) {
+            for (int64_t c = 0; c < D; ++c) {
+              ASSERT_EQ(float_bits(codec::decode_element(L, packed.data(), t, c)), float_bits(y(t, c)))
+                  << s->spec() << " " << T << "x" << D << " element (" << t << ", " << c << ")";
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GE(with_format, static_cast<int>(cases().size()));
 }
 
 // Hand-computed offsets: int:bits=3,axis=channel,group=32,asym,scale=bf16 on a [33, 64] block has

@@ -4,6 +4,15 @@
 // these functions, so a region of a GPU cache holding `tokens` tokens is byte for byte the CPU
 // scheme's quantize() of the same [tokens, head_dim] block (tests/unit/packed_layout_test.cpp).
 //
+// This is the only place a built-in layout is written down. Each built-in family keeps its
+// parameters as the DeviceFormat its device_format() returns and takes its footprint(), its
+// tiling (rows_per_tile, cols_per_group, groups) and the offsets its CPU quantize/dequantize
+// write and read at (scale_offset, min_offset, code_offset) from packed_layout() of that very
+// format; the kernels call the same function on the same struct. So a family and its kernel
+// cannot disagree about where a byte lives; what the CPU fast paths put in those bytes is
+// checked against decode_element/encode_unit by tests/unit/packed_layout_test.cpp (and the
+// conformance check device_format_matches_packed_layout for every registered scheme).
+//
 //   kind        block layout (offsets from the start of the block)
 //   f32/f16/bf16  [T*D values, row-major]
 //   fp8         [G f32 scales][T*D codes]       G = 0 (unit), T (per token), 1 (one per block)
@@ -12,6 +21,7 @@
 //
 // Integer and fp8 groups are tiles of rows_per_tile tokens x cols_per_group channels numbered
 // token block by token block: g = (t / rows_per_tile) * groups_per_row + c / cols_per_group.
+// An empty block (tokens or head_dim < 1) has no groups and no bytes.
 // Scale convention everywhere: quantize divides by the scale, dequantize multiplies.
 #pragma once
 
@@ -73,7 +83,7 @@ KVTUNE_HD PackedLayout packed_layout(const DeviceFormat& f, int64_t tokens, int6
     L.groups = f.scales_stored ? (per_token ? tokens : 1) : 0;
     L.min_offset = L.code_offset = 4 * L.groups;
     L.bytes = L.code_offset + tokens * head_dim;
-  } else {  // integer: the tiling of plugins/int/int_family.cpp
+  } else {  // integer (plugins/int/int_family.cpp quantizes with this tiling)
     int64_t rows = tokens, cols = head_dim;
     if (f.axis == GroupAxis::channel) {
       cols = 1;
@@ -97,6 +107,9 @@ KVTUNE_HD PackedLayout packed_layout(const DeviceFormat& f, int64_t tokens, int6
 KVTUNE_HD int64_t group_index(const PackedLayout& L, int64_t t, int64_t c) {
   return (t / L.rows_per_tile) * L.groups_per_row + c / L.cols_per_group;
 }
+
+// The token blocks (tiles of rows_per_tile tokens) of an integer or fp8 block: groups / groups_per_row.
+KVTUNE_HD int64_t token_tiles(const PackedLayout& L) { return L.groups_per_row > 0 ? L.groups / L.groups_per_row : 0; }
 
 // A scale of an fp8 block: stored (f32), or 1 when the block stores none.
 KVTUNE_HD float fp8_block_scale(const PackedLayout& L, const uint8_t* packed, int64_t t) {
