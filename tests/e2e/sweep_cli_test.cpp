@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -191,6 +192,54 @@ TEST_F(SweepCli, RecommendAnswersTheCommonQuestion) {
   const RunResult unknown = run({"recommend", "--model", "llama-9", "--ctx", "4096", "--max-rel-err", "0.1"});
   EXPECT_EQ(unknown.status, 2);
   EXPECT_THAT(unknown.err, HasSubstr("llama-3.1-8b"));  // the presets are listed
+}
+
+
+// A sweep of 144 points in three batches (about 4 s on one core), so Ctrl-C after 1 s lands in a batch.
+const char* const kInterruptSweep = R"(name = "interrupt"
+seeds = 2
+[workload]
+tokens = 8192
+head_dim = 128
+queries = 2
+[search]
+k = ["q8_0", "q4_0", "q5_0", "q5_1", "q4_1", "iq4_nl", "int:bits=8,axis=channel", "int:bits=4,axis=channel",
+     "int:bits=2,axis=channel", "int:bits=8,axis=token", "int:bits=4,axis=token", "int:bits=2,axis=token"]
+v = ["q8_0", "q4_0", "q5_0", "q5_1", "q4_1", "iq4_nl", "int:bits=8,axis=token", "int:bits=4,axis=token",
+     "int:bits=2,axis=token", "f16", "bf16", "int:bits=6,axis=token"]
+)";
+
+// Before: SIGINT ended the process with status 130 and no word.
+TEST_F(SweepCli, CtrlCStopsAfterTheBatchAndSaysHowToResume) {
+  write_text(path("slow.toml"), kInterruptSweep);
+  const std::string command = "timeout --preserve-status -s INT 1 " + shell_quote(KVTUNE_BINARY) + " sweep " +
+                              shell_quote(path("slow.toml").string()) + " --out " + shell_quote(out()) +
+                              " --jobs 1 >/dev/null 2>" + shell_quote(path("err.txt").string());
+  const int raw = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(raw));
+  EXPECT_EQ(WEXITSTATUS(raw), 130);
+  const std::string err = read_text(path("err.txt"));
+  EXPECT_THAT(err, HasSubstr("kvtune: interrupted; 64 of 144 points are in " + out() + "/results.jsonl"));
+  EXPECT_THAT(err, HasSubstr("continue with: kvtune sweep " + path("slow.toml").string() + " --out " + out() +
+                             " --resume"));
+  EXPECT_EQ(lines_of(read_text(path("out") / "results.jsonl")), 64u);
+  const RunResult resumed = run({"sweep", path("slow.toml").string(), "--out", out(), "--resume", "--jobs", "2"});
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_EQ(lines_of(read_text(path("out") / "results.jsonl")), 144u);
+}
+
+// Before: recommend told the user to pass --resume, which it did not accept.
+TEST_F(SweepCli, RecommendResumesItsOwnSweep) {
+  const std::vector<std::string> args = {"recommend", "--model", "llama-3.2-1b", "--ctx", "4096", "--eval-ctx", "256",
+                                         "--max-rel-err", "0.05", "--runtime", "ollama", "--out", out()};
+  ASSERT_EQ(run(args).status, 0);
+  const RunResult again = run(args);
+  EXPECT_EQ(again.status, 2);
+  EXPECT_THAT(again.err, HasSubstr("pass --resume"));
+  std::vector<std::string> resume = args;
+  resume.push_back("--resume");
+  const RunResult resumed = run(resume);
+  EXPECT_EQ(resumed.status, 0) << resumed.err;
 }
 
 }  // namespace
