@@ -188,7 +188,7 @@ TEST_F(PluginCli, SimulateReportsACrashingPluginScheme) {
   write_float32_matrix(path("v.npy"), 64, 16, 0.5f);
   write_float32_matrix(path("q.npy"), 2, 16, 0.25f);
   const RunResult tensors = run({"simulate", "--plugin", KVTUNE_TEST_EXIT, "--k", path("k.npy").string(), "--v",
-                                 path("v.npy").string(), "--q", path("q.npy").string(), "--pair", "q8_0/c_exit"});
+                                 path("v.npy").string(), "--q", path("q.npy").string(), "--pair", "f16/c_exit"});
   EXPECT_EQ(tensors.status, 2) << tensors.err;
   EXPECT_THAT(tensors.err, HasSubstr("plugin scheme 'c_exit:bits=8'"));
   EXPECT_THAT(tensors.err, HasSubstr("exited with status 3"));

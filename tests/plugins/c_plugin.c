@@ -4,7 +4,7 @@
  * roundtrip and calibrate NULL, so the host's defaults run.
  *
  * The same source builds the deliberately broken variants of tests/plugins/CMakeLists.txt:
- *   TEST_ABI_MAJOR=N            reports ABI major N
+ *   TEST_ABI_MAJOR=N            reports ABI major N (TEST_ABI_MINOR=M: minor M)
  *   TEST_FOOTPRINT_LIE=N        footprint claims N bytes more than quantize writes
  *   TEST_QUANTIZE_FAILS         quantize returns KVTUNE_STATUS_INVALID_INPUT with a message
  *   TEST_SHORT_DESCRIPTION      the description's struct_size stops before its name field
@@ -27,6 +27,9 @@
 #endif
 #ifndef TEST_ABI_MAJOR
 #define TEST_ABI_MAJOR KVTUNE_PLUGIN_ABI_MAJOR
+#endif
+#ifndef TEST_ABI_MINOR
+#define TEST_ABI_MINOR KVTUNE_PLUGIN_ABI_MINOR
 #endif
 #ifndef TEST_FOOTPRINT_LIE
 #define TEST_FOOTPRINT_LIE 0
@@ -220,7 +223,7 @@ static const kvtune_plugin_description description = {
 #else
     sizeof(kvtune_plugin_description),
 #endif
-    TEST_ABI_MAJOR, KVTUNE_PLUGIN_ABI_MINOR, "kvtune-test-c", "0.1", c_families, 1};
+    TEST_ABI_MAJOR, TEST_ABI_MINOR, "kvtune-test-c", "0.1", c_families, 1};
 
 KVTUNE_PLUGIN_EXPORT int32_t kvtune_plugin_describe(uint32_t host_abi_major, uint32_t host_abi_minor,
                                                     const kvtune_plugin_description** out, char* error,
