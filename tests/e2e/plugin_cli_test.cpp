@@ -173,6 +173,14 @@ TEST_F(PluginCli, CheckPluginSkipsWhatDoesNotApply) {
   EXPECT_THAT(r.out, HasSubstr("SKIP sdk_sketch sdk_sketch constant_block_is_kept: a score estimator"));
   EXPECT_THAT(r.out, HasSubstr("SKIP sdk_sketch sdk_sketch device_format_matches_packed_layout: no device_format"));
   EXPECT_THAT(r.out, HasSubstr("skipped: not applicable)"));
+
+  // A combination the family refuses is not checked, but counted and shown.
+  const RunResult picky = run({"check-plugin", KVTUNE_TEST_PICKY});
+  EXPECT_EQ(picky.status, 0) << picky.out;
+  EXPECT_THAT(picky.out, HasSubstr("note c_picky: 1 parameter combination was refused by the family and not "
+                                   "checked, e.g. c_picky:bits=5: "));
+  EXPECT_THAT(picky.out, HasSubstr("c_picky refuses this bits value (test plugin)"));
+  EXPECT_THAT(picky.out, ::testing::Not(HasSubstr("c_picky:bits=5 ")));
 }
 
 // simulate evaluates plugin schemes in a child: a crash is an error naming the scheme, the

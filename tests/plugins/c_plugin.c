@@ -13,6 +13,7 @@
  *   TEST_CRASH_IN_DESCRIBE      the entry point segfaults
  *   TEST_DEQUANTIZE_NAN         dequantize writes NaN into element 0
  *   TEST_CREATE_NULL            create returns OK without a scheme
+ *   TEST_REFUSE_BITS=N          create refuses bits=N (INVALID_INPUT), a cross-parameter refusal
  *   TEST_TRAITS=BITS            each handle declares KVTUNE_TRAIT_* BITS (ABI 1.1)
  *   TEST_HANDLE_SIZE_10         handles say struct_size of ABI 1.0 (no traits field), with traits set */
 #include <math.h>
@@ -188,6 +189,12 @@ static int32_t c_create(const kvtune_family* family, const char* const* keys, co
 #ifdef TEST_CREATE_NULL
   *out = NULL;
   return KVTUNE_STATUS_OK;
+#endif
+#ifdef TEST_REFUSE_BITS
+  if (bits == TEST_REFUSE_BITS) {
+    set_error(error, error_size, TEST_FAMILY_NAME " refuses this bits value (test plugin)");
+    return KVTUNE_STATUS_INVALID_INPUT;
+  }
 #endif
   s = (c_scheme*)calloc(1, sizeof(c_scheme));
   if (s == NULL) {

@@ -331,6 +331,14 @@ std::string check_output(const char* path, int expected_status, double timeout =
   return out.str();
 }
 
+TEST(PluginLoader, CheckPluginReportsTheCombinationsAFamilyRefuses) {
+  const std::string out = check_output(KVTUNE_TEST_PICKY, 0);
+  EXPECT_THAT(out, HasSubstr("note c_picky: 1 parameter combination was refused by the family and not checked, "
+                             "e.g. c_picky:bits=5: plugin " + absolute(KVTUNE_TEST_PICKY) +
+                             ", family 'c_picky': c_picky refuses this bits value (test plugin)\n"));
+  EXPECT_THAT(out, HasSubstr("PASS c_picky c_picky:bits=2 deterministic\n"));
+}
+
 TEST(PluginLoader, CheckPluginReportsACrashAsThatChecksFailureAndGoesOn) {
   const std::string segv = check_output(KVTUNE_TEST_SEGFAULT, 1);
   EXPECT_THAT(segv, AllOf(HasSubstr("PASS c_segv c_segv:bits=8 accepts_a_shape\n"),

@@ -42,7 +42,7 @@ std::vector<PluginInfo> load_plugins(Registry& registry, const std::vector<std::
 // the reason (naming the path, `origin` and the signal, status or time limit) when its child died;
 // the same InputError load_plugin would throw when it refuses the plugin.
 std::optional<std::string> probe_plugin(const Registry& registry, const std::string& path, const std::string& origin,
-                                        const IsolationOptions& options = {10.0});
+                                        const IsolationOptions& options = {30.0});
 
 // The plugins named by a KVTUNE_PLUGIN_PATH value: colon-separated directories, each contributing
 // its *.so files in sorted order. Empty entries are skipped; a directory that does not exist is an
