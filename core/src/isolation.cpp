@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -114,6 +115,10 @@ IsolatedResult run_isolated(const std::function<std::string()>& work, const Isol
   std::fflush(nullptr);
   std::cout.flush();
   std::cerr.flush();
+  // Pipe, fork and closing our write end happen under one lock: a child forked by another thread
+  // meanwhile would inherit this write end and hold back our EOF until it exits.
+  static std::mutex forking;
+  std::unique_lock<std::mutex> lock(forking);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     result.failure.detail = std::string("cannot create a pipe: ") + std::strerror(errno);
@@ -127,10 +132,12 @@ IsolatedResult run_isolated(const std::function<std::string()>& work, const Isol
     return result;
   }
   if (pid == 0) {
+    lock.unlock();  // this thread's copy: the work may isolate work of its own
     ::close(fds[0]);
     child_main(fds[1], work);
   }
   ::close(fds[1]);
+  lock.unlock();
 
   using Clock = std::chrono::steady_clock;
   const bool limited = options.timeout_seconds > 0;

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "kvtune/error.h"
 #include "kvtune/evaluator.h"
@@ -82,6 +83,28 @@ TEST(Isolation, ASignalExitOrHangIsAStructuredFailure) {
   EXPECT_EQ(hung.failure.describe(), "timed out after 0.3 s (killed)");
   EXPECT_LT(waited, 10.0);
   EXPECT_GE(waited, 0.29);
+}
+
+// Several threads at once, and a child that isolates work of its own.
+TEST(Isolation, ConcurrentAndNestedCallsEachGetTheirOwnAnswer) {
+  std::vector<std::string> answers(8);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < answers.size(); ++t) {
+    threads.emplace_back([&, t] {
+      const IsolatedResult r = run_isolated([t] { return std::to_string(t * t); }, {30});
+      answers[t] = r.status == IsolatedResult::Status::ok ? r.payload : r.failure.describe();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t t = 0; t < answers.size(); ++t) EXPECT_EQ(answers[t], std::to_string(t * t));
+  const IsolatedResult nested = run_isolated(
+      [] {
+        const IsolatedResult inner = run_isolated([]() -> std::string { std::abort(); }, {30});
+        return "inner " + inner.failure.describe();
+      },
+      {30});
+  ASSERT_EQ(nested.status, IsolatedResult::Status::ok) << nested.failure.describe();
+  EXPECT_THAT(nested.payload, HasSubstr("inner crashed: SIGABRT"));
 }
 
 TEST(Isolation, OrThrowRebuildsTheExceptionAndNamesACrash) {

@@ -50,7 +50,8 @@ struct IsolatedResult {
 // "SIGSEGV (Segmentation fault)" for SIGSEGV, "signal 77" for a number without a name.
 std::string signal_description(int signal);
 
-// Runs `work` in a forked child and returns what happened. stdout and stderr are flushed first, so
+// Runs `work` in a forked child and returns what happened. Safe to call from several threads at
+// once (each child reports through its own pipe). stdout and stderr are flushed first, so
 // the child (which may call exit() and flush its copy of the buffers) repeats nothing.
 IsolatedResult run_isolated(const std::function<std::string()>& work, const IsolationOptions& options = {});
 
