@@ -55,6 +55,22 @@ Case load_tensor_case(const SimulateOptions& o) {
   return c;
 }
 
+// A GPU context does not survive fork, so with a GPU backend plugin schemes run in-process.
+void warn_in_process(const EvalPlan& plan) {
+  if (plan_uses_plugins(plan)) {
+    std::cerr << "kvtune: warning: plugin schemes run inside kvtune with a GPU backend: a crash in one ends "
+                 "the command (use --backend cpu to run them in a child process)\n";
+  }
+}
+
+// Plugin schemes are evaluated in a child process, so a crashing plugin is an error, not a crash.
+bool isolated(const EvalPlan& plan) {
+  if (!plan_uses_plugins(plan)) return false;
+  if (!plan.backend || plan.backend->name() == "cpu") return true;
+  warn_in_process(plan);
+  return false;
+}
+
 int run(const SimulateOptions& o) {
   const Registry& registry = command_registry();
   const bool tensors = !o.k_path.empty() || !o.v_path.empty() || !o.q_path.empty();
@@ -73,7 +89,8 @@ int run(const SimulateOptions& o) {
     plan.backend = make_backend(o.backend.empty() ? "cpu" : o.backend, "--backend");
     const Case c = load_tensor_case(o);
     check_plan_shape(plan, c.keys.rows(), c.keys.cols());
-    runs.push_back(evaluate(plan, 1, [&](size_t) { return c; }, 1));
+    const CaseSource source = [&](size_t) { return c; };
+    runs.push_back(isolated(plan) ? evaluate_isolated(plan, 1, source, 1) : evaluate(plan, 1, source, 1));
     name = o.k_path;
   } else {
     if (!o.pairs.empty()) throw InputError("--pair needs --k/--v/--q tensors; a scenario file lists its own [[pairs]]");
@@ -83,7 +100,11 @@ int run(const SimulateOptions& o) {
     const EvalBackendPtr backend =
         o.backend.empty() ? make_backend(sc.backend, o.file.empty() ? kDefaultScenarioName : o.file)
                           : make_backend(o.backend, "--backend");
-    runs = evaluate_scenario(sc, registry, o.threads, backend);
+    // Plugin schemes run in a child process on the CPU backend (evaluate_isolated).
+    const bool cpu = !backend || backend->name() == "cpu";
+    if (!cpu) warn_in_process(build_plan(sc.pairs, registry, sc.topk));
+    runs = evaluate_scenario(sc, registry, o.threads, backend,
+                             cpu ? std::optional<IsolationOptions>(IsolationOptions{}) : std::nullopt);
     name = sc.name;
   }
   if (!o.needle_csv.empty()) {

@@ -9,6 +9,7 @@
 
 #include "kvtune/codecs/packed_layout.h"
 #include "kvtune/error.h"
+#include "kvtune/isolation.h"
 #include "kvtune/numeric/bits.h"
 #include "kvtune/plugin_loader.h"
 
@@ -106,7 +107,6 @@ std::string zero_block_stays_zero(const Scheme& s, const Registry&) {
 // its dequantize is an estimate of the key, not a quantizer's fixed point, so this check and the
 // fixed-point check do not apply to it.
 std::string constant_block_is_kept(const Scheme& s, const Registry&) {
-  if (s.estimates_logits()) return "";
   const bool rotated = s.traits().rotates_rows;
   for (Shape shape : accepted_shapes(s)) {
     const Matrix constant(shape.tokens, shape.head_dim, -2.5f);
@@ -132,7 +132,6 @@ std::string constant_block_is_kept(const Scheme& s, const Registry&) {
 // The round trip is a fixed point. Scales stored in f16/bf16 make it exact; a recomputed float32
 // scale may move by an ulp, so values may move by float32 rounding of the block's magnitude.
 std::string requantizing_is_a_fixed_point(const Scheme& s, const Registry&) {
-  if (s.estimates_logits()) return "";  // see constant_block_is_kept
   for (Shape shape : accepted_shapes(s)) {
     const Matrix once = roundtrip(s, keys_like(shape, 4));
     const Matrix twice = roundtrip(s, once);
@@ -187,7 +186,7 @@ std::string output_finite_and_within_block_range(const Scheme& s, const Registry
 std::string device_format_matches_packed_layout(const Scheme& s, const Registry&) {
   const std::optional<DeviceFormat> format = s.device_format();
   const std::vector<Shape> accepted = accepted_shapes(s);
-  if (!format || accepted.empty()) return "";
+  if (!format || accepted.empty()) return "";  // skipped (no format) or nothing to compare
   const auto with_33 = std::find_if(accepted.begin(), accepted.end(), [](Shape a) { return a.tokens == 33; });
   const Shape shape = with_33 != accepted.end() ? *with_33 : accepted.front();
   const codec::PackedLayout layout = codec::packed_layout(*format, shape.tokens, shape.head_dim);
@@ -236,6 +235,16 @@ std::string refused_shapes_throw_input_error(const Scheme& s, const Registry&) {
   return "";
 }
 
+// See constant_block_is_kept: a score estimator's dequantize is an estimate, not a fixed point.
+std::string unless_quantizer(const Scheme& s) {
+  return s.traits().estimates_logits ? "a score estimator (estimates_logits): judged by its logits, not its round trip"
+                                     : "";
+}
+
+std::string unless_device_format(const Scheme& s) {
+  return s.device_format() ? "" : "no device_format: the scheme runs on the CPU path only";
+}
+
 const std::vector<Check> kChecks = {
     {"accepts_a_shape", accepts_a_shape},
     {"canonical_spec_round_trips", canonical_spec_round_trips},
@@ -244,13 +253,38 @@ const std::vector<Check> kChecks = {
     {"footprint_equals_packed_size", footprint_equals_packed_size},
     {"deterministic", deterministic},
     {"zero_block_stays_zero", zero_block_stays_zero},
-    {"constant_block_is_kept", constant_block_is_kept},
-    {"requantizing_is_a_fixed_point", requantizing_is_a_fixed_point},
+    {"constant_block_is_kept", constant_block_is_kept, unless_quantizer},
+    {"requantizing_is_a_fixed_point", requantizing_is_a_fixed_point, unless_quantizer},
     {"dequantize_rejects_other_sizes", dequantize_rejects_other_sizes},
     {"output_finite_and_within_block_range", output_finite_and_within_block_range},
     {"refused_shapes_throw_input_error", refused_shapes_throw_input_error},
-    {"device_format_matches_packed_layout", device_format_matches_packed_layout},
+    {"device_format_matches_packed_layout", device_format_matches_packed_layout, unless_device_format},
 };
+
+std::string guarded(const Check& check, const Scheme& scheme, const Registry& registry);
+
+const Check& find_check(std::string_view name) {
+  for (const Check& c : kChecks) {
+    if (name == c.name) return c;
+  }
+  throw std::logic_error("no conformance check named '" + std::string(name) + "'");
+}
+
+std::string guarded_skip(const Check& check, const Scheme& scheme) {
+  if (check.not_applicable == nullptr) return "";
+  try {
+    return check.not_applicable(scheme);
+  } catch (const std::exception&) {
+    return "";  // let the check itself report what throws
+  }
+}
+
+Result outcome_of(const Check& c, const Scheme& scheme, const Registry& registry) {
+  if (std::string why = guarded_skip(c, scheme); !why.empty()) return {c.name, true, std::move(why), Outcome::skip};
+  std::string why = guarded(c, scheme, registry);
+  const bool ok = why.empty();
+  return {c.name, ok, std::move(why), ok ? Outcome::pass : Outcome::fail};
+}
 
 std::string guarded(const Check& check, const Scheme& scheme, const Registry& registry) {
   try {
@@ -293,18 +327,19 @@ Matrix keys_like(Shape s, uint64_t seed) {
 const std::vector<Check>& checks() { return kChecks; }
 
 std::string run_check(std::string_view name, const Scheme& scheme, const Registry& registry) {
-  for (const Check& c : kChecks) {
-    if (name == c.name) return guarded(c, scheme, registry);
-  }
-  throw std::logic_error("no conformance check named '" + std::string(name) + "'");
+  const Result r = outcome_of(find_check(name), scheme, registry);
+  return r.outcome == Outcome::fail ? r.message : "";
+}
+
+std::string skip_reason(std::string_view name, const Scheme& scheme) { return guarded_skip(find_check(name), scheme); }
+
+Result check_one(std::string_view name, const Scheme& scheme, const Registry& registry) {
+  return outcome_of(find_check(name), scheme, registry);
 }
 
 std::vector<Result> check_scheme(const Scheme& scheme, const Registry& registry) {
   std::vector<Result> out;
-  for (const Check& c : kChecks) {
-    std::string why = guarded(c, scheme, registry);
-    out.push_back({c.name, why.empty(), std::move(why)});
-  }
+  for (const Check& c : kChecks) out.push_back(outcome_of(c, scheme, registry));
   return out;
 }
 
@@ -334,7 +369,7 @@ std::vector<std::optional<std::string>> sample_values(const ParamDomain& d) {
   return v;
 }
 
-std::vector<std::string> enumerate_specs(const FamilyInfo& f, const Registry& registry) {
+SpecEnumeration enumerate_specs(const FamilyInfo& f, const Registry& registry) {
   std::vector<std::string> partial = {""};
   for (const ParamDomain& d : f.params) {
     std::vector<std::string> next;
@@ -356,52 +391,142 @@ std::vector<std::string> enumerate_specs(const FamilyInfo& f, const Registry& re
   partial.push_back("rotation=random,rotation_seed=7");
   partial.push_back("sink_tokens=2,residual_window=3,block_tokens=2");
   std::set<std::string> out;
+  SpecEnumeration result;
   for (const std::string& p : partial) {
+    const std::string spec = p.empty() ? f.name : f.name + ":" + p;
     try {
-      out.insert(registry.make(p.empty() ? f.name : f.name + ":" + p)->spec());
-    } catch (const InputError&) {
+      out.insert(registry.make(spec)->spec());
+    } catch (const PluginFault&) {
+      throw;  // not a refusal: the plugin is broken
+    } catch (const InputError& e) {
+      ++result.refused;
+      if (result.refused_examples.size() < SpecEnumeration::kRefusedExamples) {
+        result.refused_examples.push_back(spec + ": " + e.what());
+      }
     }
   }
-  return {out.begin(), out.end()};
+  result.specs.assign(out.begin(), out.end());
+  return result;
 }
 
-int check_plugin(const std::string& path, const Registry& base, std::ostream& out) {
+namespace {
+
+// Length-prefixed strings: what a check's child sends back.
+void put(std::string& out, const std::string& item) {
+  out += std::to_string(item.size());
+  out += ':';
+  out += item;
+}
+
+std::string get(std::string_view& in) {
+  const size_t colon = in.find(':');
+  if (colon == std::string_view::npos) throw std::runtime_error("check-plugin: a malformed report from a child");
+  const size_t n = std::stoul(std::string(in.substr(0, colon)));
+  if (in.size() < colon + 1 + n) throw std::runtime_error("check-plugin: a truncated report from a child");
+  std::string item(in.substr(colon + 1, n));
+  in.remove_prefix(colon + 1 + n);
+  return item;
+}
+
+// The report, line by line: flushed, so what was printed survives whatever happens next.
+class Report {
+ public:
+  explicit Report(std::ostream& out) : out_(out) {}
+  void line(Outcome o, const std::string& text) {
+    ++(o == Outcome::pass ? passed : o == Outcome::skip ? skipped : failed);
+    out_ << (o == Outcome::pass ? "PASS " : o == Outcome::skip ? "SKIP " : "FAIL ") << text << "\n" << std::flush;
+  }
+  void note(const std::string& text) { out_ << text << "\n" << std::flush; }
+  size_t passed = 0, failed = 0, skipped = 0;
+
+ private:
+  std::ostream& out_;
+};
+
+}  // namespace
+
+int check_plugin(const std::string& path, const Registry& base, std::ostream& out, const CheckPluginOptions& options) {
+  const IsolationOptions limit{options.timeout_seconds};
+  // describe runs in a child first: a plugin that crashes there cannot be loaded (exit status 2).
+  if (const std::optional<std::string> crashed = probe_plugin(base, path, options.origin, limit)) {
+    throw PluginFault(*crashed);
+  }
   Registry registry = base;
-  const PluginInfo plugin = load_plugin(registry, path);
-  out << "plugin " << plugin.path << ": " << plugin.name << " " << plugin.version << ", ABI " << plugin.abi_major << "."
-      << plugin.abi_minor << ", families: " << join(plugin.families) << "\n";
-  size_t total = 0, failed = 0;
+  const PluginInfo plugin = load_plugin(registry, path, options.origin);
+  Report report(out);
+  report.note("plugin " + plugin.path + ": " + plugin.name + " " + plugin.version + ", ABI " +
+              std::to_string(plugin.abi_major) + "." + std::to_string(plugin.abi_minor) +
+              ", families: " + join(plugin.families));
   for (const std::string& name : plugin.families) {
-    const std::vector<std::string> specs = enumerate_specs(*registry.find(name), registry);
+    const FamilyInfo& family = *registry.find(name);
+    SpecEnumeration specs;
+    const IsolatedResult enumerated = run_isolated(
+        [&] {
+          const SpecEnumeration e = enumerate_specs(family, registry);
+          std::string bytes;
+          put(bytes, std::to_string(e.refused));
+          put(bytes, std::to_string(e.refused_examples.size()));
+          for (const std::string& x : e.refused_examples) put(bytes, x);
+          for (const std::string& x : e.specs) put(bytes, x);
+          return bytes;
+        },
+        limit);
+    if (enumerated.status != IsolatedResult::Status::ok) {
+      report.line(Outcome::fail, name + " - enumerate_specs: " +
+                                     (enumerated.status == IsolatedResult::Status::failed ? enumerated.failure.describe()
+                                                                                          : enumerated.payload));
+      continue;
+    }
+    std::string_view in = enumerated.payload;
+    specs.refused = std::stoul(get(in));
+    for (size_t n = std::stoul(get(in)); n > 0; --n) specs.refused_examples.push_back(get(in));
+    while (!in.empty()) specs.specs.push_back(get(in));
+    if (specs.refused > 0) {
+      report.note("note " + name + ": " + std::to_string(specs.refused) + " parameter combination" +
+                  (specs.refused == 1 ? " was" : "s were") + " refused by the family and not checked, e.g. " +
+                  join(specs.refused_examples, "; "));
+    }
     if (specs.empty()) {
-      ++total, ++failed;
-      out << "FAIL " << name << " - enumerate_specs: no parameter combination from its domains is accepted\n";
+      report.line(Outcome::fail, name + " - enumerate_specs: no parameter combination from its domains is accepted");
       continue;
     }
     for (const std::string& spec : specs) {
-      SchemePtr scheme;
-      try {
-        scheme = registry.make(spec);
-      } catch (const std::exception& e) {
-        ++total, ++failed;
-        out << "FAIL " << name << " " << spec << " make: " << e.what() << "\n";
+      const IsolatedResult made = run_isolated([&] { return registry.make(spec)->spec(); }, limit);
+      if (made.status != IsolatedResult::Status::ok) {
+        report.line(Outcome::fail, name + " " + spec + " make: " +
+                                       (made.status == IsolatedResult::Status::failed ? made.failure.describe()
+                                                                                      : made.payload));
         continue;
       }
-      for (const Result& r : check_scheme(*scheme, registry)) {
-        ++total;
-        if (r.passed) {
-          out << "PASS " << name << " " << spec << " " << r.check << "\n";
+      for (const Check& check : checks()) {
+        // One child per check: a crash in one is that check's failure, and the next still runs.
+        const IsolatedResult r = run_isolated(
+            [&] {
+              const Result result = check_one(check.name, *registry.make(spec), registry);
+              return std::string(1, result.outcome == Outcome::pass ? 'P' : result.outcome == Outcome::skip ? 'S' : 'F') +
+                     result.message;
+            },
+            limit);
+        const std::string line = name + " " + spec + " " + check.name;
+        if (r.status == IsolatedResult::Status::failed) {
+          report.line(Outcome::fail, line + ": " + r.failure.describe());
+        } else if (r.status != IsolatedResult::Status::ok || r.payload.empty()) {
+          report.line(Outcome::fail, line + ": threw: " + r.payload);
+        } else if (r.payload[0] == 'P') {
+          report.line(Outcome::pass, line);
         } else {
-          ++failed;
-          out << "FAIL " << name << " " << spec << " " << r.check << ": " << r.message << "\n";
+          report.line(r.payload[0] == 'S' ? Outcome::skip : Outcome::fail, line + ": " + r.payload.substr(1));
         }
       }
     }
   }
-  out << (failed == 0 ? "all " + std::to_string(total) + " checks passed"
-                      : std::to_string(failed) + " of " + std::to_string(total) + " checks failed")
-      << "\n";
-  return failed == 0 ? 0 : 1;
+  const size_t total = report.passed + report.failed;
+  const std::string skipped =
+      report.skipped == 0 ? "" : " (" + std::to_string(report.skipped) + " skipped: not applicable)";
+  report.note((report.failed == 0 ? "all " + std::to_string(total) + " checks passed"
+                                  : std::to_string(report.failed) + " of " + std::to_string(total) + " checks failed") +
+              skipped);
+  return report.failed == 0 ? 0 : 1;
 }
 
 }  // namespace kvtune::conformance

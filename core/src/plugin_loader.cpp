@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <set>
 
 #include "kvtune/error.h"
+#include "kvtune/isolation.h"
 #include "kvtune/plugin_abi.h"
 #include "kvtune/policy.h"
 
@@ -23,7 +25,7 @@ namespace {
 constexpr size_t kDescriptionSize10 = sizeof(kvtune_plugin_description);
 constexpr size_t kFamilySize10 = sizeof(kvtune_family);
 constexpr size_t kDomainSize10 = sizeof(kvtune_param_domain);
-constexpr size_t kSchemeSize10 = sizeof(kvtune_scheme);
+constexpr size_t kSchemeSize10 = offsetof(kvtune_scheme, traits);  // 1.1 appended traits
 constexpr size_t kVtableSize10 = sizeof(kvtune_scheme_vtable);
 
 std::string abi_version(uint32_t major, uint32_t minor) { return std::to_string(major) + "." + std::to_string(minor); }
@@ -44,8 +46,11 @@ struct FamilyBinding {
   std::string path;
   std::string family;
   const kvtune_family* table = nullptr;
+  std::string origin;  // "--plugin", "KVTUNE_PLUGIN_PATH", ...; may be empty
 
   std::string where() const { return "plugin " + path + ", family '" + family + "'"; }
+  // "--plugin /x/libnf4.so": the plugin and where it was named.
+  std::string from() const { return origin.empty() ? path : origin + " " + path; }
   [[noreturn]] void fail(int32_t status, ErrorBuffer& error) const {
     throw InputError(where() + ": " + error.message(status));
   }
@@ -57,7 +62,7 @@ class PluginScheme final : public Scheme {
   PluginScheme(std::shared_ptr<const FamilyBinding> binding, kvtune_scheme* handle)
       : binding_(std::move(binding)), handle_(handle) {
     const std::string where = binding_->where();
-    if (handle_ == nullptr) throw InputError(where + ": create returned no scheme");
+    if (handle_ == nullptr) throw InputError(where + ": create returned OK but no scheme (a null handle)");
     // A handle we cannot trust is leaked rather than destroyed through a bad pointer.
     if (handle_->struct_size < kSchemeSize10 || handle_->vtable == nullptr) {
       handle_ = nullptr;
@@ -81,6 +86,7 @@ class PluginScheme final : public Scheme {
     const char* spec = vt_->spec(handle_);
     if (spec == nullptr || *spec == '\0') refuse("the scheme returned no spec");
     spec_ = spec;
+    if (KVTUNE_ABI_HAS(handle_, kvtune_scheme, traits)) traits_ = handle_->traits;
   }
   ~PluginScheme() override {
     if (handle_ != nullptr) vt_->destroy(handle_);
@@ -92,7 +98,15 @@ class PluginScheme final : public Scheme {
   std::string family() const override { return binding_->family; }
   SchemeTraits traits() const override {
     SchemeTraits t = Scheme::traits();
+    t.rotates_rows = (traits_ & KVTUNE_TRAIT_ROTATES_ROWS) != 0;
+    // Declared for the checks and sweeps; with no logits callback in the ABI its keys are still
+    // scored through dequantize (estimates_logits() stays false).
+    t.estimates_logits = (traits_ & KVTUNE_TRAIT_ESTIMATES_LOGITS) != 0;
+    t.needs_positions = (traits_ & KVTUNE_TRAIT_NEEDS_POSITIONS) != 0;
+    t.needs_rope = (traits_ & KVTUNE_TRAIT_NEEDS_ROPE) != 0;
+    t.static_scales = (traits_ & KVTUNE_TRAIT_STATIC_SCALES) != 0;
     t.from_plugin = true;
+    t.plugin_origin = binding_->from();
     return t;
   }
 
@@ -139,16 +153,24 @@ class PluginScheme final : public Scheme {
     const int32_t status = vt_->dequantize(handle_, reinterpret_cast<const uint8_t*>(packed.data()), packed.size(), &c,
                                            out.data, out.rows, out.cols, error.text, ErrorBuffer::kSize);
     if (status != KVTUNE_STATUS_OK) binding_->fail(status, error);
+    // The packed bytes are the plugin's own format: a non-finite value out of them is its fault.
+    require_finite_output("dequantize", out, "");
   }
 
   void roundtrip(ConstMatrixView block, const QuantContext& ctx, MatrixView out) const override {
-    if (vt_->roundtrip == nullptr) return Scheme::roundtrip(block, ctx, out);
+    if (vt_->roundtrip == nullptr) {
+      Scheme::roundtrip(block, ctx, out);  // dequantize checks its output
+      return;
+    }
     require_shape(block.rows, block.cols);
     const kvtune_quant_context c = context_of(ctx);
     ErrorBuffer error;
     const int32_t status =
         vt_->roundtrip(handle_, block.data, block.rows, block.cols, &c, out.data, error.text, ErrorBuffer::kSize);
     if (status != KVTUNE_STATUS_OK) binding_->fail(status, error);
+    if (std::all_of(block.data, block.data + block.size(), [](float x) { return std::isfinite(x); })) {
+      require_finite_output("roundtrip", out, " of a finite block");
+    }
   }
 
   std::shared_ptr<const Scheme> calibrate(ConstMatrixView sample, const QuantContext& ctx) const override {
@@ -164,6 +186,18 @@ class PluginScheme final : public Scheme {
   }
 
  private:
+  // NaN or infinity from the plugin is a bug in it: say so, naming it, rather than let the
+  // evaluator call it "the input exceeds the scheme's range".
+  void require_finite_output(const char* call, ConstMatrixView out, const char* of_what) const {
+    for (int64_t i = 0; i < out.size(); ++i) {
+      if (std::isfinite(out.data[i])) continue;
+      throw InputError("plugin scheme '" + spec_ + "' (from " + binding_->from() + "): " + call + " returned " +
+                       (std::isnan(out.data[i]) ? "NaN" : "an infinity") + " at [" + std::to_string(i / out.cols) +
+                       ", " + std::to_string(i % out.cols) + "]" + of_what +
+                       ": a fault in the plugin, not in the input");
+    }
+  }
+
   static kvtune_quant_context context_of(const QuantContext& ctx) {
     kvtune_quant_context c{};
     c.struct_size = sizeof(kvtune_quant_context);
@@ -178,6 +212,7 @@ class PluginScheme final : public Scheme {
   kvtune_scheme* handle_ = nullptr;
   const kvtune_scheme_vtable* vt_ = nullptr;
   std::string spec_;
+  uint32_t traits_ = 0;  // KVTUNE_TRAIT_* bits; none for an ABI 1.0 handle
 };
 
 bool valid_family_name(const char* name) {
@@ -238,7 +273,7 @@ ParamDomain domain_of(const kvtune_param_domain* d, const std::string& where) {
   return p;
 }
 
-FamilyInfo family_of(const kvtune_family* f, const std::string& path, size_t index) {
+FamilyInfo family_of(const kvtune_family* f, const std::string& path, size_t index, const std::string& origin) {
   const std::string where = "plugin " + path + ", family #" + std::to_string(index);
   if (f == nullptr) throw InputError(where + ": null family table");
   if (f->struct_size < kFamilySize10) {
@@ -249,7 +284,7 @@ FamilyInfo family_of(const kvtune_family* f, const std::string& path, size_t ind
     throw InputError(where + ": family name '" + std::string(f->name ? f->name : "") +
                      "' is not a word of letters, digits, '_', '-' and '.'");
   }
-  auto binding = std::make_shared<FamilyBinding>(FamilyBinding{path, f->name, f});
+  auto binding = std::make_shared<FamilyBinding>(FamilyBinding{path, f->name, f, origin});
   if (f->create == nullptr) throw InputError(binding->where() + ": no create function");
   if (f->param_count > 0 && f->params == nullptr) throw InputError(binding->where() + ": parameters counted but missing");
 
@@ -284,9 +319,7 @@ FamilyInfo family_of(const kvtune_family* f, const std::string& path, size_t ind
   return info;
 }
 
-}  // namespace
-
-PluginInfo load_plugin(Registry& registry, const std::string& path) {
+PluginInfo load_plugin_unnamed(Registry& registry, const std::string& path, const std::string& origin) {
   std::error_code ec;
   if (path.empty()) throw InputError("plugin path is empty");
   if (!fs::exists(path, ec)) throw InputError("plugin '" + path + "': no such file");
@@ -323,7 +356,8 @@ PluginInfo load_plugin(Registry& registry, const std::string& path) {
   }
   if (d->abi_major != KVTUNE_PLUGIN_ABI_MAJOR) {
     throw InputError("plugin '" + path + "' was built for kvtune plugin ABI " + abi_version(d->abi_major, d->abi_minor) +
-                     ", but this kvtune speaks ABI " + abi_version(KVTUNE_PLUGIN_ABI_MAJOR, KVTUNE_PLUGIN_ABI_MINOR) +
+                     ", but this kvtune speaks ABI " + abi_version(KVTUNE_PLUGIN_ABI_MAJOR, 0) + " to " +
+                     abi_version(KVTUNE_PLUGIN_ABI_MAJOR, KVTUNE_PLUGIN_ABI_MINOR) +
                      "; the major versions must match: rebuild the plugin against this kvtune");
   }
   if (d->struct_size < kDescriptionSize10) {
@@ -341,7 +375,7 @@ PluginInfo load_plugin(Registry& registry, const std::string& path) {
   info.abi_minor = d->abi_minor;
   Registry updated = registry;  // all families or none
   for (size_t i = 0; i < d->family_count; ++i) {
-    FamilyInfo family = family_of(d->families[i], absolute, i);
+    FamilyInfo family = family_of(d->families[i], absolute, i, origin);
     info.families.push_back(family.name);
     updated.add(std::move(family));
   }
@@ -349,10 +383,44 @@ PluginInfo load_plugin(Registry& registry, const std::string& path) {
   return info;
 }
 
-std::vector<PluginInfo> load_plugins(Registry& registry, const std::vector<std::string>& paths) {
+}  // namespace
+
+PluginInfo load_plugin(Registry& registry, const std::string& path, const std::string& origin) {
+  try {
+    return load_plugin_unnamed(registry, path, origin);
+  } catch (const InputError& e) {
+    if (origin.empty()) throw;
+    throw InputError(origin + ": " + e.what());
+  }
+}
+
+std::vector<PluginInfo> load_plugins(Registry& registry, const std::vector<std::string>& paths,
+                                     const std::string& origin) {
   std::vector<PluginInfo> out;
-  for (const std::string& path : paths) out.push_back(load_plugin(registry, path));
+  for (const std::string& path : paths) out.push_back(load_plugin(registry, path, origin));
   return out;
+}
+
+std::optional<std::string> probe_plugin(const Registry& registry, const std::string& path, const std::string& origin,
+                                        const IsolationOptions& options) {
+  const IsolatedResult r = run_isolated(
+      [&] {
+        Registry scratch = registry;
+        load_plugin(scratch, path, origin);
+        return std::string();
+      },
+      options);
+  switch (r.status) {
+    case IsolatedResult::Status::ok:
+      return std::nullopt;
+    case IsolatedResult::Status::input_error:
+      throw InputError(r.payload);
+    case IsolatedResult::Status::exception:
+      throw std::runtime_error(r.payload);
+    case IsolatedResult::Status::failed:
+      break;
+  }
+  return "plugin '" + path + "' (from " + origin + ") " + r.failure.describe() + " while loading (dlopen and describe)";
 }
 
 std::vector<std::string> plugin_path_entries(std::string_view value) {
@@ -382,9 +450,9 @@ std::vector<std::string> plugins_from_environment() {
   return value == nullptr ? std::vector<std::string>{} : plugin_path_entries(value);
 }
 
-Registry registry_with_plugins(const Registry& base, const std::vector<std::string>& paths) {
+Registry registry_with_plugins(const Registry& base, const std::vector<std::string>& paths, const std::string& origin) {
   Registry registry = base;
-  load_plugins(registry, paths);
+  load_plugins(registry, paths, origin);
   return registry;
 }
 

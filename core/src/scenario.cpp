@@ -279,7 +279,8 @@ Scenario load_scenario(const std::string& path, const ModelLookup& models) {
 }
 
 std::vector<EvalResult> evaluate_scenario(const Scenario& sc, const Registry& registry, int threads,
-                                          const EvalBackendPtr& backend) {
+                                          const EvalBackendPtr& backend,
+                                          const std::optional<IsolationOptions>& isolate_plugins) {
   EvalPlan plan = build_plan(sc.pairs, registry, sc.topk);
   plan.backend = backend;
   for (int64_t tokens : sc.contexts) check_plan_shape(plan, tokens, sc.workload.head_dim);
@@ -287,9 +288,12 @@ std::vector<EvalResult> evaluate_scenario(const Scenario& sc, const Registry& re
   std::vector<EvalResult> runs;
   for (int64_t tokens : sc.contexts) {
     const WorkloadConfig cfg = workload_at(sc, tokens);
-    runs.push_back(evaluate(
-        plan, cases.size(), [&](size_t i) { return generate_case(cfg, cases[i].seed, cases[i].layer, cases[i].kv_head); },
-        threads));
+    const CaseSource source = [&](size_t i) {
+      return generate_case(cfg, cases[i].seed, cases[i].layer, cases[i].kv_head);
+    };
+    runs.push_back(isolate_plugins && plan_uses_plugins(plan)
+                       ? evaluate_isolated(plan, cases.size(), source, threads, *isolate_plugins)
+                       : evaluate(plan, cases.size(), source, threads));
   }
   return runs;
 }

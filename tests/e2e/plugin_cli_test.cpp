@@ -132,5 +132,106 @@ TEST_F(PluginCli, SweepFileLoadsItsPluginsAndAFailingSchemeFailsOnlyItsPoint) {
   EXPECT_FALSE(fs::exists(path("bad")));
 }
 
+// Crashing plugins (issue #13): check-plugin runs each check in a child process, so a segfault,
+// abort, exit() or endless loop is that check's FAIL and the report goes on to its summary.
+TEST_F(PluginCli, CheckPluginSurvivesPluginsThatCrashExitOrHang) {
+  const RunResult segv = run({"check-plugin", KVTUNE_TEST_SEGFAULT});
+  EXPECT_EQ(segv.status, 1) << segv.err;
+  EXPECT_THAT(segv.out, HasSubstr("PASS c_segv c_segv:bits=8 accepts_a_shape\n"));
+  EXPECT_THAT(segv.out, HasSubstr("FAIL c_segv c_segv:bits=8 footprint_equals_packed_size: crashed: SIGSEGV"));
+  EXPECT_THAT(segv.out, HasSubstr("checks failed"));
+
+  const RunResult aborted = run({"check-plugin", KVTUNE_TEST_ABORT});
+  EXPECT_EQ(aborted.status, 1);
+  EXPECT_THAT(aborted.out, HasSubstr("crashed: SIGABRT"));
+
+  const RunResult exited = run({"check-plugin", KVTUNE_TEST_EXIT});
+  EXPECT_EQ(exited.status, 1);
+  EXPECT_THAT(exited.out, HasSubstr("FAIL c_exit c_exit:bits=8 deterministic: exited with status 3"));
+  EXPECT_EQ(exited.out.find("plugin "), exited.out.rfind("plugin "));  // nothing printed twice
+
+  const RunResult endless = run({"check-plugin", KVTUNE_TEST_ENDLESS, "--timeout", "0.5"});
+  EXPECT_EQ(endless.status, 1);
+  EXPECT_THAT(endless.out, HasSubstr("FAIL c_endless c_endless:bits=5 deterministic: timed out after 0.5 s"));
+  EXPECT_THAT(endless.out, HasSubstr("PASS c_endless c_endless:bits=8 deterministic\n"));
+
+  const RunResult bad_timeout = run({"check-plugin", KVTUNE_TEST_NF4, "--timeout", "-1"});
+  EXPECT_EQ(bad_timeout.status, 2);
+  EXPECT_EQ(bad_timeout.out, "");
+
+  // A describe that crashes: the plugin cannot be loaded (exit status 2, nothing on stdout).
+  const RunResult describe = run({"check-plugin", KVTUNE_TEST_DESCRIBE_SEGFAULT});
+  EXPECT_EQ(describe.status, 2);
+  EXPECT_THAT(describe.err, HasSubstr(KVTUNE_TEST_DESCRIBE_SEGFAULT));
+  EXPECT_THAT(describe.err, HasSubstr("crashed: SIGSEGV"));
+  EXPECT_EQ(describe.out, "");
+}
+
+TEST_F(PluginCli, CheckPluginSkipsWhatDoesNotApply) {
+  const RunResult r = run({"check-plugin", KVTUNE_TEST_SDK_TRAITS});
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("SKIP sdk_sketch sdk_sketch constant_block_is_kept: a score estimator"));
+  EXPECT_THAT(r.out, HasSubstr("SKIP sdk_sketch sdk_sketch device_format_matches_packed_layout: no device_format"));
+  EXPECT_THAT(r.out, HasSubstr("skipped: not applicable)"));
+
+  // A combination the family refuses is not checked, but counted and shown.
+  const RunResult picky = run({"check-plugin", KVTUNE_TEST_PICKY});
+  EXPECT_EQ(picky.status, 0) << picky.out;
+  EXPECT_THAT(picky.out, HasSubstr("note c_picky: 1 parameter combination was refused by the family and not "
+                                   "checked, e.g. c_picky:bits=5: "));
+  EXPECT_THAT(picky.out, HasSubstr("c_picky refuses this bits value (test plugin)"));
+  EXPECT_THAT(picky.out, ::testing::Not(HasSubstr("c_picky:bits=5 ")));
+}
+
+// simulate evaluates plugin schemes in a child: a crash is an error naming the scheme, the
+// plugin and its origin, and the signal (exit status 2), not a crash of kvtune.
+TEST_F(PluginCli, SimulateReportsACrashingPluginScheme) {
+  write_text(path("s.toml"), "[workload]\ntokens = 128\nhead_dim = 32\n[[pairs]]\nk = \"c_segv\"\nv = \"q8_0\"\n");
+  const RunResult r = run({"simulate", path("s.toml").string(), "--plugin", KVTUNE_TEST_SEGFAULT});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("plugin scheme 'c_segv:bits=8' (from --plugin " +
+                               fs::absolute(KVTUNE_TEST_SEGFAULT).lexically_normal().string() + ") crashed: SIGSEGV"));
+
+  write_float32_matrix(path("k.npy"), 64, 16);
+  write_float32_matrix(path("v.npy"), 64, 16, 0.5f);
+  write_float32_matrix(path("q.npy"), 2, 16, 0.25f);
+  const RunResult tensors = run({"simulate", "--plugin", KVTUNE_TEST_EXIT, "--k", path("k.npy").string(), "--v",
+                                 path("v.npy").string(), "--q", path("q.npy").string(), "--pair", "f16/c_exit"});
+  EXPECT_EQ(tensors.status, 2) << tensors.err;
+  EXPECT_THAT(tensors.err, HasSubstr("plugin scheme 'c_exit:bits=8'"));
+  EXPECT_THAT(tensors.err, HasSubstr("exited with status 3"));
+
+  // NaN from finite input is the plugin's fault, not "the input exceeds the scheme's range".
+  write_text(path("nan.toml"), "[workload]\ntokens = 128\nhead_dim = 32\n[[pairs]]\nk = \"c_nan\"\nv = \"q8_0\"\n");
+  const RunResult nan = run({"simulate", path("nan.toml").string(), "--plugin", KVTUNE_TEST_NAN});
+  EXPECT_EQ(nan.status, 2);
+  EXPECT_THAT(nan.err, HasSubstr("plugin scheme 'c_nan:bits=8' (from --plugin "));
+  EXPECT_THAT(nan.err, HasSubstr("a fault in the plugin"));
+  EXPECT_THAT(nan.err, ::testing::Not(HasSubstr("exceeds the scheme's range")));
+}
+
+// A plugin installed in KVTUNE_PLUGIN_PATH whose describe crashes is skipped with a warning, so a
+// command that uses none of its schemes still runs; named with --plugin, it is an error.
+TEST_F(PluginCli, ACrashingEnvironmentPluginIsSkippedWithAWarning) {
+  fs::create_directories(path("plugins"));
+  fs::copy_file(KVTUNE_TEST_DESCRIBE_SEGFAULT, path("plugins") / "crashes.so");
+  fs::copy_file(KVTUNE_TEST_NF4, path("plugins") / "nf4.so");
+  ::setenv("KVTUNE_PLUGIN_PATH", path("plugins").string().c_str(), 1);
+  const RunResult schemes = run({"schemes"});
+  const RunResult memory = run({"memory", "--model", "llama-3.1-8b", "--ctx", "1024", "--k", "nf4", "--v", "q8_0"});
+  ::unsetenv("KVTUNE_PLUGIN_PATH");
+  ASSERT_EQ(schemes.status, 0) << schemes.err;
+  EXPECT_THAT(schemes.err, HasSubstr("kvtune: warning: skipping plugin '" + (path("plugins") / "crashes.so").string() +
+                                     "' (from KVTUNE_PLUGIN_PATH) crashed: SIGSEGV"));
+  EXPECT_THAT(schemes.out, HasSubstr("nf4  -  "));
+  EXPECT_EQ(memory.status, 0) << memory.err;
+  EXPECT_THAT(memory.err, HasSubstr("crashes.so"));
+
+  const RunResult named = run({"schemes", "--plugin", KVTUNE_TEST_DESCRIBE_SEGFAULT});
+  EXPECT_EQ(named.status, 2);
+  EXPECT_THAT(named.err, HasSubstr("(from --plugin) crashed: SIGSEGV"));
+  EXPECT_EQ(named.out, "");
+}
+
 }  // namespace
 }  // namespace kvtune::e2e

@@ -4,10 +4,19 @@
  * roundtrip and calibrate NULL, so the host's defaults run.
  *
  * The same source builds the deliberately broken variants of tests/plugins/CMakeLists.txt:
- *   TEST_ABI_MAJOR=N            reports ABI major N
+ *   TEST_ABI_MAJOR=N            reports ABI major N (TEST_ABI_MINOR=M: minor M)
  *   TEST_FOOTPRINT_LIE=N        footprint claims N bytes more than quantize writes
  *   TEST_QUANTIZE_FAILS         quantize returns KVTUNE_STATUS_INVALID_INPUT with a message
- *   TEST_SHORT_DESCRIPTION      the description's struct_size stops before its name field */
+ *   TEST_SHORT_DESCRIPTION      the description's struct_size stops before its name field
+ *   TEST_CRASH=1|2|3|4          quantize segfaults (a real null store) | abort()s | exit(3)s | loops
+ *                               forever; with TEST_CRASH_BITS=N only for bits=N
+ *   TEST_CRASH_IN_DESCRIBE      the entry point segfaults
+ *   TEST_DEQUANTIZE_NAN         dequantize writes NaN into element 0
+ *   TEST_CREATE_NULL            create returns OK without a scheme
+ *   TEST_REFUSE_BITS=N          create refuses bits=N (INVALID_INPUT), a cross-parameter refusal
+ *   TEST_TRAITS=BITS            each handle declares KVTUNE_TRAIT_* BITS (ABI 1.1)
+ *   TEST_HANDLE_SIZE_10         handles say struct_size of ABI 1.0 (no traits field), with traits set */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +29,34 @@
 #ifndef TEST_ABI_MAJOR
 #define TEST_ABI_MAJOR KVTUNE_PLUGIN_ABI_MAJOR
 #endif
+#ifndef TEST_ABI_MINOR
+#define TEST_ABI_MINOR KVTUNE_PLUGIN_ABI_MINOR
+#endif
 #ifndef TEST_FOOTPRINT_LIE
 #define TEST_FOOTPRINT_LIE 0
+#endif
+#ifndef TEST_TRAITS
+#define TEST_TRAITS 0
+#endif
+
+#if defined(TEST_CRASH) || defined(TEST_CRASH_IN_DESCRIBE)
+/* volatile: the compiler cannot prove the pointer null and replace the store with a trap. */
+static int* volatile null_pointer = NULL;
+static volatile unsigned long spins = 0;
+
+static void crash(int how) {
+  switch (how) {
+    case 1:
+      *null_pointer = 1;
+      break;
+    case 2:
+      abort();
+    case 3:
+      exit(3);
+    default:
+      for (;;) ++spins;
+  }
+}
 #endif
 
 typedef struct c_scheme {
@@ -62,6 +97,13 @@ static int32_t c_quantize(const kvtune_scheme* self, const float* block, int64_t
   const uint64_t need = packed_size(tokens, head_dim);
   int64_t r, c;
   (void)ctx;
+#ifdef TEST_CRASH
+#ifdef TEST_CRASH_BITS
+  if (s->bits == TEST_CRASH_BITS) crash(TEST_CRASH);
+#else
+  crash(TEST_CRASH);
+#endif
+#endif
 #ifdef TEST_QUANTIZE_FAILS
   (void)qmax;
   (void)need;
@@ -120,6 +162,9 @@ static int32_t c_dequantize(const kvtune_scheme* self, const uint8_t* packed, si
       out[r * head_dim + c] = (float)(int8_t)packed[tokens * 4 + r * head_dim + c] * scale;
     }
   }
+#ifdef TEST_DEQUANTIZE_NAN
+  if (tokens > 0 && head_dim > 0) out[0] = (float)NAN;
+#endif
   return KVTUNE_STATUS_OK;
 }
 
@@ -141,12 +186,28 @@ static int32_t c_create(const kvtune_family* family, const char* const* keys, co
     }
     bits = atoi(values[i]);
   }
+#ifdef TEST_CREATE_NULL
+  *out = NULL;
+  return KVTUNE_STATUS_OK;
+#endif
+#ifdef TEST_REFUSE_BITS
+  if (bits == TEST_REFUSE_BITS) {
+    set_error(error, error_size, TEST_FAMILY_NAME " refuses this bits value (test plugin)");
+    return KVTUNE_STATUS_INVALID_INPUT;
+  }
+#endif
   s = (c_scheme*)calloc(1, sizeof(c_scheme));
   if (s == NULL) {
     set_error(error, error_size, "out of memory");
     return KVTUNE_STATUS_INTERNAL;
   }
+#ifdef TEST_HANDLE_SIZE_10
+  s->header.struct_size = offsetof(kvtune_scheme, traits);
+  s->header.traits = KVTUNE_TRAIT_ROTATES_ROWS | KVTUNE_TRAIT_STATIC_SCALES; /* beyond struct_size: ignored */
+#else
   s->header.struct_size = sizeof(kvtune_scheme);
+  s->header.traits = TEST_TRAITS;
+#endif
   s->header.vtable = &c_vtable;
   s->bits = bits;
   snprintf(s->spec, sizeof s->spec, "%s:bits=%d", TEST_FAMILY_NAME, bits);
@@ -169,13 +230,16 @@ static const kvtune_plugin_description description = {
 #else
     sizeof(kvtune_plugin_description),
 #endif
-    TEST_ABI_MAJOR, KVTUNE_PLUGIN_ABI_MINOR, "kvtune-test-c", "0.1", c_families, 1};
+    TEST_ABI_MAJOR, TEST_ABI_MINOR, "kvtune-test-c", "0.1", c_families, 1};
 
 KVTUNE_PLUGIN_EXPORT int32_t kvtune_plugin_describe(uint32_t host_abi_major, uint32_t host_abi_minor,
                                                     const kvtune_plugin_description** out, char* error,
                                                     size_t error_size) {
   (void)host_abi_major;
   (void)host_abi_minor;
+#ifdef TEST_CRASH_IN_DESCRIBE
+  crash(1);
+#endif
   (void)error;
   (void)error_size;
   *out = &description;

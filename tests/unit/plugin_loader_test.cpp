@@ -14,6 +14,7 @@
 #include "kvtune/error.h"
 #include "kvtune/plugin_abi.h"
 #include "kvtune/plugin_loader.h"
+#include "kvtune/scenario.h"
 #include "test_support.h"
 
 namespace kvtune {
@@ -223,6 +224,168 @@ TEST(PluginLoader, PluginPathListsEachDirectorysSharedLibrariesSorted) {
   EXPECT_THAT(refusal([&] { plugin_path_entries(a + ":" + (dir / "missing").string()); }),
               AllOf(HasSubstr("KVTUNE_PLUGIN_PATH"), HasSubstr("missing' is not a directory")));
   std::filesystem::remove_all(dir);
+}
+
+// ABI 1.1: a handle's traits reach SchemeTraits, through the policy wrappers too; a handle of ABI
+// 1.0's size loads and declares nothing, whatever lies beyond its struct_size.
+TEST(PluginLoader, TraitsComeThroughTheAbiWhenTheHandleHasThem) {
+  EXPECT_EQ(KVTUNE_PLUGIN_ABI_MINOR, 1);
+  Registry r = builtin_registry();
+  load_plugin(r, KVTUNE_TEST_TRAITS);
+  load_plugin(r, KVTUNE_TEST_ABI10_HANDLE);
+  load_plugin(r, KVTUNE_TEST_SDK_TRAITS);
+  const SchemeTraits declared = r.make("c_traits")->traits();
+  EXPECT_TRUE(declared.rotates_rows);
+  EXPECT_TRUE(declared.static_scales);
+  EXPECT_FALSE(declared.estimates_logits);
+  EXPECT_FALSE(declared.needs_positions);
+  EXPECT_FALSE(declared.needs_rope);
+  EXPECT_TRUE(declared.from_plugin);
+  EXPECT_TRUE(r.make("c_traits:sink_tokens=2")->traits().static_scales);
+
+  const SchemePtr old = r.make("c_abi10");
+  EXPECT_EQ(old->spec(), "c_abi10:bits=8");
+  EXPECT_FALSE(old->traits().rotates_rows);
+  EXPECT_FALSE(old->traits().static_scales);
+  EXPECT_TRUE(old->traits().from_plugin);
+  EXPECT_EQ(old->traits().plugin_origin, absolute(KVTUNE_TEST_ABI10_HANDLE));  // no origin given
+  load_plugin(r, KVTUNE_TEST_C_PLUGIN);  // a 1.1 handle that declares nothing
+  EXPECT_FALSE(r.make("c_int8")->traits().rotates_rows);
+  EXPECT_TRUE(r.make("c_int8:rotation=hadamard")->traits().rotates_rows);  // the wrapper's own
+
+  // The SDK passes SchemeBase::traits() on.
+  EXPECT_TRUE(r.make("sdk_sketch")->traits().estimates_logits);
+  EXPECT_FALSE(r.make("sdk_sketch")->traits().static_scales);
+  EXPECT_TRUE(r.make("sdk_sketch:calibrated")->traits().static_scales);
+}
+
+TEST(PluginLoader, RefusalsNameWhereThePluginCameFrom) {
+  Registry r = builtin_registry();
+  EXPECT_THAT(refusal([&] { load_plugin(r, "/nonexistent/libnothing.so", "KVTUNE_PLUGIN_PATH"); }),
+              HasSubstr("KVTUNE_PLUGIN_PATH: plugin '/nonexistent/libnothing.so': no such file"));
+  EXPECT_THAT(refusal([&] { registry_with_plugins(r, {KVTUNE_TEST_DUPLICATE}, "a sweep file's plugins"); }),
+              HasSubstr("a sweep file's plugins: scheme family 'int' from "));
+}
+
+TEST(PluginLoader, ACreateThatReturnsOkWithoutASchemeIsNamed) {
+  const Registry r = registry_with_plugins(builtin_registry(), {KVTUNE_TEST_CREATE_NULL});
+  EXPECT_THAT(refusal([&] { r.make("c_null"); }),
+              AllOf(HasSubstr("plugin " + absolute(KVTUNE_TEST_CREATE_NULL) + ", family 'c_null'"),
+                    HasSubstr("create returned OK but no scheme")));
+}
+
+// NaN out of finite input is the plugin's fault, named as such, not "the input exceeds the
+// scheme's range" (what a built-in overflowing its format gets).
+TEST(PluginLoader, NonFiniteOutputIsThePluginsFault) {
+  const Registry r = registry_with_plugins(builtin_registry(), {KVTUNE_TEST_NAN}, "--plugin");
+  const SchemePtr s = r.make("c_nan");
+  const Matrix x = testing::normal_matrix(3, 16, 7);
+  Matrix y(3, 16);
+  const std::string why = refusal([&] { s->roundtrip(x, {}, y); });
+  EXPECT_THAT(why, AllOf(HasSubstr("plugin scheme 'c_nan:bits=8' (from --plugin " + absolute(KVTUNE_TEST_NAN) + ")"),
+                         HasSubstr("dequantize returned NaN at [0, 0]"), HasSubstr("a fault in the plugin")));
+  const EvalPlan plan = build_plan({{"", "c_nan", "f16", ""}}, r, 8);
+  const Case c = case_from_tensors(testing::normal_matrix(32, 16, 1), testing::normal_matrix(32, 16, 2),
+                                   testing::normal_matrix(2, 16, 3));
+  const std::string in_evaluation = refusal([&] { evaluate(plan, 1, [&](size_t) { return c; }, 1); });
+  EXPECT_THAT(in_evaluation, HasSubstr("a fault in the plugin"));
+  EXPECT_THAT(in_evaluation, ::testing::Not(HasSubstr("exceeds the scheme's range")));
+}
+
+TEST(PluginLoader, ProbingLoadsInAChildAndReportsACrash) {
+  const Registry base = builtin_registry();
+  EXPECT_EQ(probe_plugin(base, KVTUNE_TEST_NF4, "--plugin"), std::nullopt);
+  const std::optional<std::string> crashed = probe_plugin(base, KVTUNE_TEST_DESCRIBE_SEGFAULT, "KVTUNE_PLUGIN_PATH");
+  ASSERT_TRUE(crashed.has_value());
+  EXPECT_THAT(*crashed, AllOf(HasSubstr(KVTUNE_TEST_DESCRIBE_SEGFAULT), HasSubstr("(from KVTUNE_PLUGIN_PATH)"),
+                              HasSubstr("crashed: SIGSEGV")));
+  EXPECT_THAT(refusal([&] { probe_plugin(base, KVTUNE_TEST_WRONG_ABI, "--plugin"); }),
+              AllOf(HasSubstr("--plugin: "), HasSubstr("ABI 99.0")));
+}
+
+TEST(PluginLoader, EnumerateSpecsCountsRefusedCombinations) {
+  Registry r;
+  FamilyInfo f;
+  f.name = "picky";
+  f.origin = "test";
+  f.params = {{.name = "a", .kind = ParamDomain::Kind::integer, .default_value = "1", .min = 1, .max = 3,
+               .in_canonical = true}};
+  const Registry built = builtin_registry();
+  f.make = [built](const SchemeParams& p) -> SchemePtr {
+    if (p.integer("a") == 2) throw InputError("'picky:a=2': a may not be 2");
+    return built.make(p.integer("a") == 1 ? "q8_0" : "q4_0");
+  };
+  r.add(f);
+  const conformance::SpecEnumeration e = conformance::enumerate_specs(*r.find("picky"), r);
+  EXPECT_THAT(e.specs, ::testing::IsSupersetOf(std::vector<std::string>{"q4_0", "q8_0"}));
+  EXPECT_EQ(e.refused, 1u);  // a=2; a=1 and a=3 (and the policies around the default a=1) are made
+  ASSERT_EQ(e.refused_examples.size(), 1u);
+  EXPECT_THAT(e.refused_examples[0], AllOf(::testing::StartsWith("picky:a=2: "), HasSubstr("a may not be 2")));
+}
+
+std::string check_output(const char* path, int expected_status, double timeout = 30) {
+  std::ostringstream out;
+  conformance::CheckPluginOptions options;
+  options.timeout_seconds = timeout;
+  EXPECT_EQ(conformance::check_plugin(path, builtin_registry(), out, options), expected_status) << out.str();
+  return out.str();
+}
+
+TEST(PluginLoader, CheckPluginReportsTheCombinationsAFamilyRefuses) {
+  const std::string out = check_output(KVTUNE_TEST_PICKY, 0);
+  EXPECT_THAT(out, HasSubstr("note c_picky: 1 parameter combination was refused by the family and not checked, "
+                             "e.g. c_picky:bits=5: plugin " + absolute(KVTUNE_TEST_PICKY) +
+                             ", family 'c_picky': c_picky refuses this bits value (test plugin)\n"));
+  EXPECT_THAT(out, HasSubstr("PASS c_picky c_picky:bits=2 deterministic\n"));
+}
+
+TEST(PluginLoader, CheckPluginReportsACrashAsThatChecksFailureAndGoesOn) {
+  const std::string segv = check_output(KVTUNE_TEST_SEGFAULT, 1);
+  EXPECT_THAT(segv, AllOf(HasSubstr("PASS c_segv c_segv:bits=8 accepts_a_shape\n"),
+                          HasSubstr("FAIL c_segv c_segv:bits=8 footprint_equals_packed_size: crashed: SIGSEGV"),
+                          HasSubstr("FAIL c_segv c_segv:bits=8,rotation=hadamard deterministic: crashed: SIGSEGV"),
+                          HasSubstr("checks failed")));
+  EXPECT_THAT(check_output(KVTUNE_TEST_ABORT, 1),
+              HasSubstr("FAIL c_abort c_abort:bits=8 deterministic: crashed: SIGABRT"));
+  const std::string exited = check_output(KVTUNE_TEST_EXIT, 1);
+  EXPECT_THAT(exited, HasSubstr("FAIL c_exit c_exit:bits=8 deterministic: exited with status 3"));
+  // Flushed before each fork: the child's exit() repeats nothing of the report.
+  EXPECT_EQ(exited.find("plugin "), exited.rfind("plugin "));
+}
+
+TEST(PluginLoader, CheckPluginTimesOutAnEndlessCheck) {
+  const std::string out = check_output(KVTUNE_TEST_ENDLESS, 1, 0.5);
+  EXPECT_THAT(out, AllOf(HasSubstr("FAIL c_endless c_endless:bits=5 footprint_equals_packed_size: timed out after 0.5 s"),
+                         HasSubstr("PASS c_endless c_endless:bits=8 footprint_equals_packed_size\n"),
+                         HasSubstr("PASS c_endless c_endless:bits=5 accepts_a_shape\n")));
+}
+
+TEST(PluginLoader, CheckPluginRefusesAPluginWhoseDescribeCrashes) {
+  std::ostringstream out;
+  try {
+    conformance::check_plugin(KVTUNE_TEST_DESCRIBE_SEGFAULT, builtin_registry(), out);
+    ADD_FAILURE() << "no PluginFault";
+  } catch (const PluginFault& e) {
+    EXPECT_THAT(std::string(e.what()), AllOf(HasSubstr(KVTUNE_TEST_DESCRIBE_SEGFAULT), HasSubstr("crashed: SIGSEGV")));
+  }
+  EXPECT_EQ(out.str(), "");
+}
+
+// Checks that do not apply are SKIPs with the reason, counted apart, decided by traits().
+TEST(PluginLoader, CheckPluginSkipsWhatDoesNotApply) {
+  const std::string nf4 = check_output(KVTUNE_TEST_NF4, 0);
+  EXPECT_THAT(nf4, AllOf(HasSubstr("SKIP nf4 nf4:group=64 device_format_matches_packed_layout: no device_format"),
+                         HasSubstr("all 120 checks passed (10 skipped: not applicable)")));
+  const std::string sketch = check_output(KVTUNE_TEST_SDK_TRAITS, 0);
+  EXPECT_THAT(sketch, AllOf(HasSubstr("SKIP sdk_sketch sdk_sketch constant_block_is_kept: a score estimator"),
+                            HasSubstr("SKIP sdk_sketch sdk_sketch requantizing_is_a_fixed_point: a score estimator"),
+                            HasSubstr("PASS sdk_sketch sdk_sketch footprint_equals_packed_size\n")));
+  const Registry r = registry_with_plugins(builtin_registry(), {KVTUNE_TEST_SDK_TRAITS});
+  const conformance::Result skipped = conformance::check_one("constant_block_is_kept", *r.make("sdk_sketch"), r);
+  EXPECT_EQ(skipped.outcome, conformance::Outcome::skip);
+  EXPECT_TRUE(skipped.passed);
+  EXPECT_EQ(conformance::check_one("constant_block_is_kept", *r.make("q8_0"), r).outcome, conformance::Outcome::pass);
+  EXPECT_EQ(conformance::skip_reason("device_format_matches_packed_layout", *r.make("q8_0")), "");
 }
 
 }  // namespace

@@ -12,6 +12,15 @@ class InputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A plugin's code crashed, called exit() or ran past its time limit in the child process that
+// kvtune ran it in (isolation.h). An InputError, so that whoever turns input errors into a failed
+// point or exit status 2 treats a broken plugin the same way; the message names the plugin
+// scheme, where the plugin came from and the signal, exit status or time limit.
+class PluginFault : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // Joins items as "a, b, c" for "valid ones are: ..." messages.
 std::string join(const auto& items, const char* sep = ", ") {
   std::string out;

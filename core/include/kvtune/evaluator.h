@@ -9,9 +9,11 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvtune/eval_backend.h"
+#include "kvtune/isolation.h"
 #include "kvtune/metrics.h"
 #include "kvtune/scheme.h"
 #include "kvtune/workload.h"
@@ -83,5 +85,27 @@ void require_finite_roundtrip(ConstMatrixView input, ConstMatrixView output, con
 
 // Throws InputError naming the scheme when it cannot store a [tokens, head_dim] block.
 void check_plan_shape(const EvalPlan& plan, int64_t tokens, int64_t head_dim);
+
+// True when a K or V scheme of `plan` runs a plugin's code (traits().from_plugin, wrappers included).
+bool plan_uses_plugins(const EvalPlan& plan);
+
+// evaluate() in a forked child process (isolation.h), so that a plugin scheme that crashes, calls
+// exit() or loops forever fails this evaluation instead of the whole process. The result is the
+// same as evaluate()'s (every PairResult field; k and v are the plan's schemes). The child runs
+// with one thread whatever `threads` says (libgomp is not fork-safe once the parent has used its
+// pool); `threads` is kept so callers can swap one call for the other. An InputError in the child
+// comes back as an InputError with the same message, any other exception as std::runtime_error,
+// and a crash, exit or timeout as a PluginFault naming the plan's plugin schemes, where their
+// plugins came from and the signal, e.g. "plugin scheme 'nf4:group=64' (from --plugin
+// /x/libnf4.so) crashed: SIGSEGV (Segmentation fault)". Only the CPU evaluates in the child: a
+// plan with another backend is an InputError (a GPU context does not survive fork).
+EvalResult evaluate_isolated(const EvalPlan& plan, size_t case_count, const CaseSource& source, int threads = 0,
+                             const IsolationOptions& options = {});
+
+// Serialization of an EvalResult without its schemes (the bytes evaluate_isolated's child sends);
+// decode_eval_result re-fills PairResult::k and ::v from `plan`. Throws std::runtime_error on bytes
+// it did not write.
+std::string encode_eval_result(const EvalResult& result);
+EvalResult decode_eval_result(std::string_view bytes, const EvalPlan& plan);
 
 }  // namespace kvtune

@@ -42,7 +42,8 @@
 /* The ABI this header describes. The installed CMake package's version is MAJOR.MINOR, and its
  * version file accepts requests of the same major only (SameMajorVersion). */
 #define KVTUNE_PLUGIN_ABI_MAJOR 1
-#define KVTUNE_PLUGIN_ABI_MINOR 0
+#define KVTUNE_PLUGIN_ABI_MINOR 1
+/* 1.1 appended kvtune_scheme::traits. */
 
 /* The one symbol a plugin exports. */
 #define KVTUNE_PLUGIN_ENTRY_POINT "kvtune_plugin_describe"
@@ -153,11 +154,24 @@ typedef struct kvtune_scheme_vtable {
   void (*destroy)(kvtune_scheme* self);
 } kvtune_scheme_vtable;
 
+/* Bits of kvtune_scheme::traits: what the scheme does that kvtune must know (kvtune::SchemeTraits).
+ * A scheme declares them itself; kvtune never infers them from its spec or family name. */
+#define KVTUNE_TRAIT_ROTATES_ROWS (1u << 0)     /* stores rows in a rotated basis: a constant row is not
+                                                  constant in the stored codes */
+#define KVTUNE_TRAIT_ESTIMATES_LOGITS (1u << 1) /* a score estimator (QJL-like): its dequantize is an
+                                                  estimate, not a quantizer's fixed point */
+#define KVTUNE_TRAIT_NEEDS_POSITIONS (1u << 2)  /* reads kvtune_quant_context::positions */
+#define KVTUNE_TRAIT_NEEDS_ROPE (1u << 3)       /* the keys it is given must carry RoPE */
+#define KVTUNE_TRAIT_STATIC_SCALES (1u << 4)    /* calibrate fits static scales on a sample */
+
 /* A configured scheme. Plugins allocate it with this header first (C: embed it as the first member
- * of their own struct and cast back in the callbacks). */
+ * of their own struct and cast back in the callbacks). One per handle (not per vtable or family),
+ * so each configuration, and each calibrated copy, declares its own traits. */
 struct kvtune_scheme {
   size_t struct_size; /* sizeof(kvtune_scheme) */
   const kvtune_scheme_vtable* vtable;
+  uint32_t traits; /* ABI 1.1: KVTUNE_TRAIT_* bits; read only when struct_size covers it (a 1.0
+                      handle, struct_size 2 * sizeof(void*), has none) */
 };
 
 /* A family of schemes: "nf4" with its parameters. */

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kvtune/isolation.h"
 #include "kvtune/registry.h"
 
 namespace kvtune {
@@ -26,11 +28,21 @@ struct PluginInfo {
 // Loads the plugin at `path` and adds its families to `registry`, all or none. Throws InputError,
 // naming the path, when the file is missing, is not a shared library, has no entry point, was
 // built for another ABI major (both versions named), has malformed tables, or declares a family
-// whose name is taken (both origins named).
-PluginInfo load_plugin(Registry& registry, const std::string& path);
+// whose name is taken (both origins named). `origin` says where the plugin was named
+// ("--plugin", "KVTUNE_PLUGIN_PATH", "a sweep file's plugins"; empty: unknown): refusals start
+// with "ORIGIN: ", and its schemes' traits().plugin_origin is "ORIGIN PATH", for messages.
+PluginInfo load_plugin(Registry& registry, const std::string& path, const std::string& origin = "");
 
 // load_plugin for each path, in order.
-std::vector<PluginInfo> load_plugins(Registry& registry, const std::vector<std::string>& paths);
+std::vector<PluginInfo> load_plugins(Registry& registry, const std::vector<std::string>& paths,
+                                     const std::string& origin = "");
+
+// load_plugin into a copy of `registry` in a child process (isolation.h), so that a plugin whose
+// dlopen or describe crashes, exits or hangs cannot take the caller down. nullopt when it loads;
+// the reason (naming the path, `origin` and the signal, status or time limit) when its child died;
+// the same InputError load_plugin would throw when it refuses the plugin.
+std::optional<std::string> probe_plugin(const Registry& registry, const std::string& path, const std::string& origin,
+                                        const IsolationOptions& options = {30.0});
 
 // The plugins named by a KVTUNE_PLUGIN_PATH value: colon-separated directories, each contributing
 // its *.so files in sorted order. Empty entries are skipped; a directory that does not exist is an
@@ -41,6 +53,7 @@ std::vector<std::string> plugin_path_entries(std::string_view value);
 std::vector<std::string> plugins_from_environment();
 
 // A copy of `base` with the plugins at `paths` loaded into it.
-Registry registry_with_plugins(const Registry& base, const std::vector<std::string>& paths);
+Registry registry_with_plugins(const Registry& base, const std::vector<std::string>& paths,
+                               const std::string& origin = "");
 
 }  // namespace kvtune

@@ -106,6 +106,11 @@ class SchemeBase {
     return nullptr;
   }
 
+  // What kvtune must know about the scheme (ABI 1.1, kvtune_scheme::traits): rotates_rows,
+  // estimates_logits, needs_positions, needs_rope and static_scales are passed on; the other fields
+  // are kvtune's to set. Read once, when the scheme is made.
+  virtual SchemeTraits traits() const { return {}; }
+
  protected:
   // Throws InputError with check_shape's reason.
   void require_shape(int64_t tokens, int64_t head_dim) const {
@@ -189,6 +194,12 @@ inline const SchemeBase& scheme_of(const kvtune_scheme* self) {
 
 kvtune_scheme* make_handle(std::shared_ptr<const SchemeBase> scheme);
 
+inline uint32_t trait_bits(const SchemeTraits& t) {
+  return (t.rotates_rows ? KVTUNE_TRAIT_ROTATES_ROWS : 0u) | (t.estimates_logits ? KVTUNE_TRAIT_ESTIMATES_LOGITS : 0u) |
+         (t.needs_positions ? KVTUNE_TRAIT_NEEDS_POSITIONS : 0u) | (t.needs_rope ? KVTUNE_TRAIT_NEEDS_ROPE : 0u) |
+         (t.static_scales ? KVTUNE_TRAIT_STATIC_SCALES : 0u);
+}
+
 struct Callbacks {
   static const char* spec(const kvtune_scheme* self) {
     return reinterpret_cast<const Handle*>(self)->state->spec.c_str();
@@ -259,7 +270,7 @@ inline const kvtune_scheme_vtable& vtable() {
 inline kvtune_scheme* make_handle(std::shared_ptr<const SchemeBase> scheme) {
   if (!scheme) throw std::logic_error("a family's make returned no scheme");
   auto state = std::make_unique<SchemeState>(SchemeState{scheme, scheme->spec()});
-  auto* handle = new Handle{{sizeof(kvtune_scheme), &vtable()}, state.get()};
+  auto* handle = new Handle{{sizeof(kvtune_scheme), &vtable(), trait_bits(scheme->traits())}, state.get()};
   state.release();
   return &handle->header;
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,9 +60,12 @@ Scenario load_scenario(const std::string& path, const ModelLookup& models = {});
 
 // Evaluates the scenario's pairs: one EvalResult per context length, each over seeds x layers x
 // heads. Throws InputError when a scheme cannot take the workload's shape at some context.
-// `backend` null runs on the CPU.
+// `backend` null runs on the CPU. With `isolate_plugins`, a plan with plugin schemes
+// (plan_uses_plugins) is evaluated by evaluate_isolated with those options, so a crashing plugin
+// is a PluginFault rather than the end of the process.
 std::vector<EvalResult> evaluate_scenario(const Scenario& scenario, const Registry& registry, int threads = 0,
-                                          const EvalBackendPtr& backend = nullptr);
+                                          const EvalBackendPtr& backend = nullptr,
+                                          const std::optional<IsolationOptions>& isolate_plugins = std::nullopt);
 
 // Builds an evaluation plan: one scheme per distinct canonical K spec and V spec (the separable
 // evaluation quantizes each once). Errors are prefixed with the pair's `where`.

@@ -58,6 +58,8 @@ struct SchemeTraits {
   bool policy_wrapper = false;    // a cache policy (policy.h) around an inner scheme
   bool device_format = false;     // device_format() describes its bytes to the CUDA kernels
   bool from_plugin = false;       // its code comes from a shared library (evaluated in a child process)
+  std::string plugin_origin;      // from_plugin: where the plugin came from and its path, for messages
+                                  // ("--plugin /x/libnf4.so", "KVTUNE_PLUGIN_PATH /d/libnf4.so")
 };
 
 class Scheme : public std::enable_shared_from_this<Scheme> {
