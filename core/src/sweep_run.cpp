@@ -173,7 +173,11 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
   const CaseSource source = [&](size_t i) {
     return generate_case(cfg, cases[i].seed, cases[i].layer, cases[i].kv_head);
   };
-  const EvalResult result = evaluate(plan, cases.size(), source, o.threads);
+  // Plugin code runs in a child process: a crash fails this batch's points, not the sweep. A GPU
+  // context does not survive fork, so with a GPU backend plugins run in-process.
+  const bool isolate = plan_uses_plugins(plan) && (!plan.backend || plan.backend->name() == "cpu");
+  const EvalResult result =
+      isolate ? evaluate_isolated(plan, cases.size(), source, o.threads) : evaluate(plan, cases.size(), source, o.threads);
   std::vector<SweepRecord> out;
   for (size_t i = 0; i < points.size(); ++i) {
     SweepRecord r = point_record(points[i], provenance);

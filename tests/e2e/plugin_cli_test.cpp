@@ -235,3 +235,36 @@ TEST_F(PluginCli, ACrashingEnvironmentPluginIsSkippedWithAWarning) {
 
 }  // namespace
 }  // namespace kvtune::e2e
+
+namespace kvtune::e2e {
+namespace {
+
+// A sweep evaluates plugin schemes in a child process per batch: a segfaulting scheme fails its
+// points with the signal and the sweep goes on.
+TEST_F(PluginCli, ASweepGoesOnPastACrashingPluginScheme) {
+  write_text(path("crash.toml"),
+             "plugins = [\"" + std::string(KVTUNE_TEST_SEGFAULT) + "\"]\n"
+             "[workload]\ntokens = 128\nhead_dim = 32\nqueries = 2\n"
+             "[search]\nk = [\"c_segv\", \"q8_0\"]\nv = [\"q8_0\", \"q4_0\"]\n");
+  const RunResult r = run({"sweep", path("crash.toml").string(), "--out", path("out").string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  size_t crashed = 0, ok = 0;
+  std::istringstream lines(read_text(path("out") / "results.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const json rec = json::parse(line);
+    if (rec["k"] == "c_segv:bits=8") {
+      ++crashed;
+      EXPECT_EQ(rec["status"], "error");
+      EXPECT_THAT(rec["error"].get<std::string>(), HasSubstr("crashed: SIGSEGV"));
+      EXPECT_THAT(rec["error"].get<std::string>(), HasSubstr("a sweep file's plugins"));
+    } else {
+      ++ok;
+      EXPECT_EQ(rec["status"], "ok");
+    }
+  }
+  EXPECT_EQ(crashed, 2u);
+  EXPECT_EQ(ok, 2u);
+}
+
+}  // namespace
+}  // namespace kvtune::e2e
