@@ -128,7 +128,7 @@ struct SweepContext {
 inline constexpr int64_t kDefaultMaxPoints = 100000;
 
 // Typed changes applied to a sweep file's values before it is read (`kvtune recommend` fills its
-// template this way; `merge` and `--resume` give the plugins resolved.json recorded). Each set
+// template this way; `merge` gives the plugins resolved.json recorded). Each set
 // field replaces the file's key.
 struct SweepOverrides {
   std::optional<std::string> name;

@@ -15,9 +15,9 @@ inline constexpr const char* kSweepSpecFile = "sweep.toml";
 inline constexpr const char* kResolvedFile = "resolved.json";
 inline constexpr const char* kResultsFile = "results.jsonl";
 
-// An exclusive advisory lock (flock) on DIR/.kvtune.lock, held while the object lives. The kernel
-// drops it when the process ends, so a killed run never leaves the directory stuck. InputError
-// naming the directory (and the holder's pid) when another run holds it.
+// An exclusive advisory lock (flock) on the directory itself, held while the object lives: no lock
+// file is left behind, and the kernel drops the lock when the process ends, so a killed run never
+// leaves the directory stuck. InputError naming the directory when another run holds it.
 class SweepDirLock {
  public:
   explicit SweepDirLock(const std::string& dir);
