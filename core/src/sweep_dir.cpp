@@ -12,6 +12,7 @@
 
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
+#include "sweep_json.h"
 
 namespace kvtune {
 namespace fs = std::filesystem;
@@ -85,7 +86,7 @@ std::string resolved_json(const SweepSpec& spec) {
                         {"beyond_checked", view.beyond_checked},
                         {"options", view.options.size()}});
   }
-  const nlohmann::json j = {{"name", spec.name},
+  const nlohmann::ordered_json j = {{"name", spec.name},
                             {"source", spec.source},
                             {"pairing", pairing_name(spec.pairing)},
                             {"objective", objective_name(spec.budget.objective)},
@@ -95,7 +96,7 @@ std::string resolved_json(const SweepSpec& spec) {
                             {"points", std::move(points)},
                             {"runtimes", std::move(runtimes)},
                             {"plugins", spec.plugins},
-                            {"notes", spec.notes}};
+                            {"notes", detail::notes_json(spec.notes)}};
   return j.dump(2) + "\n";
 }
 

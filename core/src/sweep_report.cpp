@@ -9,6 +9,7 @@
 
 #include "kvtune/csv.h"
 #include "kvtune/file_io.h"
+#include "sweep_json.h"
 
 namespace kvtune {
 namespace {
@@ -299,7 +300,7 @@ Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& record
   }
   if (!spec.notes.empty()) {
     add(doc, Block::heading2, "Notes");
-    for (const std::string& note : spec.notes) add(doc, Block::item, note);
+    for (const std::string& note : note_texts(spec.notes)) add(doc, Block::item, note);
   }
   return doc;
 }
@@ -610,6 +611,28 @@ std::string violation_text(const Violation& v) {
   return "?";
 }
 
+std::string note_text(const SweepNote& n) {
+  const std::string reasons = n.reasons.empty() ? "" : join(n.reasons, "; ");
+  switch (n.kind) {
+    case SweepNote::Kind::grid_dropped:
+      return "[[search.grid]] at " + n.where + ": skip_invalid dropped " + std::to_string(n.dropped) +
+             " candidate(s), e.g. " + reasons;
+    case SweepNote::Kind::constraints_dropped:
+      return "[search.constraints] dropped " + std::to_string(n.dropped) + " of " + std::to_string(n.of) +
+             " pairs (k_bits_at_least_v_bits: " + std::to_string(n.by_order) + ", max_pair_bits: " +
+             std::to_string(n.by_sum) + ", exclude: " + std::to_string(n.by_exclude) + ")";
+    case SweepNote::Kind::option_dropped:
+      return n.where + ": option '" + n.option + "' dropped: " + reasons;
+  }
+  return "?";
+}
+
+std::vector<std::string> note_texts(const std::vector<SweepNote>& notes) {
+  std::vector<std::string> out;
+  for (const SweepNote& n : notes) out.push_back(note_text(n));
+  return out;
+}
+
 std::vector<std::string> violation_texts(const RecordVerdict& verdict) {
   std::vector<std::string> out;
   for (const Violation& v : verdict.violations) out.push_back(violation_text(v));
@@ -682,7 +705,7 @@ std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRec
   json runtimes = json::array();
   for (size_t i = 0; i < analysis.runtimes.size(); ++i) runtimes.push_back(runtime_json(spec, records, analysis, i));
   doc["runtimes"] = std::move(runtimes);
-  doc["notes"] = spec.notes;
+  doc["notes"] = detail::notes_json(spec.notes);
   return doc.dump(2) + "\n";
 }
 

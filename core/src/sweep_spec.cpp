@@ -17,6 +17,7 @@
 #include "kvtune/policy.h"
 #include "kvtune/spec.h"
 #include "kvtune/sweep.h"
+#include "kvtune/sweep_report.h"
 #include "toml_reader.h"
 #include "workload_reader.h"
 
@@ -444,7 +445,7 @@ Constraints read_constraints(TableReader t, const Registry& registry) {
 }
 
 std::vector<SweepPoint> search_points(const SweepSpec& spec, const Constraints& c, const Shape& shape,
-                                      const std::string& pairing_at, std::vector<std::string>& notes) {
+                                      const std::string& pairing_at, std::vector<SweepNote>& notes) {
   const auto& schemes = spec.schemes;
   std::vector<std::pair<std::string, std::string>> pairs;
   const auto& ks = spec.k_candidates;
@@ -504,9 +505,12 @@ std::vector<SweepPoint> search_points(const SweepSpec& spec, const Constraints& 
     if (shape.progress && out.size() % 4096 == 0) shape.progress("pairs", seen.size(), pairs.size());
   }
   if (by_order + by_sum + by_exclude > 0) {
-    notes.push_back("[search.constraints] dropped " + std::to_string(by_order + by_sum + by_exclude) + " of " +
-                    std::to_string(seen.size()) + " pairs (k_bits_at_least_v_bits: " + std::to_string(by_order) +
-                    ", max_pair_bits: " + std::to_string(by_sum) + ", exclude: " + std::to_string(by_exclude) + ")");
+    notes.push_back({.kind = SweepNote::Kind::constraints_dropped,
+                     .dropped = by_order + by_sum + by_exclude,
+                     .of = seen.size(),
+                     .by_order = by_order,
+                     .by_sum = by_sum,
+                     .by_exclude = by_exclude});
   }
   return out;
 }
@@ -642,7 +646,8 @@ void add_runtime_points(SweepSpec& spec, const std::vector<Target>& targets, con
       std::string why = shape_problem(*k, Role::key, shape);
       if (why.empty()) why = shape_problem(*v, Role::value, shape);
       if (!why.empty()) {
-        spec.notes.push_back(label + ": option '" + option.name + "' dropped: " + why);
+        spec.notes.push_back(
+            {.kind = SweepNote::Kind::option_dropped, .where = label, .option = option.name, .dropped = 1, .reasons = {why}});
         continue;
       }
       spec.schemes.emplace(k->spec(), k);
@@ -826,6 +831,15 @@ const char* pairing_name(Pairing pairing) {
   return "?";
 }
 
+const char* note_kind_name(SweepNote::Kind kind) {
+  switch (kind) {
+    case SweepNote::Kind::grid_dropped: return "grid_dropped";
+    case SweepNote::Kind::constraints_dropped: return "constraints_dropped";
+    case SweepNote::Kind::option_dropped: return "option_dropped";
+  }
+  return "?";
+}
+
 const char* objective_name(Objective objective) { return objective == Objective::min_bits ? "min_bits" : "min_error"; }
 
 
@@ -925,8 +939,10 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   spec.schemes.emplace("none", registry.make("none"));
   for (const auto& grid : grids) {
     if (grid->dropped == 0) continue;
-    spec.notes.push_back("[[search.grid]] at " + grid->where + ": skip_invalid dropped " +
-                         std::to_string(grid->dropped) + " candidate(s), e.g. " + join(grid->examples, "; "));
+    spec.notes.push_back({.kind = SweepNote::Kind::grid_dropped,
+                          .where = grid->where,
+                          .dropped = grid->dropped,
+                          .reasons = grid->examples});
   }
   if (spec.k_candidates.empty() && spec.v_candidates.empty() && targets.empty()) {
     throw InputError(source_name +
@@ -939,7 +955,7 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
     const bool searched = !spec.k_candidates.empty() || !spec.v_candidates.empty();
     throw InputError(source_name + ": nothing to evaluate: " +
                      (searched ? "[search.constraints] dropped every pair" : "no [search] candidates") +
-                     " and no runtime option is left (" + join(spec.notes, "; ") + ")");
+                     " and no runtime option is left (" + join(note_texts(spec.notes), "; ") + ")");
   }
   spec.hash = spec_hash(root, sc);
   return spec;

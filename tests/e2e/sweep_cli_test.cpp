@@ -242,5 +242,36 @@ TEST_F(SweepCli, RecommendResumesItsOwnSweep) {
   EXPECT_EQ(resumed.status, 0) << resumed.err;
 }
 
+// Before: summary.json carried violations and gaps as English sentences.
+TEST_F(SweepCli, SummaryJsonHoldsViolationsGapsAndNotesAsData) {
+  write_text(path("data.toml"), kSmallSweep);
+  const RunResult r = run({"sweep", path("data.toml").string(), "--out", out(), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json summary = json::parse(r.out);
+  bool saw_metric = false;
+  for (const json& p : summary["frontier"]) {
+    for (const json& v : p["violations"]) {
+      ASSERT_TRUE(v.is_object()) << v;
+      if (v["kind"] != "metric") continue;
+      saw_metric = true;
+      EXPECT_TRUE(v["term"] == "max_rel_out_err" || v["term"] == "min_needle_hit") << v;
+      EXPECT_TRUE(v["value"].is_number());
+      EXPECT_TRUE(v["bound"].is_number());
+      EXPECT_TRUE(v["bound_kind"] == "max" || v["bound_kind"] == "min");
+    }
+  }
+  EXPECT_TRUE(saw_metric);
+  ASSERT_EQ(summary["runtimes"].size(), 1u);
+  const json& gap = summary["runtimes"][0]["gap"];
+  ASSERT_TRUE(gap.is_object()) << gap;
+  EXPECT_TRUE(gap.contains("kind"));
+  EXPECT_TRUE(summary["notes"].is_array());
+  for (const json& n : summary["notes"]) EXPECT_TRUE(n.is_object() && n.contains("kind")) << n;
+  // The console still says it in words.
+  const RunResult words = run({"sweep", path("data.toml").string(), "--out", out("w")});
+  ASSERT_EQ(words.status, 0) << words.err;
+  EXPECT_THAT(words.out, HasSubstr("rel_out_err"));
+}
+
 }  // namespace
 }  // namespace kvtune::e2e

@@ -330,7 +330,8 @@ std::string section(const std::string& text, const std::string& from, const std:
 TEST(SweepReport, ConsoleSummaryPrintsSettingsToPasteAndNeverRecommendsTheInfeasible) {
   const std::vector<SweepRecord> records = runtime_records();
   SweepSpec spec = runtime_spec(records);
-  spec.notes = {"dropped option 'q5_0' of rt: head_dim"};
+  spec.notes = {{.kind = SweepNote::Kind::option_dropped, .where = "rt 1.0", .option = "q5_0", .dropped = 1,
+                 .reasons = {"head_dim"}}};
   const SweepAnalysis a = analyze(spec, records);
   const std::string text = summary(spec, records, a);
 
@@ -339,7 +340,7 @@ TEST(SweepReport, ConsoleSummaryPrintsSettingsToPasteAndNeverRecommendsTheInfeas
   EXPECT_THAT(text, HasSubstr("budget: rel_out_err <= 0.01; objective min_bits"));
   EXPECT_THAT(text, HasSubstr("Pareto frontier"));
   EXPECT_THAT(text, HasSubstr("yes (best)"));
-  EXPECT_THAT(text, HasSubstr("dropped option 'q5_0' of rt: head_dim"));
+  EXPECT_THAT(text, HasSubstr("rt 1.0: option 'q5_0' dropped: head_dim"));  // the note is data now, rendered here
 
   const std::string joint = section(text, "Joint RT 1.2.0", "split b1");
   EXPECT_THAT(joint, HasSubstr("recommended: int8 (K q8_0, V q8_0)"));

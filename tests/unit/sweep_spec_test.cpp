@@ -9,6 +9,7 @@
 
 #include "kvtune/error.h"
 #include "kvtune/sweep.h"
+#include "kvtune/sweep_report.h"
 #include "test_support.h"
 
 namespace kvtune {
@@ -116,7 +117,7 @@ skip_invalid = true
 )");
   EXPECT_THAT(s.k_candidates, ElementsAre("int:bits=8,axis=token,group=32"));
   ASSERT_EQ(s.notes.size(), 1u);
-  EXPECT_THAT(s.notes[0], HasSubstr("[[search.grid]] at s.toml:4:1: skip_invalid dropped 3 candidate(s)"));
+  EXPECT_THAT(note_text(s.notes[0]), HasSubstr("[[search.grid]] at s.toml:4:1: skip_invalid dropped 3 candidate(s)"));
 }
 
 TEST(SweepSpec, PolicyValuesAreCrossedWithEveryCandidate) {
@@ -204,7 +205,7 @@ exclude = ["q8_0:variant=ref / q4_0:rotation=none"]
   using P = std::pair<std::string, std::string>;
   EXPECT_THAT(pairs_of(s), ElementsAre(P{"q4_0", "q4_0"}));
   ASSERT_EQ(s.notes.size(), 1u);
-  EXPECT_THAT(s.notes[0], HasSubstr("dropped 3 of 4 pairs (k_bits_at_least_v_bits: 1, max_pair_bits: 1, exclude: 1)"));
+  EXPECT_THAT(note_text(s.notes[0]), HasSubstr("dropped 3 of 4 pairs (k_bits_at_least_v_bits: 1, max_pair_bits: 1, exclude: 1)"));
 }
 
 TEST(SweepSpec, RuntimePointsFollowTheSearchPoints) {
@@ -243,8 +244,8 @@ head_dim = 48
     EXPECT_EQ(p.k.find('q'), std::string::npos) << p.k;
     EXPECT_EQ(p.v.find('q'), std::string::npos) << p.v;
   }
-  EXPECT_TRUE(any_contains(s.notes, "llama-cpp " + s.runtime_views[0].version + ": option '"));
-  EXPECT_TRUE(any_contains(s.notes, "head_dim 48 is not a multiple of the 32-element ggml block"));
+  EXPECT_TRUE(any_contains(note_texts(s.notes), "llama-cpp " + s.runtime_views[0].version + ": option '"));
+  EXPECT_TRUE(any_contains(note_texts(s.notes), "head_dim 48 is not a multiple of the 32-element ggml block"));
 }
 
 TEST(SweepSpec, BudgetAndFit) {
@@ -337,7 +338,7 @@ TEST(SweepSpec, ShippedDefaultParses) {
   std::cout << "sweeps/default.toml: " << s.k_candidates.size() << " K x " << s.v_candidates.size() << " V candidates, "
             << search << " search points + " << s.points.size() - search << " runtime points = " << s.points.size()
             << " points, " << scenario_cases(s.scenario).size() << " cases\n";
-  for (const std::string& n : s.notes) std::cout << "  note: " << n << "\n";
+  for (const std::string& n : note_texts(s.notes)) std::cout << "  note: " << n << "\n";
   EXPECT_GT(search, 50u);
   EXPECT_LT(s.points.size(), 600u);  // keeps the default run near a minute on two cores
 }

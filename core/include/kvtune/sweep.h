@@ -85,6 +85,22 @@ struct SweepPoint {
 // A point of two specs made by `registry` (InputError for a spec it refuses).
 SweepPoint make_point(const Registry& registry, std::string_view k, std::string_view v, std::string origin);
 
+// Something expansion dropped, as data (sweep_report.h's note_text renders it).
+struct SweepNote {
+  enum class Kind {
+    grid_dropped,         // skip_invalid dropped `dropped` combinations of the grid at `where`
+    constraints_dropped,  // [search.constraints] dropped `dropped` of `of` pairs
+    option_dropped,       // runtime `where` ("name version"): option `option` cannot take the workload
+  };
+  Kind kind = Kind::grid_dropped;
+  std::string where, option;
+  size_t dropped = 0, of = 0;
+  size_t by_order = 0, by_sum = 0, by_exclude = 0;  // constraints_dropped: k_bits_at_least_v_bits,
+                                                    // max_pair_bits, exclude
+  std::vector<std::string> reasons;                 // the schemes' own messages (the first few)
+};
+const char* note_kind_name(SweepNote::Kind kind);
+
 struct SweepSpec {
   std::string name;
   std::string source;         // the file the spec was read from ("(embedded) ..." for the default)
@@ -100,7 +116,7 @@ struct SweepSpec {
   std::vector<std::string> plugins;        // shared libraries the file names (absolute paths)
   std::shared_ptr<const Registry> registry;  // what the specs were made by (plugins included)
   std::map<std::string, SchemePtr, std::less<>> schemes;  // every candidate and option, by canonical spec
-  std::vector<std::string> notes;          // what expansion dropped and why (e.g. a runtime option
+  std::vector<SweepNote> notes;            // what expansion dropped and why (e.g. a runtime option
                                            // whose scheme cannot take the workload's head_dim)
   // Of everything that determines a point's metrics (workload, contexts, seeds, layers, heads,
   // topk) but not of the point list: a resumed sweep may add candidates, never change the workload.

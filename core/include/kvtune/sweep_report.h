@@ -21,6 +21,8 @@ namespace kvtune {
 // runtime's gap to the best overall (empty when its choice is the best).
 std::string violation_text(const Violation& violation);
 std::vector<std::string> violation_texts(const RecordVerdict& verdict);
+std::string note_text(const SweepNote& note);
+std::vector<std::string> note_texts(const std::vector<SweepNote>& notes);
 std::string gap_text(const std::vector<SweepRecord>& records, const SweepAnalysis& analysis, const RuntimeChoice& choice);
 
 // The console summary.
