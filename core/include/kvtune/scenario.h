@@ -2,6 +2,7 @@
 // K/V scheme pairs. Every error names file:line:column and what was expected.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -35,12 +36,29 @@ struct Scenario {
   std::vector<PairRequest> pairs;
 };
 
-// The evaluator backends a scenario or sweep file may name: "cpu"; "cuda" (device formats quantized
-// and dequantized by the GPU kernels); "cuda-kernel" (also attention by the fused decode kernel).
-inline const std::vector<std::string> kEvalBackends{"cpu", "cuda", "cuda-kernel"};
-// Whether a backend computes attention itself (cuda-kernel), so its metrics differ from the
-// simulator's; cpu and cuda give the same bits.
-inline bool backend_computes_attention(std::string_view backend) { return backend == "cuda-kernel"; }
+// The evaluator backends a scenario or sweep file may name, each with what it declares:
+// "cpu"; "cuda" (device formats quantized and dequantized by the GPU kernels: the same bits as the
+// CPU); "cuda-kernel" (also attention by the fused decode kernel, so its metrics differ).
+struct EvalBackendInfo {
+  std::string_view name;
+  bool computes_attention;  // its rel_out_err comes from another computation (enters the spec hash)
+};
+inline constexpr std::array<EvalBackendInfo, 3> kEvalBackendInfo = {{
+    {"cpu", false},
+    {"cuda", false},
+    {"cuda-kernel", true},
+}};
+inline const std::vector<std::string> kEvalBackends = [] {
+  std::vector<std::string> names;
+  for (const EvalBackendInfo& b : kEvalBackendInfo) names.emplace_back(b.name);
+  return names;
+}();
+inline bool backend_computes_attention(std::string_view backend) {
+  for (const EvalBackendInfo& b : kEvalBackendInfo) {
+    if (b.name == backend) return b.computes_attention;
+  }
+  return false;
+}
 
 // One case of a scenario run: seeds x layers x heads, seed-major.
 struct CaseKey {
