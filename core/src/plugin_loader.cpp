@@ -403,24 +403,18 @@ std::vector<PluginInfo> load_plugins(Registry& registry, const std::vector<std::
 
 std::optional<std::string> probe_plugin(const Registry& registry, const std::string& path, const std::string& origin,
                                         const IsolationOptions& options) {
-  const IsolatedResult r = run_isolated(
-      [&] {
-        Registry scratch = registry;
-        load_plugin(scratch, path, origin);
-        return std::string();
-      },
-      options);
-  switch (r.status) {
-    case IsolatedResult::Status::ok:
-      return std::nullopt;
-    case IsolatedResult::Status::input_error:
-      throw InputError(r.payload);
-    case IsolatedResult::Status::exception:
-      throw std::runtime_error(r.payload);
-    case IsolatedResult::Status::failed:
-      break;
+  try {
+    run_isolated_or_throw(
+        [&] {
+          Registry scratch = registry;
+          load_plugin(scratch, path, origin);
+          return std::string();
+        },
+        "plugin '" + path + "' (from " + origin + ")", options);
+  } catch (const PluginFault& e) {
+    return std::string(e.what()) + " while loading (dlopen and describe)";
   }
-  return "plugin '" + path + "' (from " + origin + ") " + r.failure.describe() + " while loading (dlopen and describe)";
+  return std::nullopt;
 }
 
 std::vector<std::string> plugin_path_entries(std::string_view value) {
