@@ -141,6 +141,7 @@ Line metrics_line(const SweepRecord& r) {
                      fmt(r.metric(Metric::top1_agree).mean);
   const Summary& needle = r.metric(Metric::needle_hit);
   if (needle.count > 0) text += "; needle_hit " + fmt(needle.mean);
+  if (r.backend != "cpu") text += "; computed by " + r.backend;
   return {{"metrics: " + text}};
 }
 
@@ -506,7 +507,7 @@ json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, 
                 size_t i) {
   const SweepRecord& r = records[i];
   const RecordVerdict& v = analysis.verdicts[i];
-  json p = {{"k", r.k}, {"v", r.v}, {"origin", r.origin}, {"ok", r.ok}};
+  json p = {{"k", r.k}, {"v", r.v}, {"origin", r.origin}, {"ok", r.ok}, {"backend", r.backend}};
   if (!r.ok) p["error"] = r.error;
   p["k_bits"] = r.k_bits;
   p["v_bits"] = r.v_bits;

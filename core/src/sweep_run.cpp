@@ -77,6 +77,7 @@ SweepRecord record_from_json(const json& j, const std::string& where) {
   if (!r.ok) r.error = field<std::string>(j, "error", where);
   r.k_bits = field<double>(j, "k_bits", where);
   r.v_bits = field<double>(j, "v_bits", where);
+  if (j.contains("backend")) r.backend = field<std::string>(j, "backend", where);
   for (size_t m = 0; m < kMetricCount; ++m) {
     const std::string name(kMetricNames[m]);
     const auto it = j.find(name);
@@ -183,6 +184,7 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
     SweepRecord r = point_record(points[i], provenance);
     r.k_bits = result.pairs[i].k_bits;
     r.v_bits = result.pairs[i].v_bits;
+    r.backend = result.pairs[i].backend_used;
     for (size_t m = 0; m < kMetricCount; ++m) r.metrics[m] = summarize(result.pairs[i].samples[m]);
     out.push_back(std::move(r));
   }
@@ -270,7 +272,7 @@ ResultsFile existing_results(const std::string& path, const SweepSpec& spec, con
 
 std::string record_to_json_line(const SweepRecord& r) {
   json j = {{"k", r.k}, {"v", r.v}, {"origin", r.origin}, {"status", r.ok ? "ok" : "error"},
-            {"k_bits", r.k_bits}, {"v_bits", r.v_bits}};
+            {"k_bits", r.k_bits}, {"v_bits", r.v_bits}, {"backend", r.backend}};
   if (!r.ok) j["error"] = r.error;
   for (size_t m = 0; m < kMetricCount; ++m) j[std::string(kMetricNames[m])] = summary_json(r.metrics[m]);
   j["spec_hash"] = hex(r.spec_hash);
@@ -293,7 +295,9 @@ bool same_result(const SweepRecord& a, const SweepRecord& b) {
   auto same = [](const Summary& x, const Summary& y) {
     return x.count == y.count && (x.count == 0 || (x.mean == y.mean && x.p95 == y.p95 && x.max == y.max));
   };
-  if (a.ok != b.ok || a.error != b.error || a.k_bits != b.k_bits || a.v_bits != b.v_bits) return false;
+  if (a.ok != b.ok || a.error != b.error || a.k_bits != b.k_bits || a.v_bits != b.v_bits ||
+      a.backend != b.backend)
+    return false;
   for (size_t m = 0; m < kMetricCount; ++m) {
     if (!same(a.metrics[m], b.metrics[m])) return false;
   }

@@ -234,6 +234,37 @@ TEST_F(SweepDefects, MergeRefusesAnOutputThatIsOneOfItsInputs) {
   }
 }
 
+// A kernel-mode backend that fuses only f16 keys; every other pair falls back to the simulator.
+class F16OnlyKernel final : public EvalBackend {
+ public:
+  std::string name() const override { return "fake-kernel"; }
+  void roundtrip(const Scheme& scheme, ConstMatrixView x, const QuantContext& ctx, MatrixView out) const override {
+    scheme.roundtrip(x, ctx, out);
+  }
+  bool fuses_attention() const override { return true; }
+  std::string fused_attention_gap(const Scheme& k, const Scheme&, int64_t) const override {
+    return k.spec() == "f16" ? "" : "no fused kernel for '" + k.spec() + "'";
+  }
+  std::optional<std::vector<double>> fused_attention(const Scheme& k, const Scheme&, const Case& c) const override {
+    if (k.spec() != "f16") return std::nullopt;
+    return std::vector<double>(static_cast<size_t>(c.queries.rows() * c.values.cols()), 0.0);
+  }
+};
+
+// Before: in kernel mode a pair the kernel declined got the simulator's result under the kernel's
+// label; its record now says what computed it.
+TEST_F(SweepDefects, KernelModeRecordsSayWhatComputedEachPoint) {
+  const SweepSpec spec = small_spec({{"f16", "f16"}, {"q8_0", "f16"}});
+  SweepRunOptions o = options();
+  o.backend = std::make_shared<F16OnlyKernel>();
+  const std::vector<SweepRecord> records = run_sweep(spec, o);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].backend, "fake-kernel");
+  EXPECT_EQ(records[1].backend, "cpu (no fused kernel for this pair: no fused kernel for 'q8_0')");
+  const std::vector<SweepRecord> read = read_records((dir_ / "out" / kResultsFile).string());
+  EXPECT_EQ(read[1].backend, records[1].backend);
+}
+
 TEST(SweepParse, PointsAreCountedAndLimitedBeforeTheyAreMade) {
   SweepContext context;
   context.registry = &builtin_registry();

@@ -25,6 +25,9 @@ struct SweepRecord {
   std::string error;  // why the point failed (ok = false): its scheme's message
   double k_bits = 0.0, v_bits = 0.0;
   std::array<Summary, kMetricCount> metrics{};  // count 0: does not apply (needle metrics, failed point)
+  // What computed the attention output: "cpu", the kernel backend's name, or "cpu (no fused kernel
+  // for this pair: WHY)" in kernel mode (PairResult::backend_used).
+  std::string backend = "cpu";
   // Provenance, written on every line.
   uint64_t spec_hash = 0;
   std::string kvtune_version, git_commit, host, time;  // time: UTC ISO 8601
