@@ -22,7 +22,7 @@ class Writer {
   }
   void put_doubles(const std::vector<double>& v) {
     put<uint64_t>(v.size());
-    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
+    if (!v.empty()) out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
   }
   std::string take() { return std::move(out_); }
 
@@ -47,7 +47,8 @@ class Reader {
     const uint64_t n = get<uint64_t>();
     if (n > in_.size() / sizeof(double)) throw std::runtime_error("evaluation result: bad vector length");
     std::vector<double> v(n);
-    std::memcpy(v.data(), take(n * sizeof(double)), n * sizeof(double));
+    const char* bytes = take(n * sizeof(double));
+    if (n > 0) std::memcpy(v.data(), bytes, n * sizeof(double));  // an empty vector's data() may be null
     return v;
   }
   bool done() const { return in_.empty(); }
