@@ -10,6 +10,7 @@
 #include "kvtune/codecs/hadamard.h"
 #include "kvtune/codecs/int_codec.h"
 #include "kvtune/cuda/codec_roundtrip.h"
+#include "launch.cuh"
 
 namespace kvtune::cuda {
 namespace {
@@ -40,38 +41,29 @@ cudaError_t ggml_roundtrip(GgmlType type, const float* x, float* y, int64_t bloc
   const unsigned grid = static_cast<unsigned>((blocks + threads - 1) / threads);
   switch (type) {
     case GgmlType::q8_0:
-      ggml_roundtrip_kernel<ggml::quantize_q8_0, ggml::dequantize_q8_0><<<grid, threads, 0, stream>>>(x, y, blocks);
-      break;
+      return detail::launch(ggml_roundtrip_kernel<ggml::quantize_q8_0, ggml::dequantize_q8_0>, grid, threads, stream, x, y, blocks);
     case GgmlType::q8_0_x86:
-      ggml_roundtrip_kernel<ggml::quantize_q8_0_x86, ggml::dequantize_q8_0><<<grid, threads, 0, stream>>>(x, y, blocks);
-      break;
+      return detail::launch(ggml_roundtrip_kernel<ggml::quantize_q8_0_x86, ggml::dequantize_q8_0>, grid, threads, stream, x, y, blocks);
     case GgmlType::q4_0:
-      ggml_roundtrip_kernel<ggml::quantize_q4_0, ggml::dequantize_q4_0><<<grid, threads, 0, stream>>>(x, y, blocks);
-      break;
+      return detail::launch(ggml_roundtrip_kernel<ggml::quantize_q4_0, ggml::dequantize_q4_0>, grid, threads, stream, x, y, blocks);
     case GgmlType::q4_1:
-      ggml_roundtrip_kernel<ggml::quantize_q4_1, ggml::dequantize_q4_1><<<grid, threads, 0, stream>>>(x, y, blocks);
-      break;
+      return detail::launch(ggml_roundtrip_kernel<ggml::quantize_q4_1, ggml::dequantize_q4_1>, grid, threads, stream, x, y, blocks);
     case GgmlType::q5_0:
-      ggml_roundtrip_kernel<ggml::quantize_q5_0, ggml::dequantize_q5_0><<<grid, threads, 0, stream>>>(x, y, blocks);
-      break;
+      return detail::launch(ggml_roundtrip_kernel<ggml::quantize_q5_0, ggml::dequantize_q5_0>, grid, threads, stream, x, y, blocks);
     case GgmlType::q5_1:
-      ggml_roundtrip_kernel<ggml::quantize_q5_1, ggml::dequantize_q5_1><<<grid, threads, 0, stream>>>(x, y, blocks);
-      break;
+      return detail::launch(ggml_roundtrip_kernel<ggml::quantize_q5_1, ggml::dequantize_q5_1>, grid, threads, stream, x, y, blocks);
     case GgmlType::iq4_nl:
-      ggml_roundtrip_kernel<ggml::quantize_iq4_nl, ggml::dequantize_iq4_nl><<<grid, threads, 0, stream>>>(x, y, blocks);
-      break;
+      return detail::launch(ggml_roundtrip_kernel<ggml::quantize_iq4_nl, ggml::dequantize_iq4_nl>, grid, threads, stream, x, y, blocks);
     default:
       return cudaErrorInvalidValue;  // a GgmlType this file does not know
   }
-  return cudaGetLastError();
 }
 
 cudaError_t fp8_roundtrip(const float* x, float* y, int64_t n, float scale, bool e5m2, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   const int threads = 256;
   const unsigned grid = static_cast<unsigned>((n + threads - 1) / threads);
-  fp8_roundtrip_kernel<<<grid, threads, 0, stream>>>(x, y, n, scale, e5m2);
-  return cudaGetLastError();
+  return detail::launch(fp8_roundtrip_kernel, grid, threads, stream, x, y, n, scale, e5m2);
 }
 
 }  // namespace kvtune::cuda

@@ -264,9 +264,8 @@ cudaError_t decode_attention(const DecodeAttentionParams& p, cudaStream_t stream
       break;
   }
   if (err != cudaSuccess || p.num_splits == 1) return err;
-  merge_splits_kernel<<<static_cast<unsigned>(heads), static_cast<unsigned>(d), 0, stream>>>(kp.ws_out, kp.ws_stats,
-                                                                                             p.out, p.num_splits, d);
-  return cudaGetLastError();
+  return detail::launch(merge_splits_kernel, static_cast<unsigned>(heads), static_cast<unsigned>(d), stream,
+                        kp.ws_out, kp.ws_stats, p.out, p.num_splits, d);
 }
 
 }  // namespace kvtune::cuda

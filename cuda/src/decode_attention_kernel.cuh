@@ -39,6 +39,7 @@
 #include "kvtune/cuda/decode_attention.h"
 #include "kvtune/device_format.h"
 #include "kvtune/numeric/half.h"
+#include "launch.cuh"
 
 namespace kvtune::cuda::detail {
 
@@ -635,18 +636,14 @@ template <class KDec, class VDec>
 cudaError_t launch_head_dim(const KernelParams& p, int head_dim, dim3 grid, cudaStream_t stream) {
   switch (head_dim) {
     case 64:
-      decode_attention_kernel<KDec, VDec, 64><<<grid, kThreads, 0, stream>>>(p);
-      break;
+      return launch(decode_attention_kernel<KDec, VDec, 64>, grid, kThreads, stream, p);
     case 128:
-      decode_attention_kernel<KDec, VDec, 128><<<grid, kThreads, 0, stream>>>(p);
-      break;
+      return launch(decode_attention_kernel<KDec, VDec, 128>, grid, kThreads, stream, p);
     case 256:
-      decode_attention_kernel<KDec, VDec, 256><<<grid, kThreads, 0, stream>>>(p);
-      break;
+      return launch(decode_attention_kernel<KDec, VDec, 256>, grid, kThreads, stream, p);
     default:
       return cudaErrorInvalidValue;  // decode_attention() admits 64, 128 and 256 only
   }
-  return cudaGetLastError();
 }
 
 template <class KDec>

@@ -23,6 +23,7 @@
 
 #include "kvtune/codecs/packed_layout.h"
 #include "kvtune/cuda/kv_cache.h"
+#include "launch.cuh"
 
 namespace kvtune::cuda {
 namespace {
@@ -324,18 +325,17 @@ cudaError_t fit_whole_block(const QuantizeParams& p, const PackedLayout& L, cons
     chunks = 1;
   }
   const dim3 grid = region_grid(chunks, R.count);
+  cudaError_t err = cudaSuccess;
   if (L.groups_per_row > 1) {
     const int64_t lanes = std::min<int64_t>(ceil_div(L.head_dim, 32) * 32, kThreads);
     const dim3 block(static_cast<unsigned>(lanes), static_cast<unsigned>(kThreads / lanes));
-    channel_range_kernel<<<grid, block, 0, stream>>>(p.x, p.cache, R, L, rows_per_chunk, chunks);
+    err = detail::launch(channel_range_kernel, grid, block, stream, p.x, p.cache, R, L, rows_per_chunk, chunks);
   } else {
-    block_range_kernel<<<grid, kThreads, 0, stream>>>(p.x, p.cache, R, L, rows_per_chunk, chunks);
+    err = detail::launch(block_range_kernel, grid, kThreads, stream, p.x, p.cache, R, L, rows_per_chunk, chunks);
   }
-  if (chunks == 1) return cudaGetLastError();
-  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  if (chunks == 1 || err != cudaSuccess) return err;
   const dim3 combine_grid = region_grid(ceil_div(L.groups, kThreads), R.count);
-  combine_ranges_kernel<<<combine_grid, kThreads, 0, stream>>>(p.cache, R, L, chunks);
-  return cudaGetLastError();
+  return detail::launch(combine_ranges_kernel, combine_grid, kThreads, stream, p.cache, R, L, chunks);
 }
 
 }  // namespace
@@ -375,17 +375,17 @@ cudaError_t quantize_append(const QuantizeParams& p, cudaStream_t stream) {
     int64_t g0 = 0, g1 = 0;
     codec::groups_of_tokens(L, p.first_token, end, g0, g1);
     if (g1 > g0) {
-      fit_groups_kernel<<<region_grid(ceil_div(g1 - g0, kThreads), R.count), kThreads, 0, stream>>>(
-          p.x, p.cache, R, L, p.first_token, p.new_tokens, g0, g1 - g0);
-      if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+      const cudaError_t err = detail::launch(fit_groups_kernel, region_grid(ceil_div(g1 - g0, kThreads), R.count),
+                                             kThreads, stream, p.x, p.cache, R, L, p.first_token, p.new_tokens, g0,
+                                             g1 - g0);
+      if (err != cudaSuccess) return err;
     }
   }
 
   int64_t u0 = 0, u1 = 0;
   codec::units_of_tokens(L, p.first_token, end, u0, u1);
-  encode_units_kernel<<<region_grid(ceil_div(u1 - u0, kThreads), R.count), kThreads, 0, stream>>>(
-      p.x, p.cache, R, L, p.first_token, p.new_tokens, u0, u1 - u0);
-  return cudaGetLastError();
+  return detail::launch(encode_units_kernel, region_grid(ceil_div(u1 - u0, kThreads), R.count), kThreads, stream, p.x,
+                        p.cache, R, L, p.first_token, p.new_tokens, u0, u1 - u0);
 }
 
 cudaError_t dequantize(const DequantizeParams& p, cudaStream_t stream) {
@@ -397,9 +397,8 @@ cudaError_t dequantize(const DequantizeParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return cudaSuccess;
   const PackedLayout L = codec::packed_layout(c.format, c.capacity, c.head_dim);
   const Regions R = regions_of(c, p.batch);
-  dequantize_kernel<<<region_grid(ceil_div(p.tokens * c.head_dim, kThreads), R.count), kThreads, 0, stream>>>(
-      p.cache, R, L, p.tokens, p.out);
-  return cudaGetLastError();
+  return detail::launch(dequantize_kernel, region_grid(ceil_div(p.tokens * c.head_dim, kThreads), R.count), kThreads,
+                        stream, p.cache, R, L, p.tokens, p.out);
 }
 
 }  // namespace kvtune::cuda

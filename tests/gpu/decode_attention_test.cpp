@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "builtin.h"
+#include "host_mode.h"
 #include "kvtune/codecs/packed_layout.h"
 #include "kvtune/cuda/device_buffer.h"
 #include "kvtune/cuda/device_info.h"
@@ -371,6 +372,21 @@ TEST_F(DecodeAttentionGpu, MixedPairs) {
   };
   for (const auto& [k, v] : pairs) {
     check_problem({.k = &format(k), .v = &format(v), .group = 8, .seq_lens = kOddLengths, .seed = 13});
+  }
+}
+
+// Every one of the 75 kernel instances: each K family with each V family at each head dim, over
+// odd lengths, an odd group and several splits (so the merge runs too).
+TEST_F(DecodeAttentionGpu, EveryFamilyPairAtEveryHeadDim) {
+  const char* families[] = {"f16", "bf16", "fp8:format=e4m3,scale=dynamic,granularity=token",
+                            "int:bits=4,axis=token,group=32,asym,scale=f16", "q4_0"};
+  for (const char* k : families) {
+    for (const char* v : families) {
+      for (const int32_t d : {64, 128, 256}) {
+        check_problem({.k = &format(k), .v = &format(v), .head_dim = d, .group = 3, .seq_lens = {1, 31, 257},
+                       .seed = 14});
+      }
+    }
   }
 }
 

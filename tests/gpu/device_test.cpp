@@ -1,6 +1,7 @@
 // The CUDA backend's device query. Kernel tests join this suite with the CUDA kernels.
 #include <gtest/gtest.h>
 
+#include "host_mode.h"
 #include "kvtune/cuda/device_info.h"
 
 namespace {
@@ -13,6 +14,8 @@ TEST(CudaDevice, QueryNeverFailsAndDescribesTheDevice) {
     GTEST_SKIP() << "no CUDA device on this machine (" << what << "); the GPU suite runs on a machine with a device";
   }
   EXPECT_NE(what.find("sm_"), std::string::npos) << what;
+  // The host mode says what it is, so no log mistakes its results for a device's.
+  EXPECT_EQ(what.find("host emulation") != std::string::npos, kvtune::testing::kHostMode) << what;
 }
 
 }  // namespace
