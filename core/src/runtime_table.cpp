@@ -197,6 +197,7 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
   s.build = strings(r, "build");
   s.unsupported = strings(r, "unsupported");
   s.caveats = strings(r, "caveats");
+  s.needs = strings(r, "needs");
   s.needs_flash_attention = boolean(r, "needs_flash_attention", false);
   s.verified = boolean(r, "verified", true);
   r.finish();
@@ -278,6 +279,7 @@ void merge(RuntimeSettings& to, const RuntimeSettings& from) {
   append_unique(to.build, from.build);
   append_unique(to.unsupported, from.unsupported);
   append_unique(to.caveats, from.caveats);
+  append_unique(to.needs, from.needs);
   to.needs_flash_attention = to.needs_flash_attention || from.needs_flash_attention;
   to.verified = to.verified && from.verified;
 }

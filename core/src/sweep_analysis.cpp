@@ -38,6 +38,26 @@ class MemoryModel {
   std::map<std::string, RoleStorage> cache_;
 };
 
+// (value - bound) / |bound| when value lies beyond the bound in `direction` (+1: above an upper
+// bound, -1: below a lower one); an absolute excess for a bound of 0.
+double relative_excess(double value, double bound, double direction) {
+  const double over = direction * (value - bound);
+  return bound == 0.0 ? over : over / std::fabs(bound);
+}
+
+double excess_of(const Violation& v) {
+  switch (v.kind) {
+    case Violation::Kind::metric:
+      return relative_excess(v.value, v.bound, v.term.kind == BoundKind::at_most ? 1.0 : -1.0);
+    case Violation::Kind::bits:
+      return relative_excess(v.value, v.bound, 1.0);
+    case Violation::Kind::memory_fit:
+      return v.sequences == 0 ? 0.0 : double(v.sequences - v.fit) / double(v.sequences);
+    default:
+      return std::numeric_limits<double>::infinity();  // no size: failed, no samples, memory unknown
+  }
+}
+
 RecordVerdict judge(const SweepSpec& spec, const SweepRecord& r, MemoryModel* memory) {
   RecordVerdict verdict;
   auto& violations = verdict.violations;
@@ -84,7 +104,16 @@ RecordVerdict judge(const SweepSpec& spec, const SweepRecord& r, MemoryModel* me
     }
   }
   verdict.feasible = violations.empty();
+  for (const Violation& v : violations) verdict.excess = std::max(verdict.excess, excess_of(v));
   return verdict;
+}
+
+// "a is closer to the budget than b": smaller excess, then lower error, then record order.
+bool closer(const SweepAnalysis& analysis, const std::vector<SweepRecord>& records, size_t a, size_t b) {
+  const double ea = analysis.verdicts[a].excess, eb = analysis.verdicts[b].excess;
+  if (ea != eb) return ea < eb;
+  if (err(records[a]) != err(records[b])) return err(records[a]) < err(records[b]);
+  return a < b;
 }
 
 // Strict "a is better than b" under the objective; record order breaks the remaining ties.
@@ -116,19 +145,26 @@ RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRec
     }
   }
   const Objective objective = spec.budget.objective;
-  for (const auto& [r, option] : candidates) {
-    if (!analysis.verdicts[r].feasible) continue;
-    if (!choice.record || better(objective, records[r], r, records[*choice.record], *choice.record)) {
-      choice.record = r;
-      choice.option = *option;
+  // The best feasible option; with `needs_nothing`, among the options that need nothing.
+  auto best_feasible = [&](bool needs_nothing, std::optional<size_t>& record, std::optional<RuntimeOption>& chosen) {
+    for (const auto& [r, option] : candidates) {
+      if (!analysis.verdicts[r].feasible || (needs_nothing && !option->settings.needs.empty())) continue;
+      if (!record || better(objective, records[r], r, records[*record], *record)) {
+        record = r;
+        chosen = *option;
+      }
     }
+  };
+  best_feasible(false, choice.record, choice.option);
+  if (choice.option && !choice.option->settings.needs.empty()) {
+    best_feasible(true, choice.fallback, choice.fallback_option);
   }
   if (!choice.record) {
-    // Nothing it can express meets the budget: the option with the lowest error is shown as the
-    // closest (never as a recommendation); a failed option only when none ran.
+    // Nothing it can express meets the budget: the option that misses it by the least is shown
+    // as the closest (never as a recommendation); a failed option only when none ran.
     for (const auto& [r, option] : candidates) {
       if (!records[r].ok) continue;
-      if (!choice.closest || better(Objective::min_error, records[r], r, records[*choice.closest], *choice.closest)) {
+      if (!choice.closest || closer(analysis, records, r, *choice.closest)) {
         choice.closest = r;
         choice.closest_option = *option;
       }
@@ -225,6 +261,11 @@ SweepAnalysis analyze_sweep(const SweepSpec& spec, const std::vector<SweepRecord
     if (!analysis.verdicts[i].feasible) continue;
     if (!analysis.best || better(spec.budget.objective, records[i], i, records[*analysis.best], *analysis.best)) {
       analysis.best = i;
+    }
+  }
+  if (!analysis.best) {
+    for (size_t i = 0; i < records.size(); ++i) {
+      if (records[i].ok && (!analysis.closest || closer(analysis, records, i, *analysis.closest))) analysis.closest = i;
     }
   }
 

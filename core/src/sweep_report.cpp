@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -119,17 +120,6 @@ std::vector<std::string> budget_terms(const SweepSpec& spec) {
   return terms;
 }
 
-// The record with the lowest error among those that ran (shown when nothing is feasible).
-std::optional<size_t> lowest_error(const std::vector<SweepRecord>& records) {
-  std::optional<size_t> best;
-  for (size_t i = 0; i < records.size(); ++i) {
-    if (!records[i].ok) continue;
-    const double e = records[i].metric(Metric::rel_out_err).mean;
-    if (!best || e < records[*best].metric(Metric::rel_out_err).mean) best = i;
-  }
-  return best;
-}
-
 Line pair_line(const std::string& lead, const SweepRecord& r) {
   return {{lead + "K "}, code(r.k), {", V "}, code(r.v)};
 }
@@ -166,6 +156,13 @@ void describe_point(Doc& doc, const SweepSpec& spec, const std::vector<SweepReco
 void add_violations(Doc& doc, const RecordVerdict& v) {
   add(doc, Block::text, "violations:");
   for (const std::string& s : violation_texts(v)) add(doc, Block::item, s);
+}
+
+// How far a closest point misses, in the measure closeness is judged by.
+void add_excess(Doc& doc, const RecordVerdict& v) {
+  if (std::isfinite(v.excess)) {
+    add(doc, Block::text, "misses the budget by " + fmt(100.0 * v.excess) + "% (" + kViolationExcessMeasure + ")");
+  }
 }
 
 Table frontier_table(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis) {
@@ -217,6 +214,29 @@ void add_settings(Doc& doc, const RuntimeSettings& s) {
   }
 }
 
+// A recommendation that needs something (a calibrated checkpoint): what it needs, and the best
+// option for a user without it, with its own settings and metrics.
+void add_fallback(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                  const SweepAnalysis& analysis, const RuntimeChoice& c) {
+  add(doc, Block::text, "it needs: " + join(c.option->settings.needs, "; "));
+  if (!c.fallback || !c.fallback_option) {
+    add(doc, Block::text, "without that, no option of this version meets the budget");
+    return;
+  }
+  const RuntimeOption& f = *c.fallback_option;
+  Line head = {{"without that: " + f.name + " ("}};
+  for (const Span& s : pair_line("", records[*c.fallback])) head.push_back(s);
+  head.push_back({")"});
+  add(doc, Block::text, head);
+  if (!f.settings.verified) add(doc, Block::text, "(emulation not verified against the runtime's sources)");
+  add_settings(doc, f.settings);
+  describe_point(doc, spec, records, analysis, *c.fallback);
+  if (!f.settings.caveats.empty()) {
+    add(doc, Block::text, "caveats:");
+    for (const std::string& cv : f.settings.caveats) add(doc, Block::item, cv);
+  }
+}
+
 void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>& records,
                  const SweepAnalysis& analysis, size_t index) {
   const RuntimeChoice& c = analysis.runtimes[index];
@@ -239,6 +259,7 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
       for (const std::string& cv : o.settings.caveats) add(doc, Block::item, cv);
     }
     if (!o.origins.empty()) add(doc, Block::text, "from: " + join(o.origins, ", "));
+    if (!o.settings.needs.empty()) add_fallback(doc, spec, records, analysis, c);
     const std::string gap = gap_text(records, analysis, c);
     add(doc, Block::text, gap.empty() ? "this is the best configuration overall" : "gap: " + gap);
   } else {
@@ -250,6 +271,7 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
       add(doc, Block::text, head);
       if (records[*c.closest].ok) describe_point(doc, spec, records, analysis, *c.closest);
       add_violations(doc, analysis.verdicts[*c.closest]);
+      add_excess(doc, analysis.verdicts[*c.closest]);
     }
     if (const std::string gap = gap_text(records, analysis, c); !gap.empty()) add(doc, Block::text, "gap: " + gap);
   }
@@ -288,10 +310,11 @@ Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& record
     add(doc, Block::text, "origin: " + records[*analysis.best].origin);
   } else {
     add(doc, Block::text, "nothing meets the budget");
-    if (auto closest = lowest_error(records)) {
-      add(doc, Block::text, pair_line("closest (lowest rel_out_err, not a recommendation): ", records[*closest]));
-      describe_point(doc, spec, records, analysis, *closest);
-      add_violations(doc, analysis.verdicts[*closest]);
+    if (analysis.closest) {
+      add(doc, Block::text, pair_line("closest (smallest violation, not a recommendation): ", records[*analysis.closest]));
+      describe_point(doc, spec, records, analysis, *analysis.closest);
+      add_violations(doc, analysis.verdicts[*analysis.closest]);
+      add_excess(doc, analysis.verdicts[*analysis.closest]);
     }
   }
 
@@ -543,6 +566,7 @@ json settings_json(const RuntimeSettings& s) {
           {"build", s.build},
           {"unsupported", s.unsupported},
           {"caveats", s.caveats},
+          {"needs", s.needs},
           {"needs_flash_attention", s.needs_flash_attention},
           {"verified", s.verified}};
 }
@@ -571,9 +595,18 @@ json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>& records
   } else {
     r["recommendation"] = nullptr;
   }
+  if (c.fallback && c.fallback_option) {
+    r["without_needs"] = {{"option", option_json(*c.fallback_option)},
+                          {"point", point_json(spec, records, analysis, *c.fallback)}};
+  } else {
+    r["without_needs"] = nullptr;
+  }
   if (c.closest && c.closest_option) {
     r["closest"] = {{"option", option_json(*c.closest_option)},
-                    {"point", point_json(spec, records, analysis, *c.closest)}};
+                    {"point", point_json(spec, records, analysis, *c.closest)},
+                    {"excess", std::isfinite(analysis.verdicts[*c.closest].excess)
+                                   ? json(analysis.verdicts[*c.closest].excess)
+                                   : json(nullptr)}};
   } else {
     r["closest"] = nullptr;
   }

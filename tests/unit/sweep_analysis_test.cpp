@@ -367,13 +367,93 @@ TEST(SweepReport, ConsoleSummaryPrintsSettingsToPasteAndNeverRecommendsTheInfeas
   EXPECT_THAT(tiny, Not(HasSubstr("--tiny-q4")));  // its settings are not offered to paste
 }
 
+// Two options of equal bits (fp8 with and without checkpoint scales): the lower error wins,
+// whichever comes first in the table.
+TEST(SweepAnalysis, EqualBitsAreBrokenByLowerErrorWhateverTheTableOrder) {
+  const std::vector<SweepRecord> records = {record("fp8:format=e4m3,scale=unit", "fp8:format=e4m3,scale=unit", 8, 8, 0.03),
+                                            record("fp8:format=e4m3,scale=calibrated",
+                                                   "fp8:format=e4m3,scale=calibrated", 8, 8, 0.004)};
+  SweepSpec spec = make_spec(records);
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.05}};
+  RuntimeView view;
+  view.options = {option("unit", records[0].k, records[0].v), option("calibrated", records[1].k, records[1].v)};
+  spec.runtimes = {{"rt", "latest"}};
+  for (int order = 0; order < 2; ++order) {
+    spec.runtime_views = {view};
+    const SweepAnalysis a = analyze(spec, records);
+    ASSERT_TRUE(a.runtimes[0].option);
+    EXPECT_EQ(a.runtimes[0].option->name, "calibrated") << "table order " << order;
+    std::swap(view.options[0], view.options[1]);
+  }
+}
+
+// Closest = smallest relative excess, not lowest error: f16 misses max_bits 5 by 220 %, q4_0 the
+// error bound by 100 %.
+TEST(SweepAnalysis, TheClosestOptionMissesTheBudgetByTheLeast) {
+  const std::vector<SweepRecord> records = runtime_records();
+  SweepSpec spec = runtime_spec(records);
+  spec.budget.max_bits = 5;
+  spec.runtime_views[0].options = {option("f16", "f16", "f16"), option("q4", "q4_0", "q4_0")};
+  const SweepAnalysis a = analyze(spec, records);
+  const RuntimeChoice& c = a.runtimes[0];
+  EXPECT_FALSE(c.record);
+  ASSERT_EQ(c.closest, 3u);
+  EXPECT_DOUBLE_EQ(a.verdicts[3].excess, 1.0);   // (0.02 - 0.01) / 0.01
+  EXPECT_DOUBLE_EQ(a.verdicts[0].excess, 2.2);   // (16 - 5) / 5
+  EXPECT_DOUBLE_EQ(a.verdicts[2].excess, 0.3);   // q8_0/q4_0: (6.5 - 5) / 5
+  EXPECT_DOUBLE_EQ(a.verdicts[1].excess, 0.7);   // q8_0/q8_0: (8.5 - 5) / 5
+  const std::string text = summary(spec, records, a);
+  EXPECT_THAT(section(text, "Joint RT 1.2.0", "split b1"), HasSubstr("misses the budget by 100%"));
+}
+
+// An option that needs a calibrated checkpoint is recommended with what it needs, and the best
+// option for a user without one is printed beside it with its own settings and metrics.
+TEST(SweepAnalysis, AnOptionThatNeedsACheckpointComesWithTheBestOneThatDoesNot) {
+  const std::vector<SweepRecord> records = {record("fp8:format=e4m3,scale=unit", "fp8:format=e4m3,scale=unit", 8, 8, 0.03),
+                                            record("fp8:format=e4m3,scale=calibrated",
+                                                   "fp8:format=e4m3,scale=calibrated", 8, 8, 0.004),
+                                            record("f16", "f16", 16, 16, 0.0001)};
+  SweepSpec spec = make_spec(records);
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.05}};
+  RuntimeView view;
+  view.title = "RT";
+  view.version = "1.0";
+  view.options = {option("fp8, checkpoint scales", records[1].k, records[1].v),
+                  option("fp8, no scales", records[0].k, records[0].v), option("auto", "f16", "f16")};
+  view.options[0].settings.needs = {"a checkpoint with calibrated k_scale/v_scale"};
+  view.options[0].settings.cli = {"--kv fp8"};
+  view.options[1].settings.cli = {"--kv fp8 --no-scales"};
+  spec.runtimes = {{"rt", "latest"}};
+  spec.runtime_views = {view};
+  const SweepAnalysis a = analyze(spec, records);
+  const RuntimeChoice& c = a.runtimes[0];
+  ASSERT_EQ(c.record, 1u);
+  ASSERT_EQ(c.fallback, 0u);
+  EXPECT_EQ(c.fallback_option->name, "fp8, no scales");
+
+  const std::string text = summary(spec, records, a);
+  EXPECT_THAT(text, HasSubstr("recommended: fp8, checkpoint scales"));
+  EXPECT_THAT(text, HasSubstr("it needs: a checkpoint with calibrated k_scale/v_scale"));
+  EXPECT_THAT(text, HasSubstr("without that: fp8, no scales (K fp8:format=e4m3,scale=unit"));
+  EXPECT_THAT(text, HasSubstr("--kv fp8 --no-scales"));
+  EXPECT_THAT(text, HasSubstr("rel_out_err 0.03"));
+  const std::string json = sweep_summary_json(spec, records, a);
+  EXPECT_THAT(json, HasSubstr("\"without_needs\""));
+  EXPECT_THAT(json, HasSubstr("\"needs\": [\n"));
+
+  // Without the need on the best option there is no fallback.
+  spec.runtime_views[0].options[0].settings.needs.clear();
+  EXPECT_FALSE(analyze(spec, records).runtimes[0].fallback);
+}
+
 TEST(SweepReport, NothingFeasibleSaysSoAndShowsTheClosest) {
   const std::vector<SweepRecord> records = runtime_records();
   SweepSpec spec = runtime_spec(records);
   spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 1e-6}};
   const std::string text = summary(spec, records, analyze(spec, records));
   EXPECT_THAT(text, HasSubstr("nothing meets the budget"));
-  EXPECT_THAT(text, HasSubstr("closest (lowest rel_out_err, not a recommendation): K f16, V f16"));
+  EXPECT_THAT(text, HasSubstr("closest (smallest violation, not a recommendation): K f16, V f16"));
+  EXPECT_THAT(text, HasSubstr("misses the budget by 9900% (the largest relative excess over a bound"));
   EXPECT_THAT(text, Not(HasSubstr("recommended:")));
 }
 

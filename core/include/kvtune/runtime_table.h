@@ -22,6 +22,9 @@ struct RuntimeSettings {
   std::vector<std::string> build;        // build-time requirements: "GGML_CUDA_FA_ALL_QUANTS=ON"
   std::vector<std::string> unsupported;  // where it cannot run: "CUDA flash attention (any build)"
   std::vector<std::string> caveats;      // what the emulation or the runtime does differently
+  // What the user must have for the option to be theirs (a checkpoint with calibrated scales): a
+  // recommendation that needs something also names the best option that needs nothing.
+  std::vector<std::string> needs;
   bool needs_flash_attention = false;
   bool verified = true;  // false: a fact behind it could not be checked against the runtime's sources
 };

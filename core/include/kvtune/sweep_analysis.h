@@ -53,9 +53,19 @@ struct Gap {
 
 const char* gap_kind_name(Gap::Kind kind);
 
+// RecordVerdict::excess, in words for reports.
+inline constexpr const char* kViolationExcessMeasure =
+    "the largest relative excess over a bound: (value - bound) / |bound|, or missing sequences / wanted";
+
 struct RecordVerdict {
   bool feasible = false;
   std::vector<Violation> violations;
+  // How far the record misses its budget: the largest relative excess over a bound among its
+  // violations ((value - bound) / |bound| for an upper bound, (bound - value) / |bound| for a lower
+  // one, (wanted - fitting) / wanted sequences for a memory fit). 0 when feasible; infinity when a
+  // violation has no size (the point failed, a metric has no samples, memory is unknown). The
+  // closest option is the one with the smallest excess (violation_excess_measure says so in words).
+  double excess = 0.0;
   std::optional<MemoryEstimate> memory; // per sequence at the fit context (or the evaluated one) for the model
   std::optional<uint64_t> sequences;    // that fit, with a fit budget
 };
@@ -66,8 +76,12 @@ struct RuntimeChoice {
   std::string version;               // resolved
   std::optional<size_t> record;      // index into the records: the runtime's best feasible point
   std::optional<RuntimeOption> option;  // the option that realises it (settings to paste, caveats)
-  std::optional<size_t> closest;     // no feasible option: the option point with the lowest error
+  std::optional<size_t> closest;     // no feasible option: the option point with the smallest excess
   std::optional<RuntimeOption> closest_option;
+  // When the recommended option needs something the user may not have (settings.needs, e.g. a
+  // checkpoint with calibrated scales): the best feasible option that needs nothing, if any.
+  std::optional<size_t> fallback;
+  std::optional<RuntimeOption> fallback_option;
   Gap gap;                           // to the unconstrained best (SweepAnalysis::best)
 };
 
@@ -75,6 +89,7 @@ struct SweepAnalysis {
   std::vector<RecordVerdict> verdicts;  // one per record
   std::vector<size_t> frontier;         // Pareto-optimal ok records, by bits ascending
   std::optional<size_t> best;           // fewest bits among the feasible, ties: lower rel_out_err
+  std::optional<size_t> closest;        // nothing feasible: the ok record with the smallest excess
   std::vector<RuntimeChoice> runtimes;  // one per spec.runtimes
 };
 
