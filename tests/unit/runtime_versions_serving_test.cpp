@@ -1,0 +1,204 @@
+// Version boundaries of the serving-runtime tables (vLLM, SGLang, TensorRT-LLM, transformers, LMDeploy):
+// each changed setting is checked on the shipped table at versions on both sides of its boundary.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kvtune/runtime_table.h"
+#include "test_support.h"
+
+namespace kvtune {
+namespace {
+
+RuntimeTable shipped(const std::string& name) {
+  return load_runtime_table(std::filesystem::path(KVTUNE_SOURCE_DIR) / "configs" / "runtimes" / (name + ".toml"),
+                            builtin_registry());
+}
+
+const RuntimeOption* find(const RuntimeView& view, const std::string& name) {
+  for (const RuntimeOption& o : view.options) {
+    if (o.name == name) return &o;
+  }
+  return nullptr;
+}
+
+bool has(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+bool any_contains(const std::vector<std::string>& list, const std::string& part) {
+  return std::any_of(list.begin(), list.end(), [&](const std::string& s) { return s.find(part) != std::string::npos; });
+}
+
+bool lists_not_emulated(const RuntimeView& view, const std::string& part) {
+  return std::any_of(view.not_emulated.begin(), view.not_emulated.end(),
+                     [&](const RuntimeNotEmulated& n) { return n.setting.find(part) != std::string::npos; });
+}
+
+std::string canonical(const std::string& spec) { return builtin_registry().make(spec)->spec(); }
+
+TEST(RuntimeVersionsServing, TransformersHqqBackendSpellingSplitsAt456) {
+  const RuntimeTable t = shipped("transformers");
+  for (const std::string version : {"4.54.1", "4.55.4"}) {
+    const RuntimeView view = runtime_options(t, version);
+    const RuntimeOption* hqq = find(view, "hqq nbits=4");
+    ASSERT_NE(hqq, nullptr) << version;
+    EXPECT_NE(hqq->settings.python.find("\"backend\": \"HQQ\""), std::string::npos) << version;
+    EXPECT_EQ(hqq->settings.python.find("\"backend\": \"hqq\""), std::string::npos) << version;
+    EXPECT_EQ(std::count_if(view.options.begin(), view.options.end(),
+                            [](const RuntimeOption& o) { return o.name == "hqq nbits=4"; }),
+              1);
+  }
+  for (const std::string version : {"4.56.0", "4.57.1"}) {
+    const RuntimeView view = runtime_options(t, version);
+    const RuntimeOption* hqq = find(view, "hqq nbits=4");
+    ASSERT_NE(hqq, nullptr) << version;
+    EXPECT_NE(hqq->settings.python.find("\"backend\": \"hqq\""), std::string::npos) << version;
+    EXPECT_EQ(hqq->settings.python.find("\"backend\": \"HQQ\""), std::string::npos) << version;
+    EXPECT_EQ(hqq->k_spec, canonical("int:bits=4,axis=token,group=64,asym,residual_window=128"));
+    EXPECT_FALSE(hqq->settings.verified);  // the release boundary is not confirmed from tags
+    EXPECT_TRUE(lists_not_emulated(view, "\"backend\": \"hqq\", \"nbits\": 1"));
+  }
+  // quanto is spelled the same on both sides.
+  EXPECT_NE(find(runtime_options(t, "4.55.4"), "quanto nbits=4")->settings.python.find("\"backend\": \"quanto\""),
+            std::string::npos);
+  EXPECT_NE(find(runtime_options(t, "4.56.0"), "quanto nbits=4")->settings.python.find("\"axis_key\": 0"),
+            std::string::npos);
+}
+
+TEST(RuntimeVersionsServing, LmdeployFp8PoliciesFrom0140OnThePytorchEngine) {
+  const RuntimeTable t = shipped("lmdeploy");
+  for (const std::string version : {"0.12.3", "0.13.0"}) {
+    const RuntimeView view = runtime_options(t, version);
+    EXPECT_EQ(find(view, "quant-policy 16 (fp8 e4m3, PyTorch engine)"), nullptr) << version;
+    EXPECT_EQ(find(view, "quant-policy 17 (fp8 e5m2, PyTorch engine)"), nullptr) << version;
+    EXPECT_NE(find(view, "quant-policy 8 (int8)"), nullptr) << version;
+  }
+  for (const std::string version : {"0.14.0", "0.16.0"}) {
+    const RuntimeView view = runtime_options(t, version);
+    const RuntimeOption* e4m3 = find(view, "quant-policy 16 (fp8 e4m3, PyTorch engine)");
+    ASSERT_NE(e4m3, nullptr) << version;
+    EXPECT_EQ(e4m3->k_spec, "fp8:format=e4m3,scale=unit");
+    EXPECT_EQ(e4m3->v_spec, "fp8:format=e4m3,scale=unit");
+    EXPECT_TRUE(has(e4m3->settings.cli, "--quant-policy 16"));
+    EXPECT_TRUE(has(e4m3->settings.cli, "--backend pytorch"));
+    EXPECT_EQ(e4m3->settings.python, "PytorchEngineConfig(quant_policy=16)");
+    EXPECT_TRUE(any_contains(e4m3->settings.unsupported, "TurboMind"));
+    EXPECT_TRUE(e4m3->settings.verified);
+    const RuntimeOption* e5m2 = find(view, "quant-policy 17 (fp8 e5m2, PyTorch engine)");
+    ASSERT_NE(e5m2, nullptr) << version;
+    EXPECT_EQ(e5m2->k_spec, "fp8:format=e5m2,scale=unit");
+    EXPECT_TRUE(has(e5m2->settings.cli, "--quant-policy 17"));
+  }
+  EXPECT_FALSE(lists_not_emulated(runtime_options(t, "0.14.0"), "--quant-policy 16"));
+  // int8/int4 store scales and zeros in the model dtype (f16 assumed).
+  const RuntimeOption* int8 = find(runtime_options(t, "0.4.0"), "quant-policy 8 (int8)");
+  ASSERT_NE(int8, nullptr);
+  EXPECT_EQ(int8->k_spec, canonical("int:bits=8,axis=token,asym,scale=f16"));
+  EXPECT_TRUE(int8->settings.verified);
+  // TurboQuant (42) is listed from 0.13.0 only.
+  EXPECT_FALSE(lists_not_emulated(runtime_options(t, "0.12.3"), "--quant-policy 42"));
+  EXPECT_TRUE(lists_not_emulated(runtime_options(t, "0.13.0"), "--quant-policy 42"));
+  EXPECT_EQ(runtime_options(t, "latest").version, "0.16.0");
+}
+
+TEST(RuntimeVersionsServing, VllmCalculateKvScalesUntilItsRemoval) {
+  const RuntimeTable t = shipped("vllm");
+  for (const std::string version : {"0.25.1", "0.26.0"}) {
+    const RuntimeOption* calc = find(runtime_options(t, version), "fp8 (e4m3), --calculate-kv-scales");
+    ASSERT_NE(calc, nullptr) << version;
+    EXPECT_TRUE(has(calc->settings.cli, "--calculate-kv-scales"));
+    EXPECT_FALSE(calc->settings.verified);
+    EXPECT_TRUE(any_contains(calc->settings.caveats, "PR #49389"));
+  }
+  for (const std::string version : {"0.27.0", "0.28.0"}) {
+    const RuntimeView view = runtime_options(t, version);
+    EXPECT_EQ(find(view, "fp8 (e4m3), --calculate-kv-scales"), nullptr) << version;
+    for (const RuntimeOption& o : view.options) {
+      EXPECT_FALSE(has(o.settings.cli, "--calculate-kv-scales")) << version << ": " << o.name;
+    }
+  }
+}
+
+TEST(RuntimeVersionsServing, VllmPerTokenHeadModesFromTheirFirstListedReleases) {
+  const RuntimeTable t = shipped("vllm");
+  for (const std::string version : {"0.20.2", "0.11.2"}) {
+    const RuntimeView view = runtime_options(t, version);
+    EXPECT_EQ(find(view, "int8_per_token_head"), nullptr) << version;
+    EXPECT_EQ(find(view, "fp8_per_token_head"), nullptr) << version;
+    EXPECT_EQ(find(view, "int4_per_token_head"), nullptr) << version;
+  }
+  for (const std::string version : {"0.21.0", "0.25.1"}) {
+    const RuntimeView view = runtime_options(t, version);
+    const RuntimeOption* int8 = find(view, "int8_per_token_head");
+    ASSERT_NE(int8, nullptr) << version;
+    EXPECT_EQ(int8->k_spec, canonical("int:bits=8,axis=token"));
+    EXPECT_TRUE(has(int8->settings.cli, "--kv-cache-dtype int8_per_token_head"));
+    EXPECT_TRUE(any_contains(int8->settings.caveats, "truncates toward zero"));
+    EXPECT_NE(find(view, "fp8_per_token_head"), nullptr) << version;
+    EXPECT_EQ(find(view, "int4_per_token_head"), nullptr) << version;
+  }
+  for (const std::string version : {"0.26.0", "0.28.0"}) {
+    const RuntimeOption* int4 = find(runtime_options(t, version), "int4_per_token_head");
+    ASSERT_NE(int4, nullptr) << version;
+    // Rotated asymmetric int4, the closest spec to vLLM's randomized Hadamard + zero-point scheme.
+    EXPECT_EQ(int4->k_spec, canonical("int:bits=4,axis=token,asym,rotation=random"));
+    EXPECT_EQ(int4->v_spec, canonical("int:bits=4,axis=token,asym,rotation=random"));
+    EXPECT_FALSE(int4->settings.verified);
+    EXPECT_TRUE(any_contains(int4->settings.unsupported, "power of two"));
+    EXPECT_TRUE(any_contains(int4->settings.caveats, "randomized Hadamard"));
+  }
+}
+
+TEST(RuntimeVersionsServing, VllmPerHeadCheckpointScalesAndNotEmulatedTypes) {
+  const RuntimeTable t = shipped("vllm");
+  EXPECT_EQ(find(runtime_options(t, "0.24.0"), "fp8 (e4m3), per-head checkpoint scales"), nullptr);
+  for (const std::string version : {"0.25.0", "0.28.0"}) {
+    const RuntimeView view = runtime_options(t, version);
+    const RuntimeOption* per_head = find(view, "fp8 (e4m3), per-head checkpoint scales");
+    ASSERT_NE(per_head, nullptr) << version;
+    EXPECT_EQ(per_head->k_spec, canonical("fp8:format=e4m3,scale=calibrated,granularity=head"));
+    EXPECT_TRUE(any_contains(per_head->settings.unsupported, "FLASH_ATTN"));
+    EXPECT_TRUE(lists_not_emulated(view, "nvfp4"));
+    EXPECT_TRUE(lists_not_emulated(view, "--kv-cache-dtype-skip-layers"));
+  }
+}
+
+TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
+  const RuntimeTable t = shipped("sglang");
+  const RuntimeView view = runtime_options(t, "0.5.11");
+  const RuntimeOption* unscaled = find(view, "fp8_e4m3, no scales");
+  ASSERT_NE(unscaled, nullptr);
+  EXPECT_EQ(unscaled->k_spec, "fp8:format=e4m3,scale=unit");
+  EXPECT_TRUE(unscaled->settings.verified);  // documented in quantized_kv_cache.md
+  const RuntimeOption* int8 = find(view, "int8 (--int8-kv-cache)");
+  ASSERT_NE(int8, nullptr);
+  EXPECT_EQ(int8->k_spec, canonical("int:bits=8,axis=token,asym,scale=f16"));
+  EXPECT_TRUE(has(int8->settings.cli, "--int8-kv-cache"));
+  EXPECT_TRUE(has(int8->settings.cli, "--page-size 1"));
+  EXPECT_FALSE(int8->settings.verified);  // its first release is unknown
+  EXPECT_TRUE(lists_not_emulated(view, "fp4_e2m1"));
+  EXPECT_TRUE(lists_not_emulated(view, "mxfp8"));
+  EXPECT_TRUE(runtime_options(t, "0.5.13").beyond_checked);
+}
+
+TEST(RuntimeVersionsServing, TensorrtLlmAutoFollowsTheCheckpoint) {
+  const RuntimeTable t = shipped("tensorrt-llm");
+  for (const std::string version : {"1.3.0rc27", "1.4.0rc4"}) {
+    const RuntimeView view = runtime_options(t, version);
+    const RuntimeOption* plain = find(view, "auto, checkpoint without KV quantization (model dtype)");
+    ASSERT_NE(plain, nullptr) << version;
+    EXPECT_EQ(plain->k_spec, "bf16");
+    const RuntimeOption* fp8kv = find(view, "auto, ModelOpt FP8-KV checkpoint");
+    ASSERT_NE(fp8kv, nullptr) << version;
+    EXPECT_EQ(fp8kv->k_spec, "fp8:format=e4m3,scale=calibrated");
+    EXPECT_TRUE(any_contains(fp8kv->settings.caveats, "follows the checkpoint"));
+    EXPECT_TRUE(lists_not_emulated(view, "NVFP4-KV checkpoint"));
+  }
+  EXPECT_TRUE(runtime_options(t, "1.4.0").beyond_checked);
+}
+
+}  // namespace
+}  // namespace kvtune
