@@ -1,3 +1,4 @@
+// (Options are looked up in a named RuntimeView: find() returns a pointer into it.)
 // Version boundaries of the serving-runtime tables (vLLM, SGLang, TensorRT-LLM, transformers, LMDeploy):
 // each changed setting is checked on the shipped table at versions on both sides of its boundary.
 #include <gtest/gtest.h>
@@ -62,10 +63,13 @@ TEST(RuntimeVersionsServing, TransformersHqqBackendSpellingSplitsAt456) {
     EXPECT_TRUE(lists_not_emulated(view, "\"backend\": \"hqq\", \"nbits\": 1"));
   }
   // quanto is spelled the same on both sides.
-  EXPECT_NE(find(runtime_options(t, "4.55.4"), "quanto nbits=4")->settings.python.find("\"backend\": \"quanto\""),
-            std::string::npos);
-  EXPECT_NE(find(runtime_options(t, "4.56.0"), "quanto nbits=4")->settings.python.find("\"axis_key\": 0"),
-            std::string::npos);
+  for (const std::string version : {"4.55.4", "4.56.0"}) {
+    const RuntimeView view = runtime_options(t, version);
+    const RuntimeOption* quanto = find(view, "quanto nbits=4 (defaults)");
+    ASSERT_NE(quanto, nullptr) << version;
+    EXPECT_NE(quanto->settings.python.find("\"backend\": \"quanto\""), std::string::npos) << version;
+    EXPECT_NE(quanto->settings.python.find("\"axis_key\": 0"), std::string::npos) << version;
+  }
 }
 
 TEST(RuntimeVersionsServing, LmdeployFp8PoliciesFrom0140OnThePytorchEngine) {
@@ -94,7 +98,8 @@ TEST(RuntimeVersionsServing, LmdeployFp8PoliciesFrom0140OnThePytorchEngine) {
   }
   EXPECT_FALSE(lists_not_emulated(runtime_options(t, "0.14.0"), "--quant-policy 16"));
   // int8/int4 store scales and zeros in the model dtype (f16 assumed).
-  const RuntimeOption* int8 = find(runtime_options(t, "0.4.0"), "quant-policy 8 (int8)");
+  const RuntimeView v040 = runtime_options(t, "0.4.0");
+  const RuntimeOption* int8 = find(v040, "quant-policy 8 (int8)");
   ASSERT_NE(int8, nullptr);
   EXPECT_EQ(int8->k_spec, canonical("int:bits=8,axis=token,asym,scale=f16"));
   EXPECT_TRUE(int8->settings.verified);
@@ -107,7 +112,8 @@ TEST(RuntimeVersionsServing, LmdeployFp8PoliciesFrom0140OnThePytorchEngine) {
 TEST(RuntimeVersionsServing, VllmCalculateKvScalesUntilItsRemoval) {
   const RuntimeTable t = shipped("vllm");
   for (const std::string version : {"0.25.1", "0.26.0"}) {
-    const RuntimeOption* calc = find(runtime_options(t, version), "fp8 (e4m3), --calculate-kv-scales");
+    const RuntimeView view = runtime_options(t, version);
+    const RuntimeOption* calc = find(view, "fp8 (e4m3), --calculate-kv-scales");
     ASSERT_NE(calc, nullptr) << version;
     EXPECT_TRUE(has(calc->settings.cli, "--calculate-kv-scales"));
     EXPECT_FALSE(calc->settings.verified);
@@ -141,7 +147,8 @@ TEST(RuntimeVersionsServing, VllmPerTokenHeadModesFromTheirFirstListedReleases) 
     EXPECT_EQ(find(view, "int4_per_token_head"), nullptr) << version;
   }
   for (const std::string version : {"0.26.0", "0.28.0"}) {
-    const RuntimeOption* int4 = find(runtime_options(t, version), "int4_per_token_head");
+    const RuntimeView view = runtime_options(t, version);
+    const RuntimeOption* int4 = find(view, "int4_per_token_head");
     ASSERT_NE(int4, nullptr) << version;
     // Rotated asymmetric int4, the closest spec to vLLM's randomized Hadamard + zero-point scheme.
     EXPECT_EQ(int4->k_spec, canonical("int:bits=4,axis=token,asym,rotation=random"));
@@ -161,6 +168,14 @@ TEST(RuntimeVersionsServing, VllmPerHeadCheckpointScalesAndNotEmulatedTypes) {
     ASSERT_NE(per_head, nullptr) << version;
     EXPECT_EQ(per_head->k_spec, canonical("fp8:format=e4m3,scale=calibrated,granularity=head"));
     EXPECT_TRUE(any_contains(per_head->settings.unsupported, "FLASH_ATTN"));
+    // Options that need a calibrated checkpoint say so; the unscaled one needs nothing.
+    EXPECT_TRUE(any_contains(per_head->settings.needs, "per-head k_scale/v_scale"));
+    const RuntimeOption* per_layer = find(view, "fp8 (e4m3), checkpoint scales");
+    ASSERT_NE(per_layer, nullptr) << version;
+    EXPECT_TRUE(any_contains(per_layer->settings.needs, "calibrated per-layer k_scale/v_scale"));
+    const RuntimeOption* unit = find(view, "fp8 (e4m3), no checkpoint scales");
+    ASSERT_NE(unit, nullptr) << version;
+    EXPECT_TRUE(unit->settings.needs.empty());
     EXPECT_TRUE(lists_not_emulated(view, "nvfp4"));
     EXPECT_TRUE(lists_not_emulated(view, "--kv-cache-dtype-skip-layers"));
   }
