@@ -16,7 +16,10 @@
 
 namespace kvtune::detail {
 
+// A node with no position was not read from the file: an override (recommend's command-line
+// options become typed overrides of its template) put it there.
 inline std::string where(const std::string& file, const toml::source_region& r) {
+  if (r.begin.line == 0) return file + ", a command-line setting";
   return file + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
 }
 

@@ -194,6 +194,28 @@ TEST_F(SweepCli, RecommendAnswersTheCommonQuestion) {
   EXPECT_THAT(unknown.err, HasSubstr("llama-3.1-8b"));  // the presets are listed
 }
 
+// A runtime version the table cannot answer: the runtime, the version and what the table covers
+// are named, nothing is written, exit 2.
+TEST_F(SweepCli, RecommendRefusesRuntimeVersionsTheTableDoesNotCover) {
+  const std::vector<std::string> base = {"recommend", "--model", "llama-3.2-1b", "--ctx", "4096", "--max-rel-err", "0.1"};
+  auto with = [&](const std::string& runtime, const std::string& dir) {
+    std::vector<std::string> args = base;
+    for (const std::string& a : {std::string("--runtime"), runtime, std::string("--out"), out(dir)}) args.push_back(a);
+    return run(args);
+  };
+  const RunResult old = with("vllm@0.5.0", "old");
+  EXPECT_EQ(old.status, 2);
+  EXPECT_THAT(old.err, HasSubstr("runtime 'vllm': vLLM version '0.5.0' is older than this table covers (0.11.2 and later)"));
+  EXPECT_THAT(old.err, HasSubstr("a command-line setting"));  // not a made-up file position
+  EXPECT_FALSE(fs::exists(path("old")));
+  const RunResult malformed = with("llama-cpp@8607", "malformed");
+  EXPECT_EQ(malformed.status, 2);
+  EXPECT_THAT(malformed.err, HasSubstr("runtime 'llama-cpp': llama.cpp version '8607' is not valid; expected"));
+  const RunResult nameless = with("nosuch@1.0", "nameless");
+  EXPECT_EQ(nameless.status, 2);
+  EXPECT_THAT(nameless.err, HasSubstr("unknown runtime 'nosuch'; valid ones are: llama-cpp, lmdeploy"));
+}
+
 
 // A sweep of 144 points in three batches (about 4 s on one core), so Ctrl-C after 1 s lands in a batch.
 const char* const kInterruptSweep = R"(name = "interrupt"
