@@ -1,0 +1,156 @@
+// The block-scaled float codecs (kvtune/codecs/microscale.h): E2M1 and E8M0 against hand-computed
+// values (OCP Microscaling Formats v1.0, tables 5 and 6) on every machine, and bit for bit against
+// the CUDA toolkit's host conversions (cuda_fp4.h, cuda_fp8.h) where its headers are present, over
+// more than 100 000 inputs: every code and its neighbours, every tie, saturation, subnormals, both
+// zeros, NaNs, then random bit patterns. And one scale block's arithmetic: MX scales that round
+// up, NVFP4's two levels.
+#include "kvtune/codecs/microscale.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kvtune/numeric/bits.h"
+
+#if KVTUNE_HAVE_CUDA_HEADERS
+#include <cuda_fp4.h>
+#include <cuda_fp8.h>
+#endif
+
+namespace kvtune {
+namespace {
+
+using namespace codec;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+TEST(Microscale, E2M1DecodesTheEightMagnitudesOfTheSpec) {
+  const float want[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  for (uint8_t c = 0; c < 8; ++c) {
+    EXPECT_EQ(e2m1_to_f32(c), want[c]) << int(c);
+    EXPECT_EQ(e2m1_to_f32(static_cast<uint8_t>(c | 0x8u)), -want[c]) << int(c);
+  }
+  EXPECT_TRUE(std::signbit(e2m1_to_f32(0x8)));  // -0
+}
+
+// Hand-computed: each tie goes to the even code; beyond 6 saturates; NaN is +6.
+TEST(Microscale, E2M1RoundsToNearestEvenAndSaturates) {
+  const std::pair<float, uint8_t> cases[] = {
+      {0.0f, 0x0},  {0.25f, 0x0}, {0.2501f, 0x1}, {0.5f, 0x1},  {0.75f, 0x2}, {0.7499f, 0x1}, {1.25f, 0x2},
+      {1.2501f, 0x3}, {1.75f, 0x4}, {2.5f, 0x4},  {2.5001f, 0x5}, {3.5f, 0x6}, {5.0f, 0x6},   {5.0001f, 0x7},
+      {6.0f, 0x7},  {7.0f, 0x7},  {1e30f, 0x7}, {kInf, 0x7},  {-0.0f, 0x8}, {-0.3f, 0x9},  {-5.5f, 0xf},
+      {-kInf, 0xf}, {1e-40f, 0x0},
+  };
+  for (const auto& [x, code] : cases) EXPECT_EQ(f32_to_e2m1(x), code) << x;
+  EXPECT_EQ(f32_to_e2m1(bits_float(0x7fc00000u)), 0x7);
+  EXPECT_EQ(f32_to_e2m1(bits_float(0xffc00000u)), 0x7);  // the sign of a NaN is dropped
+}
+
+TEST(Microscale, E8M0IsAPowerOfTwoRoundedUp) {
+  EXPECT_EQ(f32_to_e8m0_up(1.0f), 127);
+  EXPECT_EQ(f32_to_e8m0_up(1.5f), 128);
+  EXPECT_EQ(f32_to_e8m0_up(-3.0f), 129);  // the magnitude counts
+  EXPECT_EQ(f32_to_e8m0_up(0.0f), 0);     // clipped to 2^-127
+  EXPECT_EQ(f32_to_e8m0_up(bits_float(0x00400000u)), 0);  // 2^-127 exactly
+  EXPECT_EQ(f32_to_e8m0_up(bits_float(0x00400001u)), 1);
+  EXPECT_EQ(f32_to_e8m0_up(kInf), 254);
+  EXPECT_EQ(f32_to_e8m0_up(std::numeric_limits<float>::max()), 254);
+  EXPECT_EQ(f32_to_e8m0_up(bits_float(0x7fc00000u)), 255);
+  EXPECT_EQ(e8m0_to_f32(127), 1.0f);
+  EXPECT_EQ(e8m0_to_f32(0), std::ldexp(1.0f, -127));
+  EXPECT_EQ(e8m0_to_f32(254), std::ldexp(1.0f, 127));
+  EXPECT_TRUE(std::isnan(e8m0_to_f32(255)));
+}
+
+// A block's MX scale rounds amax / max_element up to a power of two, so no element saturates:
+// amax 7 in E2M1 gives 7 / 6 -> 2, and 7 / 2 = 3.5 is a tie that rounds to 4.
+TEST(Microscale, MxScaleRoundsUpSoTheLargestElementFits) {
+  EXPECT_EQ(mx_scale_code(7.0f, MicroElement::e2m1), 128);   // 2^1
+  EXPECT_EQ(mx_scale_code(6.0f, MicroElement::e2m1), 127);   // exactly 1
+  EXPECT_EQ(mx_scale_code(500.0f, MicroElement::e4m3), 128); // 500 / 448 -> 2
+  const float s = e8m0_to_f32(mx_scale_code(7.0f, MicroElement::e2m1));
+  EXPECT_EQ(micro_dequantize(micro_quantize(7.0f, s, MicroElement::e2m1), s, MicroElement::e2m1), 8.0f);
+  EXPECT_EQ(micro_dequantize(micro_quantize(-1.1f, s, MicroElement::e2m1), s, MicroElement::e2m1), -1.0f);
+  EXPECT_EQ(mx_scale_code(0.0f, MicroElement::e2m1), 0);  // an all-zero block: 2^-127, codes 0
+}
+
+// NVFP4 by hand: tensor amax 2688 gives g = 1; a block with amax 3 gets e4m3(0.5) = 0x30, S = 0.5,
+// and 1.2 / 0.5 = 2.4 rounds to 2 (code 4), decoding as 1.0.
+TEST(Microscale, Nvfp4TwoLevelScalesByHand) {
+  EXPECT_EQ(nvfp4_global_scale(2688.0f), 1.0f);
+  EXPECT_EQ(nvfp4_global_scale(0.0f), 1.0f);
+  const float g = nvfp4_global_scale(2688.0f);
+  const uint8_t b = nvfp4_block_code(3.0f, g);
+  EXPECT_EQ(b, 0x30);
+  const float S = nvfp4_block_scale(b, g);
+  EXPECT_EQ(S, 0.5f);
+  EXPECT_EQ(micro_quantize(1.2f, S, MicroElement::e2m1), 0x4);
+  EXPECT_EQ(micro_dequantize(0x4, S, MicroElement::e2m1), 1.0f);
+  EXPECT_EQ(micro_quantize(3.0f, S, MicroElement::e2m1), 0x7);  // the block's amax maps to 6
+  // A block far below the tensor's range: its E4M3 scale underflows to 0 and it stores zeros.
+  EXPECT_EQ(nvfp4_block_code(1e-9f, g), 0x00);
+  EXPECT_EQ(micro_quantize(1e-9f, nvfp4_block_scale(0x00, g), MicroElement::e2m1), 0x0);
+}
+
+#if KVTUNE_HAVE_CUDA_HEADERS
+// Every E2M1 value and midpoint with its float neighbours, the E8M0 powers of two and theirs,
+// specials and both zeros; then random bit patterns, half of them within 2^-30 .. 2^30.
+std::vector<float> hard_values() {
+  std::vector<float> v;
+  auto add_around = [&](float x) {
+    for (float s : {x, -x}) {
+      v.push_back(s);
+      v.push_back(std::nextafter(s, kInf));
+      v.push_back(std::nextafter(s, -kInf));
+    }
+  };
+  for (uint8_t c = 0; c < 8; ++c) {
+    const float value = e2m1_to_f32(c);
+    add_around(value);
+    add_around(c < 7 ? (value + e2m1_to_f32(static_cast<uint8_t>(c + 1))) / 2 : 7.0f);
+  }
+  for (int e = -149; e <= 127; ++e) add_around(std::ldexp(1.0f, e));
+  for (float x : {std::numeric_limits<float>::max(), std::numeric_limits<float>::min(), 1e30f}) add_around(x);
+  for (uint32_t nan : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800001u, 0x7fffffffu}) v.push_back(bits_float(nan));
+  v.push_back(kInf);
+  v.push_back(-kInf);
+  std::mt19937 engine(7);
+  std::uniform_int_distribution<uint32_t> any_bits;
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t u = any_bits(engine);
+    if (i % 2) u = (u & 0x807fffffu) | ((97u + (u >> 23) % 60u) << 23);
+    v.push_back(bits_float(u));
+  }
+  return v;
+}
+
+TEST(Microscale, E2M1MatchesCudaHostConversionBitForBit) {
+  const std::vector<float> values = hard_values();
+  ASSERT_GE(values.size(), 100000u);
+  for (float x : values) {
+    ASSERT_EQ(f32_to_e2m1(x), __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest)) << std::hexfloat << x;
+  }
+  for (uint8_t c = 0; c < 16; ++c) {
+    const __half_raw h = __nv_cvt_fp4_to_halfraw(c, __NV_E2M1);
+    ASSERT_EQ(float_bits(e2m1_to_f32(c)), float_bits(__half2float(__half(h)))) << int(c);
+  }
+}
+
+TEST(Microscale, E8M0MatchesCudaHostConversionBitForBit) {
+  const std::vector<float> values = hard_values();
+  for (float x : values) {
+    ASSERT_EQ(f32_to_e8m0_up(x), __nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundPosInf)) << std::hexfloat << x;
+  }
+  for (int c = 0; c < 255; ++c) {  // decoding, through CUDA's bf16 (exact for every power of two)
+    const __nv_bfloat16_raw b = __nv_cvt_e8m0_to_bf16raw(static_cast<uint8_t>(c));
+    ASSERT_EQ(float_bits(e8m0_to_f32(static_cast<uint8_t>(c))), uint32_t(b.x) << 16) << c;
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace kvtune
