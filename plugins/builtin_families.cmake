@@ -5,6 +5,7 @@ set(KVTUNE_BUILTIN_FAMILIES
   "int:register_int_family"
   "ggml:register_ggml_families"
   "fp8:register_fp8_family"
+  "microscale:register_microscale_families"
   "turboquant:register_turboquant_family"
   "qjl:register_qjl_family"
   "kivi:register_kivi_family"

@@ -46,6 +46,11 @@ std::string family_of(CodecKind kind, Family& family) {
     case CodecKind::iq4_nl:
       family = Family::ggml;
       return {};
+    case CodecKind::mxfp4:
+    case CodecKind::mxfp8:
+    case CodecKind::nvfp4:
+      return "the block-scaled float kinds (mxfp4, mxfp8, nvfp4) have no fused decoder yet (quantize_append and "
+             "dequantize support them; attention runs on the CPU path)";
     case CodecKind::f32:
       return "codec kind f32 has no fused decoder (a float32 cache runs on the CPU path; store it as f16 or bf16 "
              "for the GPU)";

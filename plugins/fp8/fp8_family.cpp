@@ -2,7 +2,6 @@
 // vLLM, SGLang and TensorRT-LLM store an FP8 KV cache. This file holds the parameters, their
 // cross-checks and the canonical spelling; the codec is kvtune/codecs/fp8_codec.h and the scheme
 // fp8_scheme.cpp. docs/schemes.md has the formulas and the byte layout.
-#include <charconv>
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -12,6 +11,7 @@
 #include "fp8_config.h"
 #include "kvtune/error.h"
 #include "kvtune/registry.h"
+#include "float_param.h"
 
 namespace kvtune::builtin {
 namespace {
@@ -44,19 +44,6 @@ const char* granularity_name(Fp8Granularity g) {
   return "";
 }
 
-// The factory reads `value` as a double (SchemeParams::real) and rounds it to float32. The
-// shortest float32 digits lie within half a float ulp of the value, so that double rounding could
-// in principle land on a neighbour; nine significant digits never can (they are within 2^-29
-// relative, far inside the half ulp of 2^-24).
-std::string spell_value(float v) {
-  char buf[64];
-  const auto shortest = std::to_chars(buf, buf + sizeof buf, v);
-  std::string text(buf, shortest.ptr);
-  if (static_cast<float>(std::stod(text)) == v) return text;
-  const auto nine = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 9);
-  return std::string(buf, nine.ptr);
-}
-
 SchemePtr make_fp8(const SchemeParams& p) {
   const std::string where = "scheme spec '" + p.canonical() + "': ";
   Fp8Config c;
@@ -72,14 +59,8 @@ SchemePtr make_fp8(const SchemeParams& p) {
                                            : Fp8Granularity::tensor;
   if (c.scale == Fp8ScaleMode::fixed) {
     if (!p.has("value")) throw InputError(where + "'scale=static' needs 'value' (the scale, a number > 0)");
-    double v = 0;
-    try {
-      v = p.real("value");
-    } catch (const std::out_of_range&) {  // a subnormal double: std::stod refuses it
-      v = 0;
-    }
-    c.value = static_cast<float>(v);
-    if (!(c.value > 0.0f) || !std::isfinite(c.value)) {
+    c.value = positive_float32(p, "value");
+    if (c.value == 0.0f) {
       throw InputError(where + "'value' must be a scale > 0 that fits a float32 (1.2e-38 .. 3.4e38, subnormals too)");
     }
   } else if (p.has("value")) {
@@ -119,7 +100,7 @@ std::string fp8_canonical_spec(const Fp8Config& c) {
       {"scale", scale_name(c.scale)},
       {"granularity", granularity_name(c.granularity)},
   };
-  if (c.scale == Fp8ScaleMode::fixed) values["value"] = spell_value(c.value);
+  if (c.scale == Fp8ScaleMode::fixed) values["value"] = spell_float32(c.value);
   return SchemeParams("fp8", fp8_domains(), std::move(values)).canonical();
 }
 

@@ -81,6 +81,13 @@ const std::vector<Case>& cases() {
       {"bf16"},
       {"f32"},
       {"none"},
+      {"mxfp4"},
+      {"mxfp4:block=16"},
+      {"mxfp8"},
+      {"nvfp4"},
+      {"nvfp4:scale=static,value=0.004"},  // small blocks' E4M3 scales underflow to 0
+      {"nvfp4:scale=calibrated"},
+      {"nvfp4:scale=calibrated", true},
   };
   return all;
 }
@@ -285,7 +292,7 @@ TEST(PackedLayout, SpecListCoversEveryDeviceFormatOption) {
     }
     if (codec::is_fp8(f.kind)) fp8_modes.insert({f.scales_stored, f.static_scale > 0.0f});
   }
-  EXPECT_EQ(kinds.size(), 13u);
+  EXPECT_EQ(kinds.size(), 16u);
   for (int b : {2, 3, 4, 5, 8}) EXPECT_GE(bits.count(b), 2u) << b;
   const GroupAxis token = GroupAxis::token, channel = GroupAxis::channel, tensor = GroupAxis::tensor;
   for (int ag : {100 * int(token), 100 * int(token) + 32, 100 * int(channel), 100 * int(channel) + 32,

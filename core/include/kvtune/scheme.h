@@ -55,6 +55,9 @@ struct SchemeTraits {
   bool needs_positions = false;   // reads QuantContext::positions (rope_stage=pre)
   bool needs_rope = false;        // keys must carry RoPE (rope_stage=pre undoes it before quantizing)
   bool static_scales = false;     // calibrate() fits scales on a sample (fp8 scale=calibrated, ...)
+  bool coarse_scales = false;     // its scales are low-precision floats themselves (E8M0 powers of two,
+                                  // E4M3): a constant block decodes to a constant, but only to the
+                                  // element format's resolution, not to itself (mxfp4, nvfp4)
   bool policy_wrapper = false;    // a cache policy (policy.h) around an inner scheme
   bool device_format = false;     // device_format() describes its bytes to the CUDA kernels
   bool from_plugin = false;       // its code comes from a shared library (evaluated in a child process)

@@ -18,6 +18,10 @@
 //   fp8         [G f32 scales][T*D codes]       G = 0 (unit), T (per token), 1 (one per block)
 //   integer     [G scales][G minima if asym][bit stream of T*D codes, element i at bits i*b..]
 //   ggml        [T * D/32 blocks, row-major]    element (t, c) in block t*D/32 + c/32, slot c%32
+//   mx/nvfp4    [f32 tensor scale (nvfp4 only)][T*D/B scale bytes][pad to 16][T*D codes]
+//               B = group (16 or 32) consecutive channels of a token share the scale byte of
+//               block (t*D + c)/B; 4-bit codes pack two per byte, element i in the low nibble of
+//               byte i/2 when i is even (CUDA's fp4x2 order), else the high nibble
 //
 // Integer and fp8 groups are tiles of rows_per_tile tokens x cols_per_group channels numbered
 // token block by token block: g = (t / rows_per_tile) * groups_per_row + c / cols_per_group.
@@ -30,6 +34,7 @@
 #include "kvtune/codecs/fp8_codec.h"
 #include "kvtune/codecs/ggml_blocks.h"
 #include "kvtune/codecs/int_codec.h"
+#include "kvtune/codecs/microscale.h"
 #include "kvtune/codecs/scale_storage.h"
 #include "kvtune/device_format.h"
 #include "kvtune/hd.h"
@@ -49,6 +54,8 @@ struct PackedLayout {
 KVTUNE_HD bool is_ggml(CodecKind k) { return k >= CodecKind::q8_0 && k <= CodecKind::iq4_nl; }
 KVTUNE_HD bool is_fp8(CodecKind k) { return k == CodecKind::fp8_e4m3 || k == CodecKind::fp8_e5m2; }
 KVTUNE_HD bool is_float(CodecKind k) { return k == CodecKind::f32 || k == CodecKind::f16 || k == CodecKind::bf16; }
+KVTUNE_HD bool is_micro(CodecKind k) { return k == CodecKind::mxfp4 || k == CodecKind::mxfp8 || k == CodecKind::nvfp4; }
+KVTUNE_HD MicroElement micro_element(CodecKind k) { return k == CodecKind::mxfp8 ? MicroElement::e4m3 : MicroElement::e2m1; }
 
 // sizeof(block_*) in ggml-common.h; 0 for a kind that is not a ggml block.
 KVTUNE_HD int32_t ggml_block_bytes(CodecKind k) {
@@ -75,6 +82,16 @@ KVTUNE_HD PackedLayout packed_layout(const DeviceFormat& f, int64_t tokens, int6
   } else if (is_ggml(f.kind)) {
     L.block_bytes = ggml_block_bytes(f.kind);
     L.bytes = tokens * (head_dim / ggml::kBlock) * L.block_bytes;
+  } else if (is_micro(f.kind)) {
+    const int64_t blocks = tokens * head_dim / f.group;  // the scheme checks that group divides head_dim
+    L.cols_per_group = f.group;
+    L.groups = f.kind == CodecKind::nvfp4 ? 1 : 0;  // the per-tensor scale
+    L.groups_per_row = L.groups;
+    L.rows_per_tile = tokens;
+    L.scale_offset = 4 * L.groups;
+    L.min_offset = L.scale_offset;
+    L.code_offset = (L.scale_offset + blocks + 15) / 16 * 16;
+    L.bytes = L.code_offset + tokens * head_dim * f.bits / 8;
   } else if (is_fp8(f.kind)) {
     const bool per_token = f.axis == GroupAxis::token;
     L.rows_per_tile = per_token ? 1 : tokens;
@@ -147,6 +164,20 @@ KVTUNE_HD float ggml_element(CodecKind k, const uint8_t* block, int j) {
   }
 }
 
+// The scale of block b (B consecutive elements) of a block-scaled float: 2^(code - 127) for MX,
+// f32(e4m3 code) * the per-tensor scale for NVFP4.
+KVTUNE_HD float micro_scale(const PackedLayout& L, const uint8_t* packed, int64_t b) {
+  const uint8_t code = packed[L.scale_offset + b];
+  if (L.format.kind != CodecKind::nvfp4) return e8m0_to_f32(code);
+  return nvfp4_block_scale(code, read_scale(packed, 0, ScaleType::f32));
+}
+
+// The element code of element i (row-major) of a block-scaled float.
+KVTUNE_HD uint8_t micro_code(const PackedLayout& L, const uint8_t* packed, int64_t i) {
+  if (L.format.bits == 8) return packed[L.code_offset + i];
+  return static_cast<uint8_t>((packed[L.code_offset + i / 2] >> (4 * (i & 1))) & 0xfu);
+}
+
 // The dequantized value of element (t, c) of a packed block.
 KVTUNE_HD float decode_element(const PackedLayout& L, const uint8_t* packed, int64_t t, int64_t c) {
   const DeviceFormat& f = L.format;
@@ -174,6 +205,10 @@ KVTUNE_HD float decode_element(const PackedLayout& L, const uint8_t* packed, int
     case CodecKind::fp8_e5m2:
       return fp8_dequantize(packed[L.code_offset + i], fp8_block_scale(L, packed, t),
                             f.kind == CodecKind::fp8_e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2);
+    case CodecKind::mxfp4:
+    case CodecKind::mxfp8:
+    case CodecKind::nvfp4:
+      return micro_dequantize(micro_code(L, packed, i), micro_scale(L, packed, i / f.group), micro_element(f.kind));
     default: {
       const int64_t blocks_per_row = L.head_dim / ggml::kBlock;
       const uint8_t* block = packed + (t * blocks_per_row + c / ggml::kBlock) * L.block_bytes;
@@ -237,6 +272,7 @@ KVTUNE_HD void quantize_ggml_block(CodecKind k, const float* x, uint8_t* block) 
 KVTUNE_HD bool needs_whole_block(const DeviceFormat& f) {
   if (is_float(f.kind) || is_ggml(f.kind)) return false;
   if (is_fp8(f.kind)) return f.axis == GroupAxis::tensor && f.scales_stored && !(f.static_scale > 0.0f);
+  if (is_micro(f.kind)) return f.kind == CodecKind::nvfp4 && !(f.static_scale > 0.0f);
   return f.axis == GroupAxis::tensor || (f.axis == GroupAxis::channel && f.group <= 0);
 }
 
@@ -253,8 +289,13 @@ struct GroupExtent {
   int64_t t0, t1, c0, c1;
 };
 
+// One whole-block scale: fp8 per tensor, the nvfp4 tensor scale.
+KVTUNE_HD bool one_block_group(const DeviceFormat& f) {
+  return (is_fp8(f.kind) && f.axis != GroupAxis::token) || f.kind == CodecKind::nvfp4;
+}
+
 KVTUNE_HD GroupExtent group_extent(const PackedLayout& L, int64_t g) {
-  if (is_fp8(L.format.kind) && L.format.axis != GroupAxis::token) return {0, L.tokens, 0, L.head_dim};
+  if (one_block_group(L.format)) return {0, L.tokens, 0, L.head_dim};
   const int64_t tile = g / L.groups_per_row, col = g % L.groups_per_row;
   const int64_t t0 = tile * L.rows_per_tile;
   const int64_t t1 = t0 + L.rows_per_tile < L.tokens ? t0 + L.rows_per_tile : L.tokens;
@@ -265,6 +306,11 @@ KVTUNE_HD GroupExtent group_extent(const PackedLayout& L, int64_t g) {
 // order, so a parallel reduction stores the same bytes as a scan).
 KVTUNE_HD void store_group(const PackedLayout& L, uint8_t* packed, int64_t g, float lo, float hi) {
   const DeviceFormat& f = L.format;
+  if (f.kind == CodecKind::nvfp4) {  // the per-tensor scale
+    const float amax = -lo > hi ? -lo : hi;
+    write_scale(packed, 0, f.static_scale > 0.0f ? f.static_scale : nvfp4_global_scale(amax), ScaleType::f32);
+    return;
+  }
   if (is_fp8(f.kind)) {
     const float amax = -lo > hi ? -lo : hi;
     write_scale(packed + L.scale_offset, g, fp8_group_scale(f, amax), ScaleType::f32);
@@ -278,7 +324,7 @@ KVTUNE_HD void store_group(const PackedLayout& L, uint8_t* packed, int64_t g, fl
 
 template <class Src>
 KVTUNE_HD void encode_group(const PackedLayout& L, uint8_t* packed, int64_t g, const Src& x) {
-  if (is_fp8(L.format.kind) && L.format.static_scale > 0.0f) {
+  if ((is_fp8(L.format.kind) || L.format.kind == CodecKind::nvfp4) && L.format.static_scale > 0.0f) {
     // A fixed scale depends on no element: appending tokens must not read the block's others.
     store_group(L, packed, g, 0.0f, 0.0f);
     return;
@@ -299,7 +345,7 @@ KVTUNE_HD void encode_group(const PackedLayout& L, uint8_t* packed, int64_t g, c
 KVTUNE_HD void groups_of_tokens(const PackedLayout& L, int64_t t0, int64_t t1, int64_t& g0, int64_t& g1) {
   g0 = g1 = 0;
   if (L.groups == 0 || t1 <= t0) return;
-  if (is_fp8(L.format.kind) && L.format.axis != GroupAxis::token) {
+  if (one_block_group(L.format)) {
     g1 = L.groups;
     return;
   }
@@ -307,7 +353,8 @@ KVTUNE_HD void groups_of_tokens(const PackedLayout& L, int64_t t0, int64_t t1, i
   g1 = ((t1 + L.rows_per_tile - 1) / L.rows_per_tile) * L.groups_per_row;
 }
 
-// Payload units: a code byte (integer), an element (floats, fp8) or a 32-element block (ggml).
+// Payload units: a code byte (integer), an element (floats, fp8), a 32-element block (ggml) or a
+// scale block with its codes (mx, nvfp4).
 // The units of tokens [t0, t1) are [u0, u1). An integer byte holds codes of every token it
 // touches, so a call must start and end on a byte (t * head_dim * bits a multiple of 8 at t0 and
 // at t1, or t1 = tokens): otherwise encode_unit would read tokens outside [t0, t1).
@@ -319,6 +366,9 @@ KVTUNE_HD void units_of_tokens(const PackedLayout& L, int64_t t0, int64_t t1, in
   } else if (is_ggml(L.format.kind)) {
     u0 = t0 * (d / ggml::kBlock);
     u1 = t1 * (d / ggml::kBlock);
+  } else if (is_micro(L.format.kind)) {
+    u0 = t0 * (d / L.format.group);
+    u1 = t1 * (d / L.format.group);
   } else {
     u0 = t0 * d;
     u1 = t1 * d;
@@ -363,6 +413,33 @@ KVTUNE_HD void encode_unit(const PackedLayout& L, uint8_t* packed, int64_t u, co
         byte |= shift >= 0 ? code << shift : code >> -shift;
       }
       packed[L.code_offset + u] = static_cast<uint8_t>(byte & 0xffu);
+      return;
+    }
+    case CodecKind::mxfp4:
+    case CodecKind::mxfp8:
+    case CodecKind::nvfp4: {  // scale block u: its scale byte from its largest magnitude, then its codes
+      const int64_t b = f.group, i0 = u * b, t = i0 / d, c0 = i0 % d;
+      const MicroElement e = micro_element(f.kind);
+      float amax = 0.0f;
+      for (int64_t j = 0; j < b; ++j) {
+        const float v = x(t, c0 + j);
+        const float a = v < 0.0f ? -v : v;
+        amax = a > amax ? a : amax;
+      }
+      const uint8_t code = f.kind == CodecKind::nvfp4 ? nvfp4_block_code(amax, read_scale(packed, 0, ScaleType::f32))
+                                                      : mx_scale_code(amax, e);
+      packed[L.scale_offset + u] = code;
+      const float scale = micro_scale(L, packed, u);
+      for (int64_t j = 0; j < b; ++j) {
+        const uint8_t q = micro_quantize(x(t, c0 + j), scale, e);
+        if (f.bits == 8) {
+          packed[L.code_offset + i0 + j] = q;
+        } else if (j % 2 == 0) {
+          packed[L.code_offset + (i0 + j) / 2] = q;
+        } else {
+          packed[L.code_offset + (i0 + j) / 2] |= static_cast<uint8_t>(q << 4);
+        }
+      }
       return;
     }
     default: {  // ggml

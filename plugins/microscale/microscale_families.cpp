@@ -1,0 +1,208 @@
+// Block-scaled float caches, as GPU runtimes store them: `mxfp4` (E2M1, an E8M0 scale per 32
+// channels, or per 16 with block=16: SGLang's fp4_mx_block16), `mxfp8` (E4M3, E8M0 per 32) and
+// `nvfp4` (E2M1, an E4M3 scale per 16 and a float32 scale per block of tokens, fitted as it is
+// quantized, calibrated on a sample, or given). The codec is kvtune/codecs/microscale.h; the byte
+// layout and the per-block steps are codec::packed_layout of the scheme's device_format()
+// (kvtune/codecs/packed_layout.h), the same functions the CUDA kernels run. docs/schemes.md has
+// the formulas.
+#include <cmath>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "builtin.h"
+#include "kvtune/codecs/microscale.h"
+#include "kvtune/codecs/packed_layout.h"
+#include "kvtune/error.h"
+#include "kvtune/registry.h"
+#include "float_param.h"
+
+namespace kvtune::builtin {
+namespace {
+
+// nvfp4's per-tensor scale.
+enum class TensorScale { dynamic, calibrated, fixed };
+
+struct MicroConfig {
+  std::string family;  // "mxfp4", "mxfp8", "nvfp4"
+  CodecKind kind = CodecKind::mxfp4;
+  int32_t block = 32;
+  TensorScale scale = TensorScale::dynamic;  // nvfp4 only
+  float value = 0.0f;                        // nvfp4 scale=static: the per-tensor scale
+};
+
+const std::vector<ParamDomain>& mxfp4_domains() {
+  static const std::vector<ParamDomain> d = {
+      {.name = "block", .kind = ParamDomain::Kind::choice,
+       .help = "channels per E8M0 scale: 32 (OCP MX) or 16 (SGLang's fp4_mx_block16)",
+       .default_value = "32", .choices = {"32", "16"}},
+  };
+  return d;
+}
+
+const std::vector<ParamDomain>& nvfp4_domains() {
+  static const std::vector<ParamDomain> d = {
+      {.name = "scale", .kind = ParamDomain::Kind::choice,
+       .help = "the float32 scale per block of tokens: dynamic = amax / (448 * 6) of the block, calibrated = "
+               "that of a calibration sample (of each block until calibrated), static = 'value'",
+       .default_value = "dynamic", .choices = {"dynamic", "calibrated", "static"}, .in_canonical = true},
+      {.name = "value", .kind = ParamDomain::Kind::real,
+       .help = "the per-tensor scale of scale=static (elements decode as e2m1 * e4m3 * value), rounded to float32"},
+  };
+  return d;
+}
+
+std::string canonical_spec(const MicroConfig& c) {
+  if (c.kind == CodecKind::mxfp8) return "mxfp8";
+  if (c.kind == CodecKind::mxfp4) {
+    std::map<std::string, std::string> v;
+    if (c.block != 32) v["block"] = std::to_string(c.block);
+    return SchemeParams("mxfp4", mxfp4_domains(), std::move(v)).canonical();
+  }
+  std::map<std::string, std::string> v = {
+      {"scale", c.scale == TensorScale::fixed ? "static" : c.scale == TensorScale::calibrated ? "calibrated" : "dynamic"}};
+  if (c.scale == TensorScale::fixed) v["value"] = spell_float32(c.value);
+  return SchemeParams("nvfp4", nvfp4_domains(), std::move(v)).canonical();
+}
+
+class MicroScheme final : public Scheme {
+ public:
+  explicit MicroScheme(const MicroConfig& c) : config_(c), spec_(canonical_spec(c)), format_(make_format(c)) {}
+
+  std::string spec() const override { return spec_; }
+  std::string family() const override { return config_.family; }
+
+  std::string check_shape(int64_t tokens, int64_t head_dim) const override {
+    std::string base = Scheme::check_shape(tokens, head_dim);
+    if (!base.empty()) return base;
+    if (head_dim % config_.block != 0) {
+      return "'" + spec_ + "': head_dim " + std::to_string(head_dim) + " is not a multiple of its " +
+             std::to_string(config_.block) + "-channel scale block";
+    }
+    return {};
+  }
+
+  size_t footprint(int64_t tokens, int64_t head_dim) const override {
+    return static_cast<size_t>(layout(tokens, head_dim).bytes);
+  }
+
+  // The kernels' steps, in order: the per-tensor scale (nvfp4), then every scale block.
+  std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext&) const override {
+    require_shape(x.rows, x.cols);
+    const codec::PackedLayout L = layout(x.rows, x.cols);
+    std::vector<std::byte> packed(static_cast<size_t>(L.bytes));
+    auto* bytes = reinterpret_cast<uint8_t*>(packed.data());
+    auto src = [&](int64_t t, int64_t c) { return x.data[t * x.cols + c]; };
+    for (int64_t g = 0; g < L.groups; ++g) codec::encode_group(L, bytes, g, src);
+    int64_t u0 = 0, u1 = 0;
+    codec::units_of_tokens(L, 0, x.rows, u0, u1);
+    for (int64_t u = u0; u < u1; ++u) codec::encode_unit(L, bytes, u, src);
+    return packed;
+  }
+
+  void dequantize(std::span<const std::byte> packed, const QuantContext&, MatrixView out) const override {
+    require_packed(packed, out.rows, out.cols);
+    const codec::PackedLayout L = layout(out.rows, out.cols);
+    const auto* bytes = reinterpret_cast<const uint8_t*>(packed.data());
+    const codec::MicroElement e = codec::micro_element(config_.kind);
+    const int64_t n = out.size(), b = config_.block;
+    for (int64_t k = 0; k < n / b; ++k) {  // one scale per block of b elements
+      const float scale = codec::micro_scale(L, bytes, k);
+      for (int64_t i = k * b; i < (k + 1) * b; ++i) {
+        out.data[i] = codec::micro_dequantize(codec::micro_code(L, bytes, i), scale, e);
+      }
+    }
+  }
+
+  SchemeTraits traits() const override {
+    SchemeTraits t = Scheme::traits();
+    t.static_scales = config_.scale == TensorScale::calibrated;
+    t.coarse_scales = true;
+    return t;
+  }
+
+  // nvfp4 scale=calibrated fixes the per-tensor scale from the sample's largest magnitude.
+  std::shared_ptr<const Scheme> calibrate(ConstMatrixView sample, const QuantContext&) const override {
+    if (config_.scale != TensorScale::calibrated) return shared_from_this();
+    float amax = 0.0f;
+    for (int64_t i = 0; i < sample.size(); ++i) amax = std::max(amax, std::fabs(sample.data[i]));
+    MicroConfig fitted = config_;
+    fitted.scale = TensorScale::fixed;
+    fitted.value = codec::nvfp4_global_scale(amax);
+    return std::make_shared<MicroScheme>(fitted);
+  }
+
+  std::optional<DeviceFormat> device_format() const override { return format_; }
+
+ private:
+  static DeviceFormat make_format(const MicroConfig& c) {
+    DeviceFormat f;
+    f.kind = c.kind;
+    f.bits = c.kind == CodecKind::mxfp8 ? 8 : 4;
+    f.axis = GroupAxis::token;
+    f.group = c.block;
+    f.scale_type = ScaleType::f32;
+    if (c.scale == TensorScale::fixed) f.static_scale = c.value;
+    return f;
+  }
+
+  codec::PackedLayout layout(int64_t tokens, int64_t head_dim) const {
+    return codec::packed_layout(format_, tokens, head_dim);
+  }
+
+  MicroConfig config_;
+  std::string spec_;
+  DeviceFormat format_;  // the one description of the block's layout
+};
+
+SchemePtr make_nvfp4(const SchemeParams& p) {
+  MicroConfig c{.family = "nvfp4", .kind = CodecKind::nvfp4, .block = 16};
+  const std::string& scale = p.choice("scale");
+  c.scale = scale == "static" ? TensorScale::fixed : scale == "calibrated" ? TensorScale::calibrated : TensorScale::dynamic;
+  if (c.scale == TensorScale::fixed) {
+    const std::string where = "scheme spec '" + p.canonical() + "': ";
+    if (!p.has("value")) throw InputError(where + "'scale=static' needs 'value' (the per-tensor scale, a number > 0)");
+    c.value = positive_float32(p, "value");
+    if (c.value == 0.0f) {
+      throw InputError(where + "'value' must be a scale > 0 that fits a float32");
+    }
+  } else if (p.has("value")) {
+    throw InputError("scheme spec '" + p.canonical() + "': 'value' is only for 'scale=static' (found scale=" + scale +
+                     ")");
+  }
+  return std::make_shared<MicroScheme>(c);
+}
+
+}  // namespace
+
+void register_microscale_families(Registry& registry) {
+  FamilyInfo mxfp4;
+  mxfp4.name = "mxfp4";
+  mxfp4.summary = "OCP MXFP4: E2M1 codes with a power-of-two (E8M0) scale per 32 channels (or 16)";
+  mxfp4.origin = KVTUNE_BUILTIN_ORIGIN;
+  mxfp4.params = mxfp4_domains();
+  mxfp4.make = [](const SchemeParams& p) -> SchemePtr {
+    return std::make_shared<MicroScheme>(
+        MicroConfig{.family = "mxfp4", .kind = CodecKind::mxfp4, .block = p.choice("block") == "16" ? 16 : 32});
+  };
+  registry.add(std::move(mxfp4));
+
+  FamilyInfo mxfp8;
+  mxfp8.name = "mxfp8";
+  mxfp8.summary = "OCP MXFP8: E4M3 codes with a power-of-two (E8M0) scale per 32 channels";
+  mxfp8.origin = KVTUNE_BUILTIN_ORIGIN;
+  mxfp8.make = [](const SchemeParams&) -> SchemePtr {
+    return std::make_shared<MicroScheme>(MicroConfig{.family = "mxfp8", .kind = CodecKind::mxfp8, .block = 32});
+  };
+  registry.add(std::move(mxfp8));
+
+  FamilyInfo nvfp4;
+  nvfp4.name = "nvfp4";
+  nvfp4.summary = "NVFP4: E2M1 codes, an E4M3 scale per 16 channels and a float32 scale per tensor";
+  nvfp4.origin = KVTUNE_BUILTIN_ORIGIN;
+  nvfp4.params = nvfp4_domains();
+  nvfp4.make = make_nvfp4;
+  registry.add(std::move(nvfp4));
+}
+
+}  // namespace kvtune::builtin
