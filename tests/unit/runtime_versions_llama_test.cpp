@@ -80,7 +80,8 @@ TEST(RuntimeVersionsLlama, FlashAttentionAutoWithQuantizedVBeforeAndAfterPr25871
                         Case{"b10632", "From b10632 -fa auto also turns flash attention on"},
                         Case{"b10900", "From b10632 -fa auto also turns flash attention on"}}) {
     SCOPED_TRACE(c.version);
-    const RuntimeOption& o = option(runtime_options(t, c.version), "q4_0/q4_0 (rotated)");
+    const RuntimeView v = runtime_options(t, c.version);
+    const RuntimeOption& o = option(v, "q4_0/q4_0 (rotated)");
     EXPECT_EQ(o.settings.cli, (std::vector<std::string>{"-ctk q4_0", "-ctv q4_0", "-fa on"}));
     EXPECT_TRUE(any_contains(o.settings.caveats, c.caveat));
     // Exactly one of the three -fa auto caveats applies.
@@ -106,7 +107,8 @@ TEST(RuntimeVersionsLlama, CudaFlashAttentionBuildFlagBeforeAndAfterPr28079) {
   }
   for (const char* version : {"b10820", "b10969"}) {
     SCOPED_TRACE(version);
-    const RuntimeOption& mixed = option(runtime_options(t, version), "q8_0/q5_1 (rotated)");
+    const RuntimeView v = runtime_options(t, version);
+    const RuntimeOption& mixed = option(v, "q8_0/q5_1 (rotated)");
     ASSERT_EQ(mixed.settings.build.size(), 1u);
     EXPECT_TRUE(any_contains(mixed.settings.build, "GGML_CUDA_FA_ALL_QUANTS=ON"));
     EXPECT_TRUE(any_contains(mixed.settings.build, "alias of GGML_CUDA_FA_QUANTS=all"));
