@@ -1,0 +1,242 @@
+// The shipped llama.cpp and Ollama tables by version: for each setting whose spelling or behaviour
+// changed between releases, two versions on each side of the boundary and the settings they emit
+// (configs/runtimes/llama-cpp.toml, configs/runtimes/ollama.toml; docs/runtimes.md, "every KV setting").
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "kvtune/runtime_table.h"
+#include "test_support.h"
+
+namespace kvtune {
+namespace {
+
+RuntimeTable shipped(const std::string& name) {
+  return load_runtime_table(std::filesystem::path(KVTUNE_SOURCE_DIR) / "configs" / "runtimes" / (name + ".toml"),
+                            builtin_registry());
+}
+
+const RuntimeOption& option(const RuntimeView& view, const std::string& name) {
+  for (const RuntimeOption& o : view.options) {
+    if (o.name == name) return o;
+  }
+  ADD_FAILURE() << view.title << " " << view.version << " has no option '" << name << "'";
+  static const RuntimeOption none;
+  return none;
+}
+
+bool has_option(const RuntimeView& view, const std::string& name) {
+  return std::any_of(view.options.begin(), view.options.end(), [&](const RuntimeOption& o) { return o.name == name; });
+}
+
+bool has(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+bool any_contains(const std::vector<std::string>& list, const std::string& part) {
+  return std::any_of(list.begin(), list.end(), [&](const std::string& s) { return s.find(part) != std::string::npos; });
+}
+
+// ---- llama.cpp ------------------------------------------------------------------------------------
+
+// PR #15434: -fa was a bare switch before it, and takes on|off|auto from it (b6325).
+TEST(RuntimeVersionsLlama, FlashAttentionFlagIsBareBeforePr15434AndOnAfter) {
+  const RuntimeTable t = shipped("llama-cpp");
+  struct Case {
+    const char* version;
+    const char* flag;
+    const char* other;
+    bool verified;
+  };
+  for (const Case& c : {Case{"b6000", "-fa", "-fa on", false}, Case{"b6324", "-fa", "-fa on", false},
+                        Case{"b6325", "-fa on", "-fa", true}, Case{"b7000", "-fa on", "-fa", true}}) {
+    SCOPED_TRACE(c.version);
+    const RuntimeView v = runtime_options(t, c.version);
+    const RuntimeOption& q8 = option(v, "q8_0/q8_0 (unrotated)");
+    EXPECT_EQ(q8.settings.cli, (std::vector<std::string>{"-ctk q8_0", "-ctv q8_0", c.flag}));
+    EXPECT_FALSE(has(q8.settings.cli, c.other));
+    EXPECT_TRUE(q8.settings.needs_flash_attention);
+    EXPECT_EQ(q8.settings.verified, c.verified);  // b6325 as the first build is not read from a tag
+    // A quantized K alone needs no flash attention, in either spelling.
+    const RuntimeOption& k_only = option(v, "q8_0/f16 (unrotated)");
+    EXPECT_EQ(k_only.settings.cli, (std::vector<std::string>{"-ctk q8_0", "-ctv f16"}));
+    EXPECT_FALSE(k_only.settings.needs_flash_attention);
+  }
+}
+
+// PR #25871: -fa auto turns flash attention on for a quantized V. Before b9840 it does not, b9840 up to
+// b10632 is the range the PR landed in, from b10632 logs show it. -fa on is printed in every range.
+TEST(RuntimeVersionsLlama, FlashAttentionAutoWithQuantizedVBeforeAndAfterPr25871) {
+  const RuntimeTable t = shipped("llama-cpp");
+  struct Case {
+    const char* version;
+    const char* caveat;
+  };
+  for (const Case& c : {Case{"b9000", "may leave flash attention off"}, Case{"b9839", "may leave flash attention off"},
+                        Case{"b9840", "between b9840 and b10632"}, Case{"b10631", "between b9840 and b10632"},
+                        Case{"b10632", "From b10632 -fa auto also turns flash attention on"},
+                        Case{"b10900", "From b10632 -fa auto also turns flash attention on"}}) {
+    SCOPED_TRACE(c.version);
+    const RuntimeView v = runtime_options(t, c.version);
+    const RuntimeOption& o = option(v, "q4_0/q4_0 (rotated)");
+    EXPECT_EQ(o.settings.cli, (std::vector<std::string>{"-ctk q4_0", "-ctv q4_0", "-fa on"}));
+    EXPECT_TRUE(any_contains(o.settings.caveats, c.caveat));
+    // Exactly one of the three -fa auto caveats applies.
+    const int ranges = any_contains(o.settings.caveats, "may leave flash attention off") +
+                       any_contains(o.settings.caveats, "between b9840 and b10632") +
+                       any_contains(o.settings.caveats, "From b10632");
+    EXPECT_EQ(ranges, 1);
+  }
+}
+
+// PR #28079: GGML_CUDA_FA_ALL_QUANTS (unsupported pairs run attention on the CPU) until b10820; a
+// transition range while the first build is unknown; GGML_CUDA_FA_QUANTS (f16 conversion on the GPU)
+// from b10970.
+TEST(RuntimeVersionsLlama, CudaFlashAttentionBuildFlagBeforeAndAfterPr28079) {
+  const RuntimeTable t = shipped("llama-cpp");
+  for (const char* version : {"b10000", "b10819"}) {
+    SCOPED_TRACE(version);
+    const RuntimeView v = runtime_options(t, version);
+    const RuntimeOption& mixed = option(v, "q8_0/q5_1 (rotated)");
+    EXPECT_EQ(mixed.settings.build, (std::vector<std::string>{"GGML_CUDA_FA_ALL_QUANTS=ON (CUDA builds)"}));
+    EXPECT_TRUE(any_contains(mixed.settings.unsupported, "falls back to the CPU"));
+    EXPECT_TRUE(mixed.settings.verified);
+  }
+  for (const char* version : {"b10820", "b10969"}) {
+    SCOPED_TRACE(version);
+    const RuntimeView v = runtime_options(t, version);
+    const RuntimeOption& mixed = option(v, "q8_0/q5_1 (rotated)");
+    ASSERT_EQ(mixed.settings.build.size(), 1u);
+    EXPECT_TRUE(any_contains(mixed.settings.build, "GGML_CUDA_FA_ALL_QUANTS=ON"));
+    EXPECT_TRUE(any_contains(mixed.settings.build, "alias of GGML_CUDA_FA_QUANTS=all"));
+    EXPECT_FALSE(mixed.settings.verified);  // the first build with PR #28079 is not known
+  }
+  for (const char* version : {"b10970", "b11500", "latest"}) {
+    SCOPED_TRACE(version);
+    const RuntimeView v = runtime_options(t, version);
+    const RuntimeOption& mixed = option(v, "q8_0/q5_1 (rotated)");
+    ASSERT_EQ(mixed.settings.build.size(), 1u);
+    EXPECT_TRUE(any_contains(mixed.settings.build, "GGML_CUDA_FA_QUANTS="));
+    EXPECT_FALSE(any_contains(mixed.settings.build, "GGML_CUDA_FA_ALL_QUANTS"));
+    EXPECT_TRUE(mixed.settings.unsupported.empty());  // converted to f16 on the GPU, not moved to the CPU
+    EXPECT_TRUE(any_contains(mixed.settings.caveats, "convert K and V to f16"));
+    EXPECT_FALSE(mixed.settings.verified);
+  }
+  // Default builds have these pairs in every range: no build flag, nothing unsupported.
+  for (const char* version : {"b10000", "b10900", "b10970"}) {
+    SCOPED_TRACE(version);
+    const RuntimeView v = runtime_options(t, version);
+    for (const char* pair : {"q8_0/q8_0 (rotated)", "q4_0/q4_0 (rotated)", "f16/f16 (rotated)", "bf16/bf16 (rotated)"}) {
+      EXPECT_TRUE(option(v, pair).settings.build.empty()) << pair;
+      EXPECT_TRUE(option(v, pair).settings.unsupported.empty()) << pair;
+    }
+  }
+  // iq4_nl has no CUDA kernel before or after, and no build flag helps it.
+  for (const char* version : {"b10819", "b10970"}) {
+    SCOPED_TRACE(version);
+    const RuntimeView v = runtime_options(t, version);
+    for (const char* pair : {"q8_0/iq4_nl (rotated)", "iq4_nl/q8_0 (rotated)", "iq4_nl/iq4_nl (rotated)"}) {
+      EXPECT_TRUE(any_contains(option(v, pair).settings.unsupported, "any build")) << pair;
+      EXPECT_TRUE(option(v, pair).settings.build.empty()) << pair;
+    }
+  }
+}
+
+// PR #21038: from b8607 quantized types are rotated by default (per cache and role), with
+// LLAMA_ATTN_ROT_DISABLE=1 as a second profile; before, one unrotated profile.
+TEST(RuntimeVersionsLlama, RotatedSpecsFromTheRotationBuild) {
+  const RuntimeTable t = shipped("llama-cpp");
+  for (const char* version : {"b8000", "b8606"}) {
+    SCOPED_TRACE(version);
+    const RuntimeView v = runtime_options(t, version);
+    EXPECT_EQ(v.options.size(), 81u);
+    const RuntimeOption& o = option(v, "q5_1/q4_0 (unrotated)");
+    EXPECT_EQ(o.k_spec, "q5_1");
+    EXPECT_EQ(o.v_spec, "q4_0");
+    EXPECT_TRUE(o.settings.env.empty());
+    EXPECT_FALSE(has_option(v, "q5_1/q4_0 (rotated)"));
+  }
+  for (const char* version : {"b8607", "b9000"}) {
+    SCOPED_TRACE(version);
+    const RuntimeView v = runtime_options(t, version);
+    EXPECT_EQ(v.options.size(), 162u);
+    EXPECT_FALSE(has_option(v, "q5_1/q4_0 (unrotated)"));
+    const RuntimeOption& rotated = option(v, "q5_1/q4_0 (rotated)");
+    EXPECT_EQ(rotated.k_spec, "q5_1:rotation=hadamard");
+    EXPECT_EQ(rotated.v_spec, "q4_0:rotation=hadamard");
+    EXPECT_TRUE(any_contains(rotated.settings.caveats, "multiple of 64"));  // the head-size condition
+    const RuntimeOption& disabled = option(v, "q5_1/q4_0 (rotation disabled)");
+    EXPECT_EQ(disabled.k_spec, "q5_1");
+    EXPECT_EQ(disabled.settings.env, (std::vector<std::string>{"LLAMA_ATTN_ROT_DISABLE=1"}));
+    // Per role: an unquantized role is never rotated, the quantized one is.
+    const RuntimeOption& k_only = option(v, "q8_0/f16 (rotated)");
+    EXPECT_EQ(k_only.k_spec, "q8_0:rotation=hadamard");
+    EXPECT_EQ(k_only.v_spec, "f16");
+  }
+}
+
+TEST(RuntimeVersionsLlama, CheckedBuildIsLatestAndNewerBuildsAreFlagged) {
+  const RuntimeTable t = shipped("llama-cpp");
+  EXPECT_EQ(t.checked, "b10970");
+  EXPECT_FALSE(runtime_options(t, "b10970").beyond_checked);
+  EXPECT_TRUE(runtime_options(t, "b10971").beyond_checked);
+  EXPECT_EQ(runtime_options(t, "latest").version, "b10970");
+}
+
+// ---- Ollama ---------------------------------------------------------------------------------------
+
+// Up to 0.24.x (and 0.25.0-rc0): vendored llama.cpp without rotation, OLLAMA_FLASH_ATTENTION=1 needed
+// for the llama.cpp runner. From 0.30.0-rc0: upstream llama-server, rotated unless
+// LLAMA_ATTN_ROT_DISABLE=1, a refusal to start instead of a silent f16.
+TEST(RuntimeVersionsLlama, OllamaBundledLlamaCppUpTo024AndLlamaServerFrom030) {
+  const RuntimeTable t = shipped("ollama");
+  EXPECT_FALSE(t.kv_independent);
+  for (const char* version : {"0.20.3", "0.24.0", "0.25.0rc0"}) {
+    SCOPED_TRACE(version);
+    const RuntimeView v = runtime_options(t, version);
+    EXPECT_EQ(v.options.size(), 3u);
+    const RuntimeOption& q8 = option(v, "q8_0");
+    EXPECT_EQ(q8.k_spec, "q8_0");
+    EXPECT_EQ(q8.v_spec, "q8_0");
+    EXPECT_EQ(q8.settings.env, (std::vector<std::string>{"OLLAMA_FLASH_ATTENTION=1", "OLLAMA_KV_CACHE_TYPE=q8_0"}));
+    EXPECT_TRUE(q8.settings.needs_flash_attention);
+    EXPECT_TRUE(q8.settings.verified);
+    EXPECT_TRUE(any_contains(q8.settings.caveats, "OLLAMA_FLASH_ATTENTION must be enabled"));  // llama.cpp runner
+    EXPECT_TRUE(any_contains(q8.settings.caveats, "quantized kv cache requested but flash attention disabled"));
+    EXPECT_EQ(option(v, "q4_0").v_spec, "q4_0");
+    EXPECT_FALSE(has_option(v, "q8_0 (rotated)"));
+    EXPECT_EQ(option(v, "f16 (default)").settings.env, (std::vector<std::string>{"OLLAMA_KV_CACHE_TYPE=f16"}));
+  }
+  for (const char* version : {"0.30.0rc0", "0.30.0", "0.32.15", "latest"}) {
+    SCOPED_TRACE(version);
+    const RuntimeView v = runtime_options(t, version);
+    EXPECT_EQ(v.options.size(), 5u);
+    EXPECT_FALSE(has_option(v, "q8_0"));
+    const RuntimeOption& q8 = option(v, "q8_0 (rotated)");
+    EXPECT_EQ(q8.k_spec, "q8_0:rotation=hadamard");
+    EXPECT_EQ(q8.v_spec, "q8_0:rotation=hadamard");  // K and V still one type
+    EXPECT_EQ(q8.settings.env, (std::vector<std::string>{"OLLAMA_FLASH_ATTENTION=1", "OLLAMA_KV_CACHE_TYPE=q8_0"}));
+    EXPECT_TRUE(any_contains(q8.settings.caveats, "--flash-attn auto"));
+    EXPECT_TRUE(any_contains(q8.settings.caveats, "refuses to start"));
+    EXPECT_FALSE(any_contains(q8.settings.caveats, "OLLAMA_FLASH_ATTENTION must be enabled"));
+    EXPECT_EQ(option(v, "q4_0 (rotated)").k_spec, "q4_0:rotation=hadamard");
+    const RuntimeOption& plain = option(v, "q4_0 (rotation disabled)");
+    EXPECT_EQ(plain.k_spec, "q4_0");
+    EXPECT_EQ(plain.v_spec, "q4_0");
+    EXPECT_TRUE(has(plain.settings.env, "LLAMA_ATTN_ROT_DISABLE=1"));
+    EXPECT_EQ(option(v, "f16 (default)").k_spec, "f16");  // f16 is never rotated
+  }
+}
+
+TEST(RuntimeVersionsLlama, OllamaCheckedAtTheNewestTag) {
+  const RuntimeTable t = shipped("ollama");
+  EXPECT_EQ(t.checked, "0.33.0rc2");
+  EXPECT_FALSE(runtime_options(t, "0.32.15").beyond_checked);
+  EXPECT_TRUE(runtime_options(t, "0.33.0").beyond_checked);
+}
+
+}  // namespace
+}  // namespace kvtune
