@@ -49,8 +49,8 @@ std::string family_of(CodecKind kind, Family& family) {
     case CodecKind::mxfp4:
     case CodecKind::mxfp8:
     case CodecKind::nvfp4:
-      return "the block-scaled float kinds (mxfp4, mxfp8, nvfp4) have no fused decoder yet (quantize_append and "
-             "dequantize support them; attention runs on the CPU path)";
+      family = Family::micro;
+      return {};
     case CodecKind::f32:
       return "codec kind f32 has no fused decoder (a float32 cache runs on the CPU path; store it as f16 or bf16 "
              "for the GPU)";
@@ -73,6 +73,14 @@ std::string format_unsupported(const char* role, const DeviceFormat& f, int32_t 
   Family family{};
   const std::string why = family_of(f.kind, family);
   if (!why.empty()) return who + why;
+  if (family == Family::micro) {
+    if ((f.group != 16 && f.group != 32) || f.bits != (f.kind == CodecKind::mxfp8 ? 8 : 4)) {
+      return who + "a block-scaled float needs 16 or 32 channels per scale and " +
+             std::string(f.kind == CodecKind::mxfp8 ? "8" : "4") + "-bit codes (found group " +
+             std::to_string(f.group) + ", " + std::to_string(f.bits) + " bits)";
+    }
+    return {};  // 16 and 32 divide every head_dim the kernels take
+  }
   if (family != Family::integer) return {};
   if (f.bits < 2 || f.bits > 8)
     return who + "integer codes of " + std::to_string(f.bits) + " bits (the kernels decode 2..8)";
@@ -118,7 +126,7 @@ detail::CodecArgs codec_args(const CacheDesc& c, const uint8_t* cache) {
     a.row_shift = is_power_of_two(L.rows_per_tile) ? log2_of(L.rows_per_tile) : -1;
   }
   // Integer channel groups divide head_dim (a power of two), so they are powers of two too.
-  a.col_shift = c.format.kind == CodecKind::integer ? log2_of(L.cols_per_group) : 0;
+  a.col_shift = c.format.kind == CodecKind::integer || codec::is_micro(c.format.kind) ? log2_of(L.cols_per_group) : 0;
   a.bits = c.format.bits;
   a.block_bytes = L.block_bytes;
   a.kind = c.format.kind;
@@ -266,6 +274,9 @@ cudaError_t decode_attention(const DecodeAttentionParams& p, cudaStream_t stream
       break;
     case Family::ggml:
       err = detail::launch_decode_attention_k_ggml(kp, v_family, d, grid, stream);
+      break;
+    case Family::micro:
+      err = detail::launch_decode_attention_k_micro(kp, v_family, d, grid, stream);
       break;
   }
   if (err != cudaSuccess || p.num_splits == 1) return err;

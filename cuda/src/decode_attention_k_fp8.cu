@@ -1,4 +1,4 @@
-// Fused decode attention with fp8 (e4m3 / e5m2) K: the 5 V families x 3 head dims of this K family
+// Fused decode attention with fp8 (e4m3 / e5m2) K: the 6 V families x 3 head dims of this K family
 // (decode_attention_kernel.cuh). One translation unit per K family so the instances compile in
 // parallel.
 #include "decode_attention_kernel.cuh"

@@ -1,6 +1,6 @@
 // The fused split-K decode attention kernel (private to cuda/src). Included by one .cu file per K
-// codec family (decode_attention_k_*.cu), each instantiating its 5 V families x 3 head dims, so
-// the 75 instances compile in parallel; decode_attention.cu holds the host dispatch and the merge.
+// codec family (decode_attention_k_*.cu), each instantiating its 6 V families x 3 head dims, so
+// the 108 instances compile in parallel; decode_attention.cu holds the host dispatch and the merge.
 //
 // One thread block of kThreads = 128 threads owns one (split, KV head, sequence). A token's
 // head_dim channels are split into runs of 8 consecutive channels, one run per lane: kLanes =
@@ -35,6 +35,7 @@
 #include <cstdint>
 
 #include "kvtune/codecs/ggml_blocks.h"
+#include "kvtune/codecs/microscale.h"
 #include "kvtune/codecs/packed_layout.h"
 #include "kvtune/cuda/decode_attention.h"
 #include "kvtune/device_format.h"
@@ -49,7 +50,7 @@ inline constexpr int kRun = 8;            // consecutive channels a lane decodes
 static_assert(kMaxGroup == 8, "reduce_scatter8 and the owner mapping are written for 8 queries");
 
 // The codec families the kernel is templated on; the kind within a family is a runtime value.
-enum class Family : uint8_t { f16, bf16, fp8, integer, ggml };
+enum class Family : uint8_t { f16, bf16, fp8, integer, ggml, micro };
 
 // row_shift value: the whole region is one tile of tokens (integer axis=tensor, or a channel
 // group at least as long as the region).
@@ -64,7 +65,8 @@ struct CodecArgs {
   int64_t rows_per_tile = 1;   // integer: tokens per group tile
   int64_t groups_per_row = 0;  // integer: groups per token row
   int32_t row_shift = 0;       // integer: log2(rows_per_tile) when a power of two, kOneTile, or -1 (divide)
-  int32_t col_shift = 0;       // integer: log2(cols_per_group); channel groups divide head_dim = 2^k
+  int32_t col_shift = 0;       // integer: log2(cols_per_group); channel groups divide head_dim = 2^k;
+                               // micro: log2(channels per scale block), 4 or 5
   int32_t bits = 0;            // integer: bits per code, 2..8
   int32_t block_bytes = 0;     // ggml: bytes per 32-element block
   CodecKind kind = CodecKind::f16;
@@ -366,6 +368,40 @@ struct GgmlDecoder {  // ggml: the run's 8 elements lie in block (t * D/32 + c0/
   }
 };
 
+// mxfp4 / mxfp8 / nvfp4: a run of 8 channels starting at a multiple of 8 lies inside one scale
+// block of 16 or 32. The block's scale byte, then 4 (E2M1) or 8 (E4M3) code bytes at
+// code_offset + i * bits / 8 (a 16-byte aligned code_offset, so 4- and 8-byte aligned loads).
+// decode_element's arithmetic: micro_scale(), then micro_dequantize() of each code.
+struct MicroDecoder {
+  struct Raw {
+    uint2 codes;
+    float scale;
+  };
+  template <int D>
+  __device__ static Raw load(const CodecArgs& a, const uint8_t* region, int64_t t, int c0) {
+    const int64_t i = t * D + c0;
+    const uint8_t code = __ldg(region + a.scale_offset + (i >> a.col_shift));
+    Raw r;
+    r.scale = a.kind == CodecKind::nvfp4 ? codec::nvfp4_block_scale(code, __ldg(reinterpret_cast<const float*>(region)))
+                                         : codec::e8m0_to_f32(code);
+    if (a.bits == 8) {
+      r.codes = __ldg(reinterpret_cast<const uint2*>(region + a.code_offset + i));
+    } else {
+      r.codes = make_uint2(__ldg(reinterpret_cast<const unsigned int*>(region + a.code_offset + i / 2)), 0u);
+    }
+    return r;
+  }
+  __device__ static void decode(const CodecArgs& a, const uint8_t*, const Raw& r, int, const float*, float (&x)[kRun]) {
+    const codec::MicroElement e = a.kind == CodecKind::mxfp8 ? codec::MicroElement::e4m3 : codec::MicroElement::e2m1;
+#pragma unroll
+    for (int j = 0; j < kRun; ++j) {
+      const uint32_t code = a.bits == 8 ? ((j < 4 ? r.codes.x : r.codes.y) >> (8 * (j % 4))) & 0xffu
+                                        : (r.codes.x >> (4 * j)) & 0xfu;  // element 2k low nibble, 2k + 1 high
+      x[j] = codec::micro_dequantize(static_cast<uint8_t>(code), r.scale, e);
+    }
+  }
+};
+
 // ---- the reduction of 8 partial dot products over a token's kLanes lanes -------------------
 
 // v[g]: this lane's partial dot product for query g. Returns the full dot product (summed over
@@ -659,6 +695,8 @@ cudaError_t launch_with_k(const KernelParams& p, Family v, int head_dim, dim3 gr
       return launch_head_dim<KDec, IntDecoder>(p, head_dim, grid, stream);
     case Family::ggml:
       return launch_head_dim<KDec, GgmlDecoder>(p, head_dim, grid, stream);
+    case Family::micro:
+      return launch_head_dim<KDec, MicroDecoder>(p, head_dim, grid, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -669,5 +707,6 @@ cudaError_t launch_decode_attention_k_bf16(const KernelParams& p, Family v, int 
 cudaError_t launch_decode_attention_k_fp8(const KernelParams& p, Family v, int head_dim, dim3 grid, cudaStream_t s);
 cudaError_t launch_decode_attention_k_int(const KernelParams& p, Family v, int head_dim, dim3 grid, cudaStream_t s);
 cudaError_t launch_decode_attention_k_ggml(const KernelParams& p, Family v, int head_dim, dim3 grid, cudaStream_t s);
+cudaError_t launch_decode_attention_k_micro(const KernelParams& p, Family v, int head_dim, dim3 grid, cudaStream_t s);
 
 }  // namespace kvtune::cuda::detail

@@ -70,6 +70,16 @@ DeviceFormat int_format(int bits, GroupAxis axis, int group, ScaleType scale_typ
   return f;
 }
 
+DeviceFormat micro_format(CodecKind kind, int group, float static_scale = 0.0f) {
+  DeviceFormat f;
+  f.kind = kind;
+  f.bits = kind == CodecKind::mxfp8 ? 8 : 4;
+  f.axis = GroupAxis::token;
+  f.group = group;
+  f.static_scale = static_scale;
+  return f;
+}
+
 DeviceFormat ggml_format(CodecKind kind) {
   DeviceFormat f;
   f.kind = kind;
@@ -106,6 +116,11 @@ const std::vector<Format>& formats() {
       {"q5_0", ggml_format(CodecKind::q5_0)},
       {"q5_1", ggml_format(CodecKind::q5_1)},
       {"iq4_nl", ggml_format(CodecKind::iq4_nl)},
+      {"mxfp4", micro_format(CodecKind::mxfp4, 32)},
+      {"mxfp4:block=16", micro_format(CodecKind::mxfp4, 16)},
+      {"mxfp8", micro_format(CodecKind::mxfp8, 32)},
+      {"nvfp4", micro_format(CodecKind::nvfp4, 16)},
+      {"nvfp4:scale=static,value=0.004", micro_format(CodecKind::nvfp4, 16, 0.004f)},
   };
   return all;
 }
@@ -375,11 +390,11 @@ TEST_F(DecodeAttentionGpu, MixedPairs) {
   }
 }
 
-// Every one of the 75 kernel instances: each K family with each V family at each head dim, over
+// Every one of the 108 kernel instances: each K family with each V family at each head dim, over
 // odd lengths, an odd group and several splits (so the merge runs too).
 TEST_F(DecodeAttentionGpu, EveryFamilyPairAtEveryHeadDim) {
   const char* families[] = {"f16", "bf16", "fp8:format=e4m3,scale=dynamic,granularity=token",
-                            "int:bits=4,axis=token,group=32,asym,scale=f16", "q4_0"};
+                            "int:bits=4,axis=token,group=32,asym,scale=f16", "q4_0", "nvfp4"};
   for (const char* k : families) {
     for (const char* v : families) {
       for (const int32_t d : {64, 128, 256}) {
