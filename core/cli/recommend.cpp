@@ -82,9 +82,10 @@ SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& prese
     fit.tensor_parallel = gpu_count(gpu.gpus, "--gpu-mem", o.gpus, "--gpus");
     fit.weights = o.weights.empty() ? uint64_t(preset.parameters) * 2 : parse_size(o.weights, "--weights");
     if (weights_per_gpu(fit.weights, fit.tensor_parallel) >= fit.gpu_mem) {
-      throw InputError(fit.tensor_parallel == 1 ? "--weights leave nothing of --gpu-mem for the cache"
-                              : "the weights split over " + std::to_string(fit.tensor_parallel) +
-                                    " GPUs leave nothing of each GPU's --gpu-mem for the cache");
+      throw InputError(fit.tensor_parallel == 1
+                           ? "--weights leave nothing of --gpu-mem for the cache"
+                           : "the weights split over " + std::to_string(fit.tensor_parallel) +
+                                 " GPUs leave nothing of each GPU's --gpu-mem for the cache");
     }
     fit.ctx = o.ctx;
     fit.sequences = o.sequences;

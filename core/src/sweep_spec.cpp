@@ -581,8 +581,9 @@ SweepBudget read_budget(TableReader b, const SweepSpec& spec) {
     if (const toml::node* w = f.node("weights")) {
       m.weights = size_value(f, *w, "weights");
       if (weights_per_gpu(m.weights, m.tensor_parallel) >= m.gpu_mem) {
-        f.fail(*w, m.tensor_parallel == 1 ? "'weights' leave nothing of 'gpu_mem' for the cache"
-                          : "'weights' split over " + std::to_string(m.tensor_parallel) +
+        f.fail(*w, m.tensor_parallel == 1
+                       ? "'weights' leave nothing of 'gpu_mem' for the cache"
+                       : "'weights' split over " + std::to_string(m.tensor_parallel) +
                                 " GPUs leave nothing of each GPU's 'gpu_mem' for the cache");
       }
     }
