@@ -1,5 +1,5 @@
 // kvtune memory --model NAME | --layers L --kv-heads H --head-dim D, --ctx N, --k SPEC --v SPEC
-//               [--gpu-mem SIZE [--weights SIZE]] [--json]
+//               [--gpu-mem SIZE|NxSIZE [--weights SIZE]] [--gpus N] [--json]
 #include "kvtune/memory.h"
 
 #include <cstdio>
@@ -21,6 +21,7 @@ struct MemoryOptions {
   int64_t ctx = 0;
   std::string k, v;
   std::string gpu_mem, weights;
+  std::optional<int64_t> gpus;
   bool json = false;
 };
 
@@ -111,14 +112,20 @@ int run(const MemoryOptions& o) {
   const Model m = resolve_model(o);
   const SchemePtr k = make_scheme("--k", o.k), v = make_scheme("--v", o.v);
   std::optional<uint64_t> gpu_bytes;
+  std::optional<int64_t> size_gpus;  // N of --gpu-mem NxSIZE
   if (!o.gpu_mem.empty()) {
-    gpu_bytes = parse_size(o.gpu_mem, "--gpu-mem");
-    if (*gpu_bytes == 0) throw InputError("--gpu-mem '" + o.gpu_mem + "': a GPU needs more than 0 bytes");
+    const GpuMemory g = parse_gpu_memory(o.gpu_mem, "--gpu-mem");
+    if (g.bytes == 0) throw InputError("--gpu-mem '" + o.gpu_mem + "': a GPU needs more than 0 bytes");
+    gpu_bytes = g.bytes;
+    size_gpus = g.gpus;
   }
+  const int64_t gpus = gpu_count(size_gpus, "--gpu-mem", o.gpus, "--gpus");
   const std::optional<Weights> weights = resolve_weights(o, m);
   const MemoryEstimate e = estimate_memory(m.shape, o.ctx, scheme_storage(k), scheme_storage(v));
+  // Per GPU of the tensor-parallel group; without --gpu-mem only the cache figures mean anything.
+  const GpuFit fit = fit_per_gpu(m.shape, e, gpu_bytes.value_or(0), weights ? weights->bytes : 0, gpus);
   std::optional<uint64_t> sequences;
-  if (gpu_bytes) sequences = max_sequences(*gpu_bytes, weights->bytes, e.total_bytes);
+  if (gpu_bytes) sequences = fit.sequences;
   if (m.preset && o.ctx > m.preset->max_context) {
     std::cerr << "kvtune: note: --ctx " << o.ctx << " is beyond " << m.preset->name << "'s max_context "
               << m.preset->max_context << "\n";
@@ -140,7 +147,12 @@ int run(const MemoryOptions& o) {
                           {"total_bytes", e.total_bytes},
                           {"gpu_mem_bytes", gpu_bytes ? nlohmann::json(*gpu_bytes) : nlohmann::json(nullptr)},
                           {"weight_bytes", weights ? nlohmann::json(weights->bytes) : nlohmann::json(nullptr)},
-                          {"max_sequences", sequences ? nlohmann::json(*sequences) : nlohmann::json(nullptr)}};
+                          {"max_sequences", sequences ? nlohmann::json(*sequences) : nlohmann::json(nullptr)},
+                          {"gpus", gpus},
+                          {"kv_heads_per_gpu", fit.kv_heads},
+                          {"bytes_per_sequence_per_gpu", fit.sequence_bytes},
+                          {"weight_bytes_per_gpu", weights ? nlohmann::json(fit.weight_bytes) : nlohmann::json(nullptr)},
+                          {"free_bytes_per_gpu", gpu_bytes ? nlohmann::json(fit.free_bytes) : nlohmann::json(nullptr)}};
     if (m.preset) out["source"] = m.preset->source;
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -160,14 +172,30 @@ int run(const MemoryOptions& o) {
                        ")");
   row("per sequence", format_bytes(static_cast<double>(e.total_bytes), 2) + "  (" + std::to_string(e.total_bytes) +
                           " bytes at " + std::to_string(o.ctx) + " tokens)");
+  const bool split = gpus > 1;
+  if (split) {
+    row("gpus", std::to_string(gpus) + ", tensor parallel: " + std::to_string(fit.kv_heads) + " of " +
+                    std::to_string(m.shape.kv_heads) + " KV heads per GPU" +
+                    (gpus > m.shape.kv_heads ? " (replicated: more GPUs than KV heads)" : ""));
+    row("per GPU", format_bytes(static_cast<double>(fit.sequence_bytes), 2) + " per sequence  (" +
+                       std::to_string(fit.sequence_bytes) + " bytes)");
+  }
   if (gpu_bytes) {
-    row("gpu memory",
-        format_bytes(static_cast<double>(*gpu_bytes), 2) + "  (" + std::to_string(*gpu_bytes) + " bytes)");
+    const std::string per_gpu = split ? " per GPU" : "";
+    row("gpu memory", format_bytes(static_cast<double>(*gpu_bytes), 2) + per_gpu + "  (" +
+                          std::to_string(*gpu_bytes) + " bytes)");
     row("weights", format_bytes(static_cast<double>(weights->bytes), 2) + "  (" + std::to_string(weights->bytes) +
                        " bytes, " + weights->origin + ")");
+    if (split) {
+      row("weights/GPU", format_bytes(static_cast<double>(fit.weight_bytes), 2) + "  (" +
+                             std::to_string(fit.weight_bytes) + " bytes: split evenly over " + std::to_string(gpus) +
+                             " GPUs; replicated embeddings and norms not counted)");
+      row("free per GPU", format_bytes(static_cast<double>(fit.free_bytes), 2) + "  (" +
+                              std::to_string(fit.free_bytes) + " bytes)");
+    }
     row("max sequences",
-        std::to_string(*sequences) + (weights->bytes >= *gpu_bytes ? "  (the weights alone do not fit)"
-                                                                   : "  of " + std::to_string(o.ctx) + " tokens"));
+        std::to_string(*sequences) + (fit.weight_bytes >= *gpu_bytes ? "  (the weights alone do not fit)"
+                                                                     : "  of " + std::to_string(o.ctx) + " tokens"));
   }
   return 0;
 }
@@ -191,7 +219,10 @@ Runner add_memory(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 32));
   app.add_option("--k", o->k, "key scheme spec, e.g. f16, q8_0, int:bits=4,axis=channel,group=32")->required();
   app.add_option("--v", o->v, "value scheme spec")->required();
-  app.add_option("--gpu-mem", o->gpu_mem, "GPU memory: 80GiB, 141GB, 512MiB, 1.5TiB or bytes");
+  app.add_option("--gpu-mem", o->gpu_mem,
+                 "GPU memory: 80GiB, 141GB, 512MiB, 1.5TiB or bytes; NxSIZE (2x80GiB) for N GPUs of SIZE each");
+  app.add_option("--gpus", o->gpus, "tensor-parallel GPUs: KV heads and weights split across them (default 1)")
+      ->check(CLI::Range(int64_t(1), kMaxGpus));
   app.add_option("--weights", o->weights, "weight bytes (default with --model: bf16, 2 bytes x parameters)");
   app.add_flag("--json", o->json, "print JSON instead of text");
   return [o] { return run(*o); };

@@ -1,5 +1,5 @@
-// kvtune recommend --model NAME --ctx N [--max-rel-err E] [--min-needle-hit H] [--gpu-mem SIZE]
-//                  [--weights SIZE] [--sequences S] [--runtime R[@VERSION]...] [--eval-ctx N]
+// kvtune recommend --model NAME --ctx N [--max-rel-err E] [--min-needle-hit H] [--gpu-mem SIZE|NxSIZE]
+//                  [--weights SIZE] [--sequences S] [--gpus N] [--runtime R[@VERSION]...] [--eval-ctx N]
 //                  [--out DIR] [--resume] [--jobs N] [--json]
 // The common question as a sweep: the embedded template (sweeps/recommend.toml) read with the
 // model, the context, the budget and the runtimes as typed overrides, then run like `kvtune sweep`.
@@ -25,6 +25,7 @@ struct RecommendOptions {
   std::optional<double> max_rel_err, min_needle_hit;
   std::string gpu_mem, weights;
   int64_t sequences = 1;
+  std::optional<int64_t> gpus;
   std::vector<std::string> runtimes;
   std::optional<int64_t> eval_ctx;
   std::string out = "kvtune-recommend";
@@ -45,6 +46,7 @@ std::string resume_command(const RecommendOptions& o) {
   if (!o.gpu_mem.empty()) cmd += " --gpu-mem " + o.gpu_mem;
   if (!o.weights.empty()) cmd += " --weights " + o.weights;
   if (o.sequences != 1) cmd += " --sequences " + std::to_string(o.sequences);
+  if (o.gpus) cmd += " --gpus " + std::to_string(*o.gpus);
   for (const std::string& r : o.runtimes) cmd += " --runtime " + r;
   if (o.eval_ctx) cmd += " --eval-ctx " + std::to_string(*o.eval_ctx);
   return cmd + " --out " + o.out + " --resume";
@@ -75,14 +77,23 @@ SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& prese
       throw InputError("--gpu-mem: the preset '" + preset.name + "' gives no parameter count; pass --weights SIZE");
     }
     MemoryFit fit;
-    fit.gpu_mem = parse_size(o.gpu_mem, "--gpu-mem");
+    const GpuMemory gpu = parse_gpu_memory(o.gpu_mem, "--gpu-mem");
+    fit.gpu_mem = gpu.bytes;
+    fit.tensor_parallel = gpu_count(gpu.gpus, "--gpu-mem", o.gpus, "--gpus");
     fit.weights = o.weights.empty() ? uint64_t(preset.parameters) * 2 : parse_size(o.weights, "--weights");
-    if (fit.weights >= fit.gpu_mem) throw InputError("--weights leave nothing of --gpu-mem for the cache");
+    if (weights_per_gpu(fit.weights, fit.tensor_parallel) >= fit.gpu_mem) {
+      throw InputError(fit.tensor_parallel == 1
+                           ? "--weights leave nothing of --gpu-mem for the cache"
+                           : "the weights split over " + std::to_string(fit.tensor_parallel) +
+                                 " GPUs leave nothing of each GPU's --gpu-mem for the cache");
+    }
     fit.ctx = o.ctx;
     fit.sequences = o.sequences;
     ov.fit = fit;
   } else if (!o.weights.empty()) {
     throw InputError("--weights needs --gpu-mem (the memory they share)");
+  } else if (o.gpus) {
+    throw InputError("--gpus needs --gpu-mem (the memory of each GPU)");
   }
   if (terms.empty() && !ov.fit) throw InputError("give a budget: --max-rel-err, --min-needle-hit and/or --gpu-mem");
   std::vector<RuntimeTarget> runtimes;
@@ -135,7 +146,10 @@ Runner add_recommend(CLI::App& app) {
   app.add_option("--ctx", o->ctx, "context length to serve (tokens)")->required()->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   app.add_option("--max-rel-err", o->max_rel_err, "budget: max mean rel_out_err")->check(CLI::PositiveNumber);
   app.add_option("--min-needle-hit", o->min_needle_hit, "budget: min mean needle_hit")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--gpu-mem", o->gpu_mem, "budget: GPU memory for weights + KV cache, e.g. 80GiB");
+  app.add_option("--gpu-mem", o->gpu_mem,
+                 "budget: GPU memory for weights + KV cache, e.g. 80GiB; NxSIZE (8x80GiB) for N GPUs of SIZE each");
+  app.add_option("--gpus", o->gpus, "tensor-parallel GPUs of --gpu-mem each: KV heads and weights split (default 1)")
+      ->check(CLI::Range(int64_t(1), kMaxGpus));
   app.add_option("--weights", o->weights, "weight bytes (default: the preset's parameters x 2, bf16)");
   app.add_option("--sequences", o->sequences, "sequences of --ctx tokens that must fit (with --gpu-mem)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));

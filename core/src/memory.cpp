@@ -107,6 +107,63 @@ uint64_t max_sequences(uint64_t gpu_bytes, uint64_t weight_bytes, uint64_t seque
   return (gpu_bytes - weight_bytes) / sequence_bytes;
 }
 
+int64_t kv_heads_per_gpu(int64_t kv_heads, int64_t gpus) {
+  if (kv_heads < 1) throw InputError("kv_heads must be at least 1, got " + std::to_string(kv_heads));
+  if (gpus < 1) throw InputError("the GPU count must be at least 1, got " + std::to_string(gpus));
+  // The runtimes' rule (memory.h): the ceiling, so replicated heads (N >= kv_heads) cost 1 each.
+  return (kv_heads + gpus - 1) / gpus;
+}
+
+uint64_t weights_per_gpu(uint64_t weight_bytes, int64_t gpus) {
+  const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(gpus, 1));
+  return weight_bytes / n + (weight_bytes % n != 0);
+}
+
+GpuFit fit_per_gpu(const ModelShape& shape, const MemoryEstimate& estimate, uint64_t gpu_bytes,
+                   uint64_t weight_bytes, int64_t gpus) {
+  if (gpus < 1 || gpus > kMaxGpus) {
+    throw InputError("the GPU count must be in 1.." + std::to_string(kMaxGpus) + ", got " + std::to_string(gpus));
+  }
+  GpuFit f;
+  f.gpus = gpus;
+  f.kv_heads = kv_heads_per_gpu(shape.kv_heads, gpus);
+  // Every KV head of a layer costs the same, so the whole cache divides exactly by kv_heads.
+  f.sequence_bytes = checked_mul(estimate.total_bytes / static_cast<uint64_t>(shape.kv_heads),
+                                 static_cast<uint64_t>(f.kv_heads), "the cache size");
+  f.gpu_bytes = gpu_bytes;
+  f.weight_bytes = weights_per_gpu(weight_bytes, gpus);
+  f.free_bytes = gpu_bytes > f.weight_bytes ? gpu_bytes - f.weight_bytes : 0;
+  f.sequences = max_sequences(gpu_bytes, f.weight_bytes, f.sequence_bytes);
+  return f;
+}
+
+GpuMemory parse_gpu_memory(std::string_view text, std::string_view what) {
+  const size_t x = text.find_first_of("xX");  // no size unit has an x
+  if (x == std::string_view::npos) return {std::nullopt, parse_size(text, what)};
+  const std::string_view count = text.substr(0, x);
+  auto bad = [&](const std::string& why) -> GpuMemory {
+    throw InputError(std::string(what) + " '" + std::string(text) + "': " + why +
+                     "; expected a size like 80GiB, or NxSIZE like 2x80GiB for N GPUs of SIZE each");
+  };
+  if (count.empty() || count.find_first_not_of("0123456789") != std::string_view::npos) {
+    return bad("the GPU count before 'x' must be a whole number");
+  }
+  const int64_t gpus = count.size() > 9 ? kMaxGpus + 1 : std::stoll(std::string(count));
+  if (gpus < 1 || gpus > kMaxGpus) return bad("the GPU count must be in 1.." + std::to_string(kMaxGpus));
+  if (text.substr(x + 1).empty()) return bad("no size after 'x'");
+  return {gpus, parse_size(text.substr(x + 1), std::string(what) + " '" + std::string(text) + "': the size")};
+}
+
+int64_t gpu_count(std::optional<int64_t> from_size, std::string_view size_what, std::optional<int64_t> given,
+                  std::string_view given_what) {
+  if (from_size && given && *from_size != *given) {
+    throw InputError(std::string(given_what) + " " + std::to_string(*given) + " disagrees with " +
+                     std::string(size_what) + " " + std::to_string(*from_size) + "xSIZE (" +
+                     std::to_string(*from_size) + " GPUs); give the count once, or the same in both");
+  }
+  return from_size.value_or(given.value_or(1));
+}
+
 uint64_t parse_size(std::string_view text, std::string_view what) {
   auto is_space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
   auto is_digit = [](char c) { return c >= '0' && c <= '9'; };

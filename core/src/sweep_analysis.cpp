@@ -92,14 +92,17 @@ RecordVerdict judge(const SweepSpec& spec, const SweepRecord& r, MemoryModel* me
       violations.push_back({.kind = Violation::Kind::no_model});
     } else if (verdict.memory) {
       const MemoryFit& f = *b.fit;
-      const uint64_t per_sequence = verdict.memory->total_bytes;
-      verdict.sequences = max_sequences(f.gpu_mem, f.weights, per_sequence);
-      if (*verdict.sequences < static_cast<uint64_t>(f.sequences)) {
+      // On each GPU of the tensor-parallel group (one GPU without one).
+      const GpuFit gpu = fit_per_gpu(spec.model->shape, *verdict.memory, f.gpu_mem, f.weights, f.tensor_parallel);
+      verdict.sequences = gpu.sequences;
+      verdict.bytes_per_sequence_per_gpu = gpu.sequence_bytes;
+      if (gpu.sequences < static_cast<uint64_t>(f.sequences)) {
         violations.push_back({.kind = Violation::Kind::memory_fit,
                               .sequences = static_cast<uint64_t>(f.sequences),
-                              .fit = *verdict.sequences,
-                              .bytes_per_sequence = per_sequence,
-                              .free_bytes = f.gpu_mem > f.weights ? f.gpu_mem - f.weights : 0});
+                              .fit = gpu.sequences,
+                              .bytes_per_sequence = gpu.sequence_bytes,
+                              .free_bytes = gpu.free_bytes,
+                              .gpus = gpu.gpus});
       }
     }
   }

@@ -113,9 +113,16 @@ std::vector<std::string> budget_terms(const SweepSpec& spec) {
   if (b.max_bits) terms.push_back("bits <= " + fmt(*b.max_bits));
   if (b.fit) {
     const MemoryFit& f = *b.fit;
-    terms.push_back(plural(size_t(f.sequences), "sequence") + " of " + std::to_string(memory_context(spec)) +
-                    " tokens in " + format_bytes(double(f.gpu_mem), 2) + " with " + format_bytes(double(f.weights), 2) +
-                    " of weights");
+    std::string text = plural(size_t(f.sequences), "sequence") + " of " + std::to_string(memory_context(spec)) +
+                       " tokens in ";
+    if (f.tensor_parallel > 1) {
+      text += "each of " + std::to_string(f.tensor_parallel) + " GPUs of " + format_bytes(double(f.gpu_mem), 2) +
+              " (tensor parallel) with " + format_bytes(double(f.weights), 2) + " of weights, " +
+              format_bytes(double(weights_per_gpu(f.weights, f.tensor_parallel)), 2) + " per GPU";
+    } else {
+      text += format_bytes(double(f.gpu_mem), 2) + " with " + format_bytes(double(f.weights), 2) + " of weights";
+    }
+    terms.push_back(text);
   }
   return terms;
 }
@@ -140,6 +147,10 @@ std::optional<Line> memory_line(const SweepSpec& spec, const RecordVerdict& v) {
   std::string text = "memory: " + format_bytes(double(v.memory->total_bytes), 2) + " per sequence of " +
                      std::to_string(memory_context(spec)) + " tokens (" + format_bytes(v.memory->bytes_per_token, 1) +
                      "/token)";
+  if (spec.budget.fit && spec.budget.fit->tensor_parallel > 1 && v.bytes_per_sequence_per_gpu) {
+    text += "; " + format_bytes(double(*v.bytes_per_sequence_per_gpu), 2) + " per GPU of " +
+            std::to_string(spec.budget.fit->tensor_parallel);
+  }
   if (v.sequences) text += "; " + plural(size_t(*v.sequences), "sequence") + " fit";
   return Line{{text}};
 }
@@ -504,6 +515,7 @@ json violation_json(const Violation& v) {
       j["fit"] = v.fit;
       j["bytes_per_sequence"] = v.bytes_per_sequence;
       j["free_bytes"] = v.free_bytes;
+      j["gpus"] = v.gpus;
       break;
     case Violation::Kind::no_model:
       break;
@@ -556,6 +568,8 @@ json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, 
     p["memory"] = nullptr;
   }
   p["sequences"] = v.sequences ? json(*v.sequences) : json(nullptr);
+  p["bytes_per_sequence_per_gpu"] =
+      v.bytes_per_sequence_per_gpu ? json(*v.bytes_per_sequence_per_gpu) : json(nullptr);
   return p;
 }
 
@@ -636,7 +650,9 @@ std::string violation_text(const Violation& v) {
       return compare_text("bits", v.value, ">", v.bound);
     case Violation::Kind::memory_fit:
       return std::to_string(v.sequences) + " sequences x " + format_bytes(double(v.bytes_per_sequence), 2) + " > " +
-             format_bytes(double(v.free_bytes), 2) + " free after weights (" + std::to_string(v.fit) + " fit)";
+             format_bytes(double(v.free_bytes), 2) + " free after weights" +
+             (v.gpus > 1 ? " per GPU of " + std::to_string(v.gpus) + " (tensor parallel)" : std::string()) + " (" +
+             std::to_string(v.fit) + " fit)";
     case Violation::Kind::memory_unknown:
       return "memory: " + v.detail;
     case Violation::Kind::no_model:
@@ -721,7 +737,8 @@ std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRec
   budget["fit"] = b.fit ? json{{"gpu_mem", b.fit->gpu_mem},
                                {"weights", b.fit->weights},
                                {"ctx", memory_context(spec)},
-                               {"sequences", b.fit->sequences}}
+                               {"sequences", b.fit->sequences},
+                               {"tensor_parallel", b.fit->tensor_parallel}}
                         : json(nullptr);
 
   json doc = {{"name", spec.name}, {"source", spec.source}, {"spec_hash", hex(spec.hash)}};

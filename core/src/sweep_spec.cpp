@@ -14,6 +14,7 @@
 
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
+#include "kvtune/memory.h"
 #include "kvtune/policy.h"
 #include "kvtune/spec.h"
 #include "kvtune/sweep.h"
@@ -517,12 +518,17 @@ std::vector<SweepPoint> search_points(const SweepSpec& spec, const Constraints& 
 
 // ---- [budget] and runtimes ----
 
-uint64_t size_value(const TableReader& t, const toml::node& n, const std::string& what) {
+// A size, or with `gpus` also "NxSIZE" (N GPUs of SIZE each, N returned there).
+uint64_t size_value(const TableReader& t, const toml::node& n, const std::string& what,
+                    std::optional<int64_t>* gpus = nullptr) {
   if (const auto bytes = n.value<int64_t>(); n.is_integer() && bytes && *bytes > 0)
     return static_cast<uint64_t>(*bytes);
   if (!n.is_string()) t.fail(n, "'" + what + "' must be a size such as \"80GiB\" or a byte count");
   try {
-    return parse_size(*n.value<std::string>(), "budget.fit." + what);
+    if (gpus == nullptr) return parse_size(*n.value<std::string>(), "budget.fit." + what);
+    const GpuMemory g = parse_gpu_memory(*n.value<std::string>(), "budget.fit." + what);
+    *gpus = g.gpus;
+    return g.bytes;
   } catch (const InputError& e) {
     t.fail(n, e.what());
   }
@@ -555,16 +561,31 @@ SweepBudget read_budget(TableReader b, const SweepSpec& spec) {
   out.max_bits = b.node("max_bits") == nullptr ? std::nullopt : std::optional(b.real("max_bits", 0.0, 0.0, 64.0));
   if (const toml::node* fit = b.node("fit")) {
     if (!fit->is_table())
-      b.fail(*fit, "'fit' must be a table { gpu_mem = \"80GiB\", weights = \"16GB\", ctx, sequences }");
+      b.fail(*fit, "'fit' must be a table { gpu_mem = \"80GiB\", weights = \"16GB\", ctx, sequences, tensor_parallel }");
     if (!spec.model) {
       b.fail(*fit, "'fit' needs [workload] model = \"NAME\": the cache's size depends on the model's layers and heads");
     }
     TableReader f = b.table("fit");
     MemoryFit m;
-    m.gpu_mem = size_value(f, f.required("gpu_mem", "a size such as \"80GiB\""), "gpu_mem");
+    std::optional<int64_t> size_gpus;  // N of gpu_mem = "NxSIZE"
+    const toml::node& gpu_mem = f.required("gpu_mem", "a size such as \"80GiB\" (or \"8x80GiB\" for 8 GPUs)");
+    m.gpu_mem = size_value(f, gpu_mem, "gpu_mem", &size_gpus);
+    const toml::node* tp = f.node("tensor_parallel");
+    const std::optional<int64_t> tp_value =
+        tp ? std::optional(f.integer("tensor_parallel", 1, 1, kMaxGpus)) : std::nullopt;
+    try {
+      m.tensor_parallel = gpu_count(size_gpus, "'gpu_mem'", tp_value, "'tensor_parallel'");
+    } catch (const InputError& e) {
+      f.fail(*tp, e.what());
+    }
     if (const toml::node* w = f.node("weights")) {
       m.weights = size_value(f, *w, "weights");
-      if (m.weights >= m.gpu_mem) f.fail(*w, "'weights' leave nothing of 'gpu_mem' for the cache");
+      if (weights_per_gpu(m.weights, m.tensor_parallel) >= m.gpu_mem) {
+        f.fail(*w, m.tensor_parallel == 1
+                       ? "'weights' leave nothing of 'gpu_mem' for the cache"
+                       : "'weights' split over " + std::to_string(m.tensor_parallel) +
+                                " GPUs leave nothing of each GPU's 'gpu_mem' for the cache");
+      }
     }
     m.ctx = f.integer("ctx", spec.scenario.contexts.front(), 1, int64_t(1) << 24);
     m.sequences = f.integer("sequences", 1, 1, int64_t(1) << 20);
@@ -766,7 +787,8 @@ bool apply_overrides(toml::table& root, const SweepOverrides& o) {
   if (o.fit) {
     table_at("budget").insert_or_assign(
         "fit", toml::table{{"gpu_mem", int64_t(o.fit->gpu_mem)}, {"weights", int64_t(o.fit->weights)},
-                           {"ctx", o.fit->ctx}, {"sequences", o.fit->sequences}});
+                           {"ctx", o.fit->ctx}, {"sequences", o.fit->sequences},
+                           {"tensor_parallel", o.fit->tensor_parallel}});
     changed = true;
   }
   if (o.runtimes) {

@@ -139,7 +139,106 @@ TEST_F(MemoryCliTest, PresetFileByPath) {
   EXPECT_EQ(j["total_bytes"], 2 * 1 * 64 * 4 * 1024);
 }
 
+// --- tensor parallelism: per-GPU figures ----------------------------------------------------------
+
+// Llama-3.1-70B, f16 K and V at 131072 tokens, 140 GB (140e9 bytes) of weights:
+// 8 GPUs: 1 of 8 KV heads each; 80 layers x 1 x 2 (K, V) x 131072 x 128 x 2 B = 5 GiB per sequence per GPU;
+// weights 140e9 / 8 = 17.5e9 per GPU; free 85899345920 - 17500000000 = 68399345920 (63.70 GiB) per GPU;
+// 68399345920 / 5368709120 = 12.7: 12 sequences.
+TEST_F(MemoryCliTest, Llama70bOn8GpusHolds5GiBPerSequencePerGpuAnd12Sequences) {
+  const std::vector<std::string> base = {"--model", "llama-3.1-70b", "--ctx",     "131072", "--k",     "f16",
+                                         "--v",     "f16",           "--gpu-mem", "80GiB",  "--weights", "140GB"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--gpus", "8"});
+  const json j = memory_json(args);
+  EXPECT_EQ(j["gpus"], 8);
+  EXPECT_EQ(j["kv_heads_per_gpu"], 1);
+  EXPECT_EQ(j["bytes_per_sequence_per_gpu"], 5 * GiB);
+  EXPECT_EQ(j["total_bytes"], 40 * GiB);  // the whole sequence, over all GPUs
+  EXPECT_EQ(j["gpu_mem_bytes"], 80 * GiB);  // one GPU's
+  EXPECT_EQ(j["weight_bytes"], 140000000000ull);
+  EXPECT_EQ(j["weight_bytes_per_gpu"], 17500000000ull);
+  EXPECT_EQ(j["free_bytes_per_gpu"], 68399345920ull);
+  EXPECT_EQ(j["max_sequences"], 12);
+  // The same with the count in --gpu-mem, and with both when they agree.
+  std::vector<std::string> nx = {"--model", "llama-3.1-70b", "--ctx", "131072", "--k", "f16", "--v", "f16",
+                                 "--gpu-mem", "8x80GiB", "--weights", "140GB"};
+  EXPECT_EQ(memory_json(nx)["max_sequences"], 12);
+  nx.insert(nx.end(), {"--gpus", "8"});
+  EXPECT_EQ(memory_json(nx)["max_sequences"], 12);
+  // One GPU: 140 GB of weights do not fit in 80 GiB.
+  EXPECT_EQ(memory_json(base)["max_sequences"], 0);
+  EXPECT_EQ(memory_json(base)["gpus"], 1);
+  EXPECT_EQ(memory_json(base)["bytes_per_sequence_per_gpu"], 40 * GiB);
+
+  args.insert(args.begin(), "memory");
+  const RunResult text = run(args);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("gpus           8, tensor parallel: 1 of 8 KV heads per GPU\n"));
+  EXPECT_THAT(text.out, HasSubstr("per GPU        5.00 GiB per sequence  (5368709120 bytes)"));
+  EXPECT_THAT(text.out, HasSubstr("gpu memory     80.00 GiB per GPU"));
+  EXPECT_THAT(text.out, HasSubstr("weights/GPU    16.30 GiB  (17500000000 bytes: split evenly over 8 GPUs"));
+  EXPECT_THAT(text.out, HasSubstr("free per GPU   63.70 GiB  (68399345920 bytes)"));
+  EXPECT_THAT(text.out, HasSubstr("max sequences  12  of 131072 tokens"));
+}
+
+// 2 GPUs: 4 KV heads each, 80 x 4 x 2 x 131072 x 128 x 2 B = 20 GiB per sequence per GPU;
+// 40 GiB of weights are 20 GiB per GPU, leaving 60 GiB: 3 sequences.
+TEST_F(MemoryCliTest, Llama70bOn2GpusHolds20GiBPerSequencePerGpu) {
+  const json j = memory_json({"--model", "llama-3.1-70b", "--ctx", "131072", "--k", "f16", "--v", "f16", "--gpu-mem",
+                              "2x80GiB", "--weights", "40GiB"});
+  EXPECT_EQ(j["gpus"], 2);
+  EXPECT_EQ(j["kv_heads_per_gpu"], 4);
+  EXPECT_EQ(j["bytes_per_sequence_per_gpu"], 20 * GiB);
+  EXPECT_EQ(j["weight_bytes_per_gpu"], 20 * GiB);
+  EXPECT_EQ(j["free_bytes_per_gpu"], 60 * GiB);
+  EXPECT_EQ(j["max_sequences"], 3);
+  // Without --gpu-mem the cache figures per GPU are still given.
+  const json cache = memory_json({"--model", "llama-3.1-70b", "--ctx", "131072", "--k", "f16", "--v", "f16", "--gpus", "2"});
+  EXPECT_EQ(cache["bytes_per_sequence_per_gpu"], 20 * GiB);
+  EXPECT_TRUE(cache["max_sequences"].is_null());
+  EXPECT_TRUE(cache["free_bytes_per_gpu"].is_null());
+}
+
+// Qwen2.5-7B has 4 KV heads; on 8 GPUs each holds one (replicated), so a GPU's share is a quarter:
+// 28 layers x 1 x 2 x 32768 x 128 x 2 B = 448 MiB (469762048 bytes) of the 1792 MiB sequence.
+// bf16 weights 2 x 7615616512 = 15231233024, 1903904128 per GPU; (24 GiB - 1903904128) / 469762048 = 50.8.
+TEST_F(MemoryCliTest, FewerKvHeadsThanGpusReplicatesThem) {
+  const std::vector<std::string> args = {"--model", "qwen2.5-7b", "--ctx", "32768", "--k", "f16", "--v", "f16",
+                                         "--gpu-mem", "24GiB", "--gpus", "8"};
+  const json j = memory_json(args);
+  EXPECT_EQ(j["kv_heads_per_gpu"], 1);
+  EXPECT_EQ(j["total_bytes"], 1792ull << 20);
+  EXPECT_EQ(j["bytes_per_sequence_per_gpu"], 448ull << 20);
+  EXPECT_EQ(j["weight_bytes_per_gpu"], 1903904128ull);
+  EXPECT_EQ(j["max_sequences"], 50);
+  std::vector<std::string> text_args = args;
+  text_args.insert(text_args.begin(), "memory");
+  const RunResult text = run(text_args);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("1 of 4 KV heads per GPU (replicated: more GPUs than KV heads)"));
+}
+
 // --- bad input: exit status 2 and a message naming what is wrong ---------------------------------
+
+TEST_F(MemoryCliTest, BadGpuCountsExit2NamingTheOption) {
+  const std::vector<std::string> base = {"--model", "llama-3.1-70b", "--ctx", "8192", "--k", "f16", "--v", "f16"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return memory_error(args);
+  };
+  EXPECT_THAT(with({"--gpus", "0"}), HasSubstr("--gpus"));
+  EXPECT_THAT(with({"--gpus", "two"}), HasSubstr("--gpus"));
+  EXPECT_THAT(with({"--gpus", "4097"}), HasSubstr("--gpus"));
+  EXPECT_THAT(with({"--gpu-mem", "2x80GiB", "--gpus", "4"}),
+              HasSubstr("--gpus 4 disagrees with --gpu-mem 2xSIZE (2 GPUs)"));
+  EXPECT_THAT(with({"--gpu-mem", "0x80GiB"}), HasSubstr("--gpu-mem '0x80GiB': the GPU count must be in 1..4096"));
+  EXPECT_THAT(with({"--gpu-mem", "2x"}), HasSubstr("--gpu-mem '2x': no size after 'x'"));
+  EXPECT_THAT(with({"--gpu-mem", "2.5x80GiB"}), HasSubstr("--gpu-mem '2.5x80GiB': the GPU count before 'x'"));
+  EXPECT_THAT(with({"--gpu-mem", "2x80GX"}), HasSubstr("unknown unit 'GX'"));
+  EXPECT_THAT(with({"--gpu-mem", "2x0"}), HasSubstr("a GPU needs more than 0 bytes"));
+}
 
 TEST_F(MemoryCliTest, UnknownModelListsThePresets) {
   const std::string err = memory_error({"--model", "llama-9", "--ctx", "1", "--k", "f16", "--v", "f16"});

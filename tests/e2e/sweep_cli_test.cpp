@@ -194,6 +194,41 @@ TEST_F(SweepCli, RecommendAnswersTheCommonQuestion) {
   EXPECT_THAT(unknown.err, HasSubstr("llama-3.1-8b"));  // the presets are listed
 }
 
+// --gpus N: the fit is per GPU. Llama-3.2-1B has 8 KV heads, so on 2 GPUs each holds 4: every
+// point's per-GPU bytes per sequence are half its total.
+TEST_F(SweepCli, RecommendFitsEachGpuOfATensorParallelGroup) {
+  const RunResult r = run({"recommend", "--model", "llama-3.2-1b", "--ctx", "4096", "--eval-ctx", "256",
+                           "--gpu-mem", "2x4GiB", "--gpus", "2", "--runtime", "ollama", "--out", out(), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json summary = json::parse(r.out);
+  EXPECT_EQ(summary["budget"]["fit"]["tensor_parallel"], 2);
+  EXPECT_EQ(summary["budget"]["fit"]["gpu_mem"], uint64_t(4) << 30);
+  ASSERT_TRUE(summary["best"].is_object());
+  const json& best = summary["best"];
+  EXPECT_EQ(best["bytes_per_sequence_per_gpu"].get<uint64_t>() * 2, best["memory"]["total_bytes"].get<uint64_t>());
+  EXPECT_THAT(read_text(path("out") / "sweep.toml"), HasSubstr("tensor_parallel = 2"));
+}
+
+TEST_F(SweepCli, RecommendRefusesBadGpuCountsAndWritesNothing) {
+  const std::vector<std::string> base = {"recommend", "--model", "llama-3.2-1b", "--ctx", "4096", "--max-rel-err", "0.1"};
+  auto with = [&](std::vector<std::string> extra, const std::string& dir) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"--out", out(dir)});
+    const RunResult r = run(args);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_FALSE(fs::exists(path(dir))) << dir;
+    return r.err;
+  };
+  EXPECT_THAT(with({"--gpu-mem", "80GiB", "--gpus", "0"}, "zero"), HasSubstr("--gpus"));
+  EXPECT_THAT(with({"--gpu-mem", "2x80GiB", "--gpus", "4"}, "conflict"),
+              HasSubstr("--gpus 4 disagrees with --gpu-mem 2xSIZE (2 GPUs)"));
+  EXPECT_THAT(with({"--gpu-mem", "x80GiB"}, "malformed"), HasSubstr("--gpu-mem 'x80GiB'"));
+  EXPECT_THAT(with({"--gpus", "2"}, "alone"), HasSubstr("--gpus needs --gpu-mem"));
+  // 2 x 1235814400 bf16 bytes over 2 GPUs leave nothing of a 1 GB GPU.
+  EXPECT_THAT(with({"--gpu-mem", "2x1GB"}, "full"), HasSubstr("the weights split over 2 GPUs leave nothing"));
+}
+
 // A runtime version the table cannot answer: the runtime, the version and what the table covers
 // are named, nothing is written, exit 2.
 TEST_F(SweepCli, RecommendRefusesRuntimeVersionsTheTableDoesNotCover) {

@@ -174,6 +174,115 @@ TEST(MemoryModelTest, MaxSequencesIsTheFloorOfWhatTheWeightsLeave) {
   EXPECT_EQ(max_sequences(141000000000ull, 2 * 70553706496ull, 40 * GiB), 0u);
 }
 
+// --- tensor parallelism: per-GPU figures ----------------------------------------------------------
+
+// ceil(kv_heads / N): the runtimes' rule (memory.h cites vLLM, SGLang and TensorRT-LLM).
+TEST(TensorParallelTest, KvHeadsSplitAcrossGpusAndReplicateBeyondTheHeadCount) {
+  EXPECT_EQ(kv_heads_per_gpu(8, 1), 8);
+  EXPECT_EQ(kv_heads_per_gpu(8, 2), 4);
+  EXPECT_EQ(kv_heads_per_gpu(8, 8), 1);
+  EXPECT_EQ(kv_heads_per_gpu(8, 16), 1);  // replicated: each of 16 GPUs holds one of the 8 heads
+  EXPECT_EQ(kv_heads_per_gpu(4, 8), 1);
+  EXPECT_EQ(kv_heads_per_gpu(1, 4), 1);
+  EXPECT_EQ(kv_heads_per_gpu(8, 3), 3);   // TensorRT-LLM's ceiling (vLLM refuses 3 for 8 heads)
+  EXPECT_THAT(input_error([] { kv_heads_per_gpu(8, 0); }), HasSubstr("at least 1, got 0"));
+}
+
+// Llama-3.1-70B, f16 K and V at 131072 tokens (40 GiB per sequence on one GPU):
+// 2 GPUs: 8 / 2 = 4 KV heads each, 80 layers x 4 heads x 2 (K, V) x 131072 tokens x 128 x 2 B = 20 GiB.
+// 8 GPUs: 1 KV head each, 80 x 1 x 2 x 131072 x 128 x 2 B = 5 GiB.
+TEST(TensorParallelTest, Llama70bPerGpuBytesPerSequenceAt128k) {
+  const MemoryEstimate e = estimate(kLlama70b, k128k, "f16", "f16");
+  const GpuFit two = fit_per_gpu(kLlama70b, e, 80 * GiB, 0, 2);
+  EXPECT_EQ(two.kv_heads, 4);
+  EXPECT_EQ(two.sequence_bytes, 20 * GiB);
+  EXPECT_EQ(two.sequence_bytes, uint64_t(80) * 4 * 2 * k128k * 128 * 2);
+  const GpuFit eight = fit_per_gpu(kLlama70b, e, 80 * GiB, 0, 8);
+  EXPECT_EQ(eight.kv_heads, 1);
+  EXPECT_EQ(eight.sequence_bytes, 5 * GiB);
+  const GpuFit one = fit_per_gpu(kLlama70b, e, 80 * GiB, 0, 1);
+  EXPECT_EQ(one.kv_heads, 8);
+  EXPECT_EQ(one.sequence_bytes, e.total_bytes);
+}
+
+// 8 x 80 GiB with 140 GB (140e9 bytes) of weights: 17.5e9 bytes of weights per GPU;
+// free 80 x 2^30 - 17.5e9 = 85899345920 - 17500000000 = 68399345920 bytes per GPU;
+// 68399345920 / 5 GiB (5368709120) = 12.74, so 12 sequences of 131072 tokens.
+// On 2 x 80 GiB the same weights leave 85899345920 - 70e9 = 15899345920 bytes per GPU: no 20 GiB sequence fits.
+TEST(TensorParallelTest, Llama70bSequencesOn8And2GpusOf80GiBWith140GBOfWeights) {
+  const MemoryEstimate e = estimate(kLlama70b, k128k, "f16", "f16");
+  const GpuFit eight = fit_per_gpu(kLlama70b, e, 80 * GiB, 140000000000ull, 8);
+  EXPECT_EQ(eight.weight_bytes, 17500000000ull);
+  EXPECT_EQ(eight.free_bytes, 68399345920ull);
+  EXPECT_EQ(eight.sequences, 12u);
+  const GpuFit two = fit_per_gpu(kLlama70b, e, 80 * GiB, 140000000000ull, 2);
+  EXPECT_EQ(two.weight_bytes, 70000000000ull);
+  EXPECT_EQ(two.free_bytes, 15899345920ull);
+  EXPECT_EQ(two.sequences, 0u);
+  // 2 x 80 GiB with 40 GiB of weights: 20 GiB each, 60 GiB free, 3 sequences of 20 GiB.
+  EXPECT_EQ(fit_per_gpu(kLlama70b, e, 80 * GiB, 40 * GiB, 2).sequences, 3u);
+  // One GPU of 80 GiB cannot hold 140 GB of weights at all.
+  EXPECT_EQ(fit_per_gpu(kLlama70b, e, 80 * GiB, 140000000000ull, 1).sequences, 0u);
+}
+
+// Qwen2.5-7B has 4 KV heads: on 8 GPUs each holds 1 (replicated twice), not half a head.
+// f16 at 32768 tokens: 28 layers x 1 head x 2 x 32768 x 128 x 2 B = 448 MiB (469762048) per GPU,
+// a quarter of the 1792 MiB sequence, not an eighth.
+TEST(TensorParallelTest, FewerKvHeadsThanGpusReplicatesOneHeadPerGpu) {
+  const ModelShape qwen7b = {28, 4, 128, 0, 0};
+  const MemoryEstimate e = estimate(qwen7b, 32768, "f16", "f16");
+  EXPECT_EQ(e.total_bytes, 1792ull << 20);
+  const GpuFit f = fit_per_gpu(qwen7b, e, 24 * GiB, 15231233024ull, 8);
+  EXPECT_EQ(f.kv_heads, 1);
+  EXPECT_EQ(f.sequence_bytes, 448ull << 20);
+  EXPECT_EQ(fit_per_gpu(qwen7b, e, 24 * GiB, 0, 4).sequence_bytes, 448ull << 20);  // 4 GPUs: the same
+  // bf16 weights 15231233024 / 8 = 1903904128 per GPU; (25769803776 - 1903904128) / 469762048 = 50.8.
+  EXPECT_EQ(f.weight_bytes, 1903904128ull);
+  EXPECT_EQ(f.sequences, 50u);
+}
+
+TEST(TensorParallelTest, WeightsSplitEvenlyRoundingUp) {
+  EXPECT_EQ(weights_per_gpu(140000000000ull, 8), 17500000000ull);
+  EXPECT_EQ(weights_per_gpu(10, 3), 4u);
+  EXPECT_EQ(weights_per_gpu(9, 3), 3u);
+  EXPECT_EQ(weights_per_gpu(0, 8), 0u);
+  const MemoryEstimate e = estimate(kLlama70b, 8, "f16", "f16");
+  EXPECT_THAT(input_error([&] { fit_per_gpu(kLlama70b, e, GiB, 0, 0); }), HasSubstr("GPU count"));
+  EXPECT_THAT(input_error([&] { fit_per_gpu(kLlama70b, e, GiB, 0, kMaxGpus + 1); }), HasSubstr("GPU count"));
+}
+
+TEST(TensorParallelTest, GpuMemoryTakesACountTimesASize) {
+  const GpuMemory plain = parse_gpu_memory("80GiB", "--gpu-mem");
+  EXPECT_FALSE(plain.gpus.has_value());
+  EXPECT_EQ(plain.bytes, 80 * GiB);
+  const GpuMemory two = parse_gpu_memory("2x80GiB", "--gpu-mem");
+  EXPECT_EQ(two.gpus.value_or(0), 2);
+  EXPECT_EQ(two.bytes, 80 * GiB);
+  EXPECT_EQ(parse_gpu_memory("8X141GB", "--gpu-mem").gpus.value_or(0), 8);
+  EXPECT_EQ(parse_gpu_memory("8x141GB", "--gpu-mem").bytes, 141000000000ull);
+}
+
+TEST(TensorParallelTest, MalformedCountTimesSizeNamesTheOptionAndTheForm) {
+  for (const char* bad : {"x80GiB", "0x80GiB", "-2x80GiB", "2.5x80GiB", "twox80GiB", "2x", "4097x80GiB",
+                          "99999999999x80GiB", "2x80GX", "2x3x80GiB"}) {
+    const std::string what = input_error([&] { parse_gpu_memory(bad, "--gpu-mem"); });
+    EXPECT_THAT(what, HasSubstr("--gpu-mem '" + std::string(bad) + "'")) << bad;
+  }
+  EXPECT_THAT(input_error([] { parse_gpu_memory("0x80GiB", "--gpu-mem"); }), HasSubstr("GPU count must be in 1..4096"));
+  EXPECT_THAT(input_error([] { parse_gpu_memory("2x", "--gpu-mem"); }), HasSubstr("no size after 'x'"));
+  EXPECT_THAT(input_error([] { parse_gpu_memory("2x80GX", "--gpu-mem"); }), HasSubstr("unknown unit 'GX'"));
+  EXPECT_THAT(input_error([] { parse_gpu_memory("x80GiB", "--gpu-mem"); }), HasSubstr("2x80GiB"));
+}
+
+TEST(TensorParallelTest, GpuCountMustAgreeWhenGivenTwice) {
+  EXPECT_EQ(gpu_count(std::nullopt, "--gpu-mem", std::nullopt, "--gpus"), 1);
+  EXPECT_EQ(gpu_count(2, "--gpu-mem", std::nullopt, "--gpus"), 2);
+  EXPECT_EQ(gpu_count(std::nullopt, "--gpu-mem", 8, "--gpus"), 8);
+  EXPECT_EQ(gpu_count(8, "--gpu-mem", 8, "--gpus"), 8);
+  const std::string what = input_error([] { gpu_count(2, "--gpu-mem", 4, "--gpus"); });
+  EXPECT_THAT(what, HasSubstr("--gpus 4 disagrees with --gpu-mem 2xSIZE"));
+}
+
 // --- size strings -------------------------------------------------------------------------------------
 
 TEST(MemorySizeTest, ParsesDecimalAndBinaryUnits) {

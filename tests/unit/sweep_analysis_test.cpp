@@ -302,6 +302,38 @@ TEST(SweepAnalysis, MemoryFiguresMatchTheDesignForLlama70b) {
   EXPECT_EQ(a.best, 1u);
 }
 
+// 8 x 80 GiB with 140 GB of weights (tensor parallel): 17.5e9 bytes of weights per GPU leave
+// 85899345920 - 17500000000 = 68399345920 bytes (63.70 GiB) per GPU. f16: 1 of 8 KV heads per GPU,
+// 40 GiB / 8 = 5 GiB per sequence, 68399345920 / 5368709120 = 12.7, so 12 fit and 13 do not.
+// q8_0/q4_0: 130 KiB x 131072 / 8 = 2181038080 bytes (2.03 GiB) per GPU, 68399345920 / 2181038080 = 31.4: 31 fit.
+TEST(SweepAnalysis, TensorParallelFitIsPerGpu) {
+  const std::vector<SweepRecord> records = {record("f16", "f16", 16, 16, 0.0001),
+                                            record("q8_0", "q4_0", 8.5, 4.5, 0.004)};
+  SweepSpec spec = llama70b_spec(records);
+  spec.budget.fit = MemoryFit{80 * GiB, 140000000000ull, 131072, 13, 8};
+  const SweepAnalysis a = analyze(spec, records);
+  ASSERT_TRUE(a.verdicts[0].memory);
+  EXPECT_EQ(a.verdicts[0].memory->total_bytes, 40 * GiB);  // the whole model's, as without tensor parallelism
+  EXPECT_EQ(a.verdicts[0].bytes_per_sequence_per_gpu, 5 * GiB);
+  EXPECT_EQ(a.verdicts[0].sequences, 12u);
+  EXPECT_FALSE(a.verdicts[0].feasible);
+  ASSERT_EQ(a.verdicts[0].violations.size(), 1u);
+  EXPECT_EQ(a.verdicts[0].violations[0].free_bytes, 68399345920ull);
+  EXPECT_EQ(a.verdicts[0].violations[0].gpus, 8);
+  EXPECT_THAT(violation_texts(a.verdicts[0]),
+              ElementsAre("13 sequences x 5.00 GiB > 63.70 GiB free after weights per GPU of 8 (tensor parallel) "
+                          "(12 fit)"));
+  EXPECT_EQ(a.verdicts[1].bytes_per_sequence_per_gpu, 2181038080ull);
+  EXPECT_EQ(a.verdicts[1].sequences, 31u);
+  EXPECT_TRUE(a.verdicts[1].feasible);
+
+  std::ostringstream out;
+  print_sweep_summary(out, spec, records, a);
+  EXPECT_THAT(out.str(), HasSubstr("13 sequences of 131072 tokens in each of 8 GPUs of 80.00 GiB (tensor parallel) "
+                                   "with 130.39 GiB of weights, 16.30 GiB per GPU"));
+  EXPECT_THAT(out.str(), HasSubstr("2.03 GiB per GPU of 8; 31 sequences fit"));
+}
+
 TEST(SweepAnalysis, MemoryIsReportedAtTheEvaluatedContextWithoutAFitBudget) {
   const std::vector<SweepRecord> records = {record("f16", "f16", 16, 16, 0.0001)};
   const SweepAnalysis a = analyze(llama70b_spec(records), records);

@@ -274,6 +274,51 @@ fit = { gpu_mem = "80GiB", weights = "16GB" }
   EXPECT_STREQ(objective_name(Objective::min_error), "min_error");
 }
 
+// Tensor parallelism in the fit budget: tensor_parallel, gpu_mem = "NxSIZE", or both when they agree.
+TEST(SweepSpec, FitTakesTensorParallelOrACountTimesASize) {
+  auto fit_of = [](const std::string& fit) {
+    return parse("[workload]\nmodel = \"llama-3.1-70b\"\ntokens = 1024\n[search]\nboth = [\"q8_0\"]\n[budget]\nfit = " +
+                 fit + "\n")
+        .budget.fit.value();
+  };
+  EXPECT_EQ(fit_of(R"({ gpu_mem = "80GiB" })").tensor_parallel, 1);
+  const MemoryFit tp8 = fit_of(R"({ gpu_mem = "80GiB", tensor_parallel = 8, weights = "140GB" })");
+  EXPECT_EQ(tp8.tensor_parallel, 8);
+  EXPECT_EQ(tp8.gpu_mem, 80ull << 30);  // one GPU's
+  EXPECT_EQ(tp8.weights, 140000000000ull);  // the whole model's: 17.5 GB per GPU, so it fits
+  const MemoryFit nx = fit_of(R"({ gpu_mem = "8x80GiB" })");
+  EXPECT_EQ(nx.tensor_parallel, 8);
+  EXPECT_EQ(nx.gpu_mem, 80ull << 30);
+  EXPECT_EQ(fit_of(R"({ gpu_mem = "2x80GiB", tensor_parallel = 2 })").tensor_parallel, 2);
+
+  // The typed override writes tensor_parallel into the table it reads.
+  SweepOverrides ov;
+  ov.fit = MemoryFit{80ull << 30, 140000000000ull, 4096, 2, 8};
+  const SweepSpec s = parse_sweep("[workload]\nmodel = \"llama-3.1-70b\"\n[search]\nboth = [\"q8_0\"]\n", "s.toml",
+                                  context(), ov);
+  EXPECT_EQ(s.budget.fit.value().tensor_parallel, 8);
+}
+
+TEST(SweepSpec, RefusesBadTensorParallelNamingFileLineAndColumn) {
+  auto error_with = [](const std::string& fit) {
+    return error_of("[search]\nboth = [\"q8_0\"]\n[workload]\nmodel = \"llama-3.1-70b\"\n[budget]\nfit = " + fit +
+                    "\n");
+  };
+  for (const char* bad : {"0", "\"8\"", "2.5", "-1", "4097"}) {
+    EXPECT_THAT(error_with(std::string(R"({ gpu_mem = "80GiB", tensor_parallel = )") + bad + " }"),
+                HasSubstr("s.toml:6:46: 'tensor_parallel' must be an integer in 1..4096"))
+        << bad;
+  }
+  EXPECT_THAT(error_with(R"({ gpu_mem = "2x80GiB", tensor_parallel = 4 })"),
+              HasSubstr("s.toml:6:48: 'tensor_parallel' 4 disagrees with 'gpu_mem' 2xSIZE (2 GPUs)"));
+  EXPECT_THAT(error_with(R"({ gpu_mem = "0x80GiB" })"),
+              HasSubstr("s.toml:6:19: budget.fit.gpu_mem '0x80GiB': the GPU count must be in 1..4096"));
+  EXPECT_THAT(error_with(R"({ gpu_mem = "ax80GiB" })"), HasSubstr("s.toml:6:19: budget.fit.gpu_mem 'ax80GiB'"));
+  // 160 GiB over 2 GPUs is 80 GiB each: nothing left of an 80 GiB GPU.
+  EXPECT_THAT(error_with(R"({ gpu_mem = "80GiB", tensor_parallel = 2, weights = "160GiB" })"),
+              HasSubstr("s.toml:6:59: 'weights' split over 2 GPUs leave nothing"));
+}
+
 constexpr const char* kHashed = R"(
 name = "a"
 seeds = 2

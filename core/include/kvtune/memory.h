@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -55,6 +56,58 @@ MemoryEstimate estimate_memory(const ModelShape& shape, int64_t context, const R
 // How many sequences of `sequence_bytes` fit in what `weight_bytes` leave of `gpu_bytes`:
 // floor((gpu - weights) / sequence), 0 when the weights alone do not fit.
 uint64_t max_sequences(uint64_t gpu_bytes, uint64_t weight_bytes, uint64_t sequence_bytes);
+
+// ---- Tensor parallelism: the cache and the weights split across N GPUs ----
+
+// The most GPUs one tensor-parallel group may have: a bound on input, not a runtime's limit.
+inline constexpr int64_t kMaxGpus = 4096;
+
+// KV heads one GPU of an N-way tensor-parallel group holds: ceil(kv_heads / N), so 1 when N >= kv_heads
+// (the heads are then replicated). This is the runtimes' rule:
+// - vLLM, vllm/model_executor/layers/linear.py, QKVParallelLinear.__init__: if tp_size >=
+//   total_num_kv_heads, num_kv_heads = 1 and num_kv_head_replicas = divide(tp_size, total_num_kv_heads);
+//   else num_kv_heads = divide(total_num_kv_heads, tp_size). `divide` asserts divisibility, so vLLM
+//   refuses an N that neither divides kv_heads nor is a multiple of it; for every N it accepts,
+//   kv_heads / N (or 1) equals the ceiling. SGLang's QKVParallelLinear (python/sglang/srt/layers/linear.py)
+//   is the same code.
+// - TensorRT-LLM, tensorrt_llm/_torch/pyexecutor/resource_manager.py, KVCacheManager.__init__:
+//   num_kv_heads_per_layer = (num_kv_heads + tp_size - 1) // tp_size, the ceiling for every N.
+// Throws InputError when kv_heads or gpus is below 1.
+int64_t kv_heads_per_gpu(int64_t kv_heads, int64_t gpus);
+
+// One GPU of an N-way tensor-parallel group: what a sequence's cache costs there and how many fit.
+struct GpuFit {
+  int64_t gpus = 1;             // N
+  int64_t kv_heads = 0;         // per GPU, kv_heads_per_gpu
+  uint64_t sequence_bytes = 0;  // one sequence's cache on one GPU: every layer, kv_heads of them
+  uint64_t gpu_bytes = 0;       // memory of one GPU
+  uint64_t weight_bytes = 0;    // on one GPU: ceil(weights / N), the weights split evenly
+  uint64_t free_bytes = 0;      // gpu_bytes - weight_bytes, 0 when the weights alone do not fit
+  uint64_t sequences = 0;       // floor(free_bytes / sequence_bytes)
+};
+
+// One GPU's share of `weight_bytes` split evenly over `gpus`: ceil(weight_bytes / gpus), the largest share.
+uint64_t weights_per_gpu(uint64_t weight_bytes, int64_t gpus);
+
+// `estimate` is the whole model's (estimate_memory over `shape`); `weight_bytes` the whole model's
+// weights, split evenly over the N GPUs: this ignores what a runtime replicates on every GPU
+// (embeddings, norms, replicated KV projections). Throws InputError when gpus is not in 1..kMaxGpus.
+GpuFit fit_per_gpu(const ModelShape& shape, const MemoryEstimate& estimate, uint64_t gpu_bytes,
+                   uint64_t weight_bytes, int64_t gpus);
+
+// GPU memory as "80GiB" (one GPU's size, no count) or "NxSIZE" ("2x80GiB": N GPUs of SIZE each).
+struct GpuMemory {
+  std::optional<int64_t> gpus;  // N of "NxSIZE"
+  uint64_t bytes = 0;           // one GPU's
+};
+// Throws InputError naming `what`, the value and the forms when the count is not an integer in
+// 1..kMaxGpus or the size does not parse (parse_size).
+GpuMemory parse_gpu_memory(std::string_view text, std::string_view what);
+
+// The GPU count from an "NxSIZE" count and a separate count (--gpus, tensor_parallel), either
+// optional: 1 when neither is given. Throws InputError naming both when they disagree.
+int64_t gpu_count(std::optional<int64_t> from_size, std::string_view size_what, std::optional<int64_t> given,
+                  std::string_view given_what);
 
 // Parses "80GiB", "141GB", "512MiB", "1.5TiB", "64 KB" or a plain byte count "1000". KB/MB/GB/TB
 // are powers of 1000, KiB/MiB/GiB/TiB powers of 1024 (units are case-insensitive); a fractional

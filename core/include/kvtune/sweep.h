@@ -32,10 +32,13 @@ enum class Pairing {
 };
 
 // The memory budget as a deployment: the cache of `sequences` sequences of `ctx` tokens (model
-// shape from the workload's model preset) plus `weights` must fit in `gpu_mem`.
+// shape from the workload's model preset) plus `weights` must fit in `gpu_mem`. With
+// `tensor_parallel` N > 1 that holds on each of N GPUs of `gpu_mem`: the weights split evenly and
+// each GPU holds its share of the KV heads (fit_per_gpu, memory.h).
 struct MemoryFit {
-  uint64_t gpu_mem = 0, weights = 0;
+  uint64_t gpu_mem = 0, weights = 0;  // gpu_mem: one GPU's; weights: the whole model's
   int64_t ctx = 0, sequences = 1;
+  int64_t tensor_parallel = 1;
 };
 
 // What "best" means among the feasible points.

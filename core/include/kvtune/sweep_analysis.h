@@ -24,7 +24,8 @@ struct Violation {
     metric,          // term does not hold for value
     no_samples,      // term's metric has no samples (e.g. no needles)
     bits,            // value (bits/element) > bound (max_bits)
-    memory_fit,      // sequences wanted, fit of them fit: bytes_per_sequence each in free_bytes
+    memory_fit,      // sequences wanted, fit of them fit: bytes_per_sequence each in free_bytes,
+                     // both per GPU of `gpus` (tensor parallel; 1 GPU without)
     memory_unknown,  // the memory model refused a scheme for the model; detail: why
     no_model,        // a memory budget needs the workload's model preset
   };
@@ -32,6 +33,7 @@ struct Violation {
   BudgetTerm term;           // metric, no_samples
   double value = 0.0, bound = 0.0;
   uint64_t sequences = 0, fit = 0, bytes_per_sequence = 0, free_bytes = 0;
+  int64_t gpus = 1;          // memory_fit
   std::string detail;        // a scheme's own message (failed, memory_unknown)
 };
 
@@ -67,7 +69,8 @@ struct RecordVerdict {
   // closest option is the one with the smallest excess (violation_excess_measure says so in words).
   double excess = 0.0;
   std::optional<MemoryEstimate> memory; // per sequence at the fit context (or the evaluated one) for the model
-  std::optional<uint64_t> sequences;    // that fit, with a fit budget
+  std::optional<uint64_t> sequences;    // that fit, with a fit budget (on each GPU of its tensor_parallel)
+  std::optional<uint64_t> bytes_per_sequence_per_gpu;  // with a fit budget: one GPU's share of memory->total_bytes
 };
 
 struct RuntimeChoice {
