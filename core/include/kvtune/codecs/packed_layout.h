@@ -429,6 +429,9 @@ KVTUNE_HD void encode_unit(const PackedLayout& L, uint8_t* packed, int64_t u, co
       const uint8_t code = f.kind == CodecKind::nvfp4 ? nvfp4_block_code(amax, read_scale(packed, 0, ScaleType::f32))
                                                       : mx_scale_code(amax, e);
       packed[L.scale_offset + u] = code;
+      if (u == 0) {  // unit 0 also owns the zero padding between the scale bytes and the codes
+        for (int64_t p = L.scale_offset + L.tokens * d / b; p < L.code_offset; ++p) packed[p] = 0;
+      }
       const float scale = micro_scale(L, packed, u);
       for (int64_t j = 0; j < b; ++j) {
         const uint8_t q = micro_quantize(x(t, c0 + j), scale, e);
