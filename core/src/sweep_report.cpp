@@ -225,6 +225,23 @@ void add_settings(Doc& doc, const RuntimeSettings& s) {
   }
 }
 
+// One option of a runtime with the point that evaluated it: "<lead>: <name> (K .., V ..)", its
+// settings to paste, the point's figures and the option's caveats.
+void add_option(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                const SweepAnalysis& analysis, const std::string& lead, const RuntimeOption& o, size_t record) {
+  Line head = {{lead + ": " + o.name + " ("}};
+  for (const Span& s : pair_line("", records[record])) head.push_back(s);
+  head.push_back({")"});
+  add(doc, Block::text, head);
+  if (!o.settings.verified) add(doc, Block::text, "(emulation not verified against the runtime's sources)");
+  add_settings(doc, o.settings);
+  describe_point(doc, spec, records, analysis, record);
+  if (!o.settings.caveats.empty()) {
+    add(doc, Block::text, "caveats:");
+    for (const std::string& cv : o.settings.caveats) add(doc, Block::item, cv);
+  }
+}
+
 // A recommendation that needs something (a calibrated checkpoint): what it needs, and the best
 // option for a user without it, with its own settings and metrics.
 void add_fallback(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>& records,
@@ -234,18 +251,7 @@ void add_fallback(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord
     add(doc, Block::text, "without that, no option of this version meets the budget");
     return;
   }
-  const RuntimeOption& f = *c.fallback_option;
-  Line head = {{"without that: " + f.name + " ("}};
-  for (const Span& s : pair_line("", records[*c.fallback])) head.push_back(s);
-  head.push_back({")"});
-  add(doc, Block::text, head);
-  if (!f.settings.verified) add(doc, Block::text, "(emulation not verified against the runtime's sources)");
-  add_settings(doc, f.settings);
-  describe_point(doc, spec, records, analysis, *c.fallback);
-  if (!f.settings.caveats.empty()) {
-    add(doc, Block::text, "caveats:");
-    for (const std::string& cv : f.settings.caveats) add(doc, Block::item, cv);
-  }
+  add_option(doc, spec, records, analysis, "without that", *c.fallback_option, *c.fallback);
 }
 
 void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>& records,
@@ -258,17 +264,7 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
   }
   if (c.record && c.option) {
     const RuntimeOption& o = *c.option;
-    Line head = {{"recommended: " + o.name + " ("}};
-    for (const Span& s : pair_line("", records[*c.record])) head.push_back(s);
-    head.push_back({")"});
-    add(doc, Block::text, head);
-    if (!o.settings.verified) add(doc, Block::text, "(emulation not verified against the runtime's sources)");
-    add_settings(doc, o.settings);
-    describe_point(doc, spec, records, analysis, *c.record);
-    if (!o.settings.caveats.empty()) {
-      add(doc, Block::text, "caveats:");
-      for (const std::string& cv : o.settings.caveats) add(doc, Block::item, cv);
-    }
+    add_option(doc, spec, records, analysis, "recommended", o, *c.record);
     if (!o.origins.empty()) add(doc, Block::text, "from: " + join(o.origins, ", "));
     if (!o.settings.needs.empty()) add_fallback(doc, spec, records, analysis, c);
     const std::string gap = gap_text(records, analysis, c);

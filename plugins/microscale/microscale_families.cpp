@@ -6,6 +6,7 @@
 // (kvtune/codecs/packed_layout.h), the same functions the CUDA kernels run. docs/schemes.md has
 // the formulas.
 #include <cmath>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -176,33 +177,27 @@ SchemePtr make_nvfp4(const SchemeParams& p) {
 }  // namespace
 
 void register_microscale_families(Registry& registry) {
-  FamilyInfo mxfp4;
-  mxfp4.name = "mxfp4";
-  mxfp4.summary = "OCP MXFP4: E2M1 codes with a power-of-two (E8M0) scale per 32 channels (or 16)";
-  mxfp4.origin = KVTUNE_BUILTIN_ORIGIN;
-  mxfp4.params = mxfp4_domains();
-  mxfp4.make = [](const SchemeParams& p) -> SchemePtr {
-    return std::make_shared<MicroScheme>(
-        MicroConfig{.family = "mxfp4", .kind = CodecKind::mxfp4, .block = p.choice("block") == "16" ? 16 : 32});
+  auto add = [&](const char* name, const char* summary, std::vector<ParamDomain> params,
+                 std::function<SchemePtr(const SchemeParams&)> make) {
+    FamilyInfo f;
+    f.name = name;
+    f.summary = summary;
+    f.origin = KVTUNE_BUILTIN_ORIGIN;
+    f.params = std::move(params);
+    f.make = std::move(make);
+    registry.add(std::move(f));
   };
-  registry.add(std::move(mxfp4));
-
-  FamilyInfo mxfp8;
-  mxfp8.name = "mxfp8";
-  mxfp8.summary = "OCP MXFP8: E4M3 codes with a power-of-two (E8M0) scale per 32 channels";
-  mxfp8.origin = KVTUNE_BUILTIN_ORIGIN;
-  mxfp8.make = [](const SchemeParams&) -> SchemePtr {
-    return std::make_shared<MicroScheme>(MicroConfig{.family = "mxfp8", .kind = CodecKind::mxfp8, .block = 32});
-  };
-  registry.add(std::move(mxfp8));
-
-  FamilyInfo nvfp4;
-  nvfp4.name = "nvfp4";
-  nvfp4.summary = "NVFP4: E2M1 codes, an E4M3 scale per 16 channels and a float32 scale per tensor";
-  nvfp4.origin = KVTUNE_BUILTIN_ORIGIN;
-  nvfp4.params = nvfp4_domains();
-  nvfp4.make = make_nvfp4;
-  registry.add(std::move(nvfp4));
+  add("mxfp4", "OCP MXFP4: E2M1 codes with a power-of-two (E8M0) scale per 32 channels (or 16)", mxfp4_domains(),
+      [](const SchemeParams& p) -> SchemePtr {
+        return std::make_shared<MicroScheme>(
+            MicroConfig{.family = "mxfp4", .kind = CodecKind::mxfp4, .block = p.choice("block") == "16" ? 16 : 32});
+      });
+  add("mxfp8", "OCP MXFP8: E4M3 codes with a power-of-two (E8M0) scale per 32 channels", {},
+      [](const SchemeParams&) -> SchemePtr {
+        return std::make_shared<MicroScheme>(MicroConfig{.family = "mxfp8", .kind = CodecKind::mxfp8, .block = 32});
+      });
+  add("nvfp4", "NVFP4: E2M1 codes, an E4M3 scale per 16 channels and a float32 scale per tensor", nvfp4_domains(),
+      make_nvfp4);
 }
 
 }  // namespace kvtune::builtin
