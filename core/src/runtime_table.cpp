@@ -28,7 +28,8 @@ bool digits(std::string_view s) {
   return !s.empty() && s.size() <= 12 && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
-// semver: [v]N(.N){0,3}[rcN] (vLLM 0.11.2, TensorRT-LLM 1.3.0rc27); build: bN (llama.cpp b8607).
+// semver: [v]N(.N){0,3}[[-]rcN] (vLLM 0.11.2, TensorRT-LLM 1.3.0rc27, Ollama's tag v0.30.0-rc0);
+// build: bN (llama.cpp b8607).
 bool parse_version(const std::string& scheme, std::string_view s, Version& out) {
   if (scheme == "build") {
     if (s.size() < 2 || s[0] != 'b' || !digits(s.substr(1))) return false;
@@ -39,7 +40,7 @@ bool parse_version(const std::string& scheme, std::string_view s, Version& out) 
   if (const size_t rc = s.find("rc"); rc != std::string_view::npos) {
     if (!digits(s.substr(rc + 2))) return false;
     out.rc = std::stoll(std::string(s.substr(rc + 2)));
-    s = s.substr(0, rc);
+    s = s.substr(0, rc > 0 && s[rc - 1] == '-' ? rc - 1 : rc);  // git tags spell it -rcN
   }
   while (true) {
     const size_t dot = s.find('.');
@@ -54,7 +55,7 @@ bool parse_version(const std::string& scheme, std::string_view s, Version& out) 
 
 std::string version_syntax(const std::string& scheme) {
   return scheme == "build" ? "a build number such as b8607"
-                           : "a dotted version such as 0.11.2 or 1.3.0rc27 (up to four numbers, optional rcN)";
+                           : "a dotted version such as 0.11.2 or 1.3.0rc27 (up to four numbers, optional rcN or -rcN)";
 }
 
 int compare(const Version& a, const Version& b) {

@@ -164,6 +164,9 @@ TEST(RuntimeTable, VersionsCompareNumerically) {
   EXPECT_EQ(compare_runtime_versions("semver", "0.11", "v0.11.0"), 0);
   EXPECT_LT(compare_runtime_versions("semver", "1.3.0rc27", "1.3.0"), 0);
   EXPECT_LT(compare_runtime_versions("semver", "1.3.0rc4", "1.3.0rc27"), 0);
+  EXPECT_EQ(compare_runtime_versions("semver", "v0.30.0-rc0", "0.30.0rc0"), 0);  // a git tag's spelling
+  EXPECT_LT(compare_runtime_versions("semver", "0.30.0-rc2", "0.30.0"), 0);
+  EXPECT_THROW(compare_runtime_versions("semver", "0.30.0--rc2", "0.30.0"), InputError);
   EXPECT_THROW(compare_runtime_versions("build", "8607", "b1"), InputError);
   EXPECT_THROW(compare_runtime_versions("semver", "1.2.3.4.5", "1"), InputError);
 }
