@@ -9,6 +9,7 @@
 #include <set>
 
 #include "kvtune/error.h"
+#include "runtime_table_support.h"
 #include "test_support.h"
 
 namespace kvtune {
@@ -16,26 +17,12 @@ namespace {
 
 using ::testing::HasSubstr;
 
+using testing::any_contains;
+using testing::find;
+using testing::has;
+using testing::shipped;
+
 std::filesystem::path config_dir() { return std::filesystem::path(KVTUNE_SOURCE_DIR) / "configs"; }
-
-RuntimeTable shipped(const std::string& name) {
-  return load_runtime_table(config_dir() / "runtimes" / (name + ".toml"), builtin_registry());
-}
-
-const RuntimeOption* find(const RuntimeView& view, const std::string& name) {
-  for (const RuntimeOption& o : view.options) {
-    if (o.name == name) return &o;
-  }
-  return nullptr;
-}
-
-bool has(const std::vector<std::string>& list, const std::string& item) {
-  return std::find(list.begin(), list.end(), item) != list.end();
-}
-
-bool any_contains(const std::vector<std::string>& list, const std::string& part) {
-  return std::any_of(list.begin(), list.end(), [&](const std::string& s) { return s.find(part) != std::string::npos; });
-}
 
 // The message of the InputError that parsing `text` throws (empty when it parses).
 std::string parse_error(const std::string& text) {

@@ -9,36 +9,24 @@
 #include <vector>
 
 #include "kvtune/runtime_table.h"
+#include "runtime_table_support.h"
 #include "test_support.h"
 
 namespace kvtune {
 namespace {
 
-RuntimeTable shipped(const std::string& name) {
-  return load_runtime_table(std::filesystem::path(KVTUNE_SOURCE_DIR) / "configs" / "runtimes" / (name + ".toml"),
-                            builtin_registry());
-}
+using testing::any_contains;
+using testing::has;
+using testing::shipped;
 
 const RuntimeOption& option(const RuntimeView& view, const std::string& name) {
-  for (const RuntimeOption& o : view.options) {
-    if (o.name == name) return o;
-  }
+  if (const RuntimeOption* o = testing::find(view, name)) return *o;
   ADD_FAILURE() << view.title << " " << view.version << " has no option '" << name << "'";
   static const RuntimeOption none;
   return none;
 }
 
-bool has_option(const RuntimeView& view, const std::string& name) {
-  return std::any_of(view.options.begin(), view.options.end(), [&](const RuntimeOption& o) { return o.name == name; });
-}
-
-bool has(const std::vector<std::string>& list, const std::string& item) {
-  return std::find(list.begin(), list.end(), item) != list.end();
-}
-
-bool any_contains(const std::vector<std::string>& list, const std::string& part) {
-  return std::any_of(list.begin(), list.end(), [&](const std::string& s) { return s.find(part) != std::string::npos; });
-}
+bool has_option(const RuntimeView& view, const std::string& name) { return testing::find(view, name) != nullptr; }
 
 // ---- llama.cpp ------------------------------------------------------------------------------------
 

@@ -8,30 +8,16 @@
 #include <vector>
 
 #include "kvtune/runtime_table.h"
+#include "runtime_table_support.h"
 #include "test_support.h"
 
 namespace kvtune {
 namespace {
 
-RuntimeTable shipped(const std::string& name) {
-  return load_runtime_table(std::filesystem::path(KVTUNE_SOURCE_DIR) / "configs" / "runtimes" / (name + ".toml"),
-                            builtin_registry());
-}
-
-const RuntimeOption* find(const RuntimeView& view, const std::string& name) {
-  for (const RuntimeOption& o : view.options) {
-    if (o.name == name) return &o;
-  }
-  return nullptr;
-}
-
-bool has(const std::vector<std::string>& list, const std::string& item) {
-  return std::find(list.begin(), list.end(), item) != list.end();
-}
-
-bool any_contains(const std::vector<std::string>& list, const std::string& part) {
-  return std::any_of(list.begin(), list.end(), [&](const std::string& s) { return s.find(part) != std::string::npos; });
-}
+using testing::any_contains;
+using testing::find;
+using testing::has;
+using testing::shipped;
 
 bool lists_not_emulated(const RuntimeView& view, const std::string& part) {
   return std::any_of(view.not_emulated.begin(), view.not_emulated.end(),
