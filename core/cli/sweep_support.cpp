@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "kvtune/error.h"
+#include "kvtune/layer_exemption.h"
 #include "kvtune/model_preset.h"
 #include "kvtune/runtime_table.h"
 #include "kvtune/sweep_analysis.h"
@@ -76,7 +77,9 @@ std::optional<std::vector<SweepRecord>> run_interruptible(const SweepSpec& spec,
   }
 }
 
-void report(const SweepSpec& spec, const std::vector<SweepRecord>& records, const std::string& out, bool json) {
+void report(const SweepSpec& spec, const std::vector<SweepRecord>& evaluated, const std::string& out, bool json) {
+  // The evaluated records plus the layer exemptions derived from them (never written to results.jsonl).
+  const std::vector<SweepRecord> records = with_layer_exemptions(spec, evaluated);
   const SweepAnalysis analysis = analyze_sweep(spec, records);
   write_sweep_report(out, spec, records, analysis);
   if (json) {

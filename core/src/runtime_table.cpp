@@ -135,7 +135,7 @@ std::vector<const toml::table*> tables(TableReader& r, const std::string& key) {
   return out;
 }
 
-enum class Kind { profile, k_type, v_type, pair_rule, option };
+enum class Kind { profile, k_type, v_type, pair_rule, option, layer_exemption };
 
 const char* kind_key(Kind k) {
   switch (k) {
@@ -144,6 +144,7 @@ const char* kind_key(Kind k) {
     case Kind::v_type: return "v_types";
     case Kind::pair_rule: return "pair_rules";
     case Kind::option: return "options";
+    case Kind::layer_exemption: return "layer_exemptions";
   }
   return "";
 }
@@ -180,6 +181,12 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
       e.k_spec = spec(r, "k", registry);
       e.v_spec = spec(r, "v", registry);
       break;
+    case Kind::layer_exemption:
+      require(r, t, "name", path, "the setting's name, e.g. \"--kv-cache-dtype-skip-layers\"");
+      require(r, t, "spec", path, "the kvtune spec the exempt layers keep for K and V, e.g. \"bf16\"");
+      e.name = r.string("name", "");
+      e.k_spec = e.v_spec = spec(r, "spec", registry);
+      break;
   }
   e.since = version(r, "since", scheme);
   e.until = version(r, "until", scheme);
@@ -201,6 +208,16 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
   s.needs = strings(r, "needs");
   s.needs_flash_attention = boolean(r, "needs_flash_attention", false);
   s.verified = boolean(r, "verified", true);
+  if (kind == Kind::layer_exemption) {
+    const auto names_layers = [](const std::string& x) {
+      return std::any_of(kLayersPlaceholders.begin(), kLayersPlaceholders.end(),
+                         [&](const char* p) { return x.find(p) != std::string::npos; });
+    };
+    if (std::none_of(s.cli.begin(), s.cli.end(), names_layers) && !names_layers(s.python)) {
+      throw InputError(e.origin + ": a [[layer_exemptions]] entry needs {layers}, {layers_space} or {layers_quoted} in "
+                       "'cli' or 'python', where the exempt layer indices go");
+    }
+  }
   r.finish();
   return e;
 }
@@ -332,11 +349,12 @@ RuntimeTable parse_runtime_table(std::string_view text, const std::string& sourc
                                                                            {Kind::k_type, &t.k_types},
                                                                            {Kind::v_type, &t.v_types},
                                                                            {Kind::pair_rule, &t.pair_rules},
-                                                                           {Kind::option, &t.options}};
+                                                                           {Kind::option, &t.options},
+                                                                           {Kind::layer_exemption, &t.layer_exemptions}};
   for (const auto& [kind, out] : kinds) {
     const std::vector<const toml::table*> entries = tables(r, kind_key(kind));
     // Joint runtimes have one dtype for both roles: per-role types and pair rules would be fiction.
-    if (!t.kv_independent && kind != Kind::option && !entries.empty()) {
+    if (!t.kv_independent && kind != Kind::option && kind != Kind::layer_exemption && !entries.empty()) {
       r.fail(*r.node(kind_key(kind)), std::string("'") + kind_key(kind) +
                                           "' needs kv_independent = true; a runtime that sets K and V "
                                           "together lists [[options]]");
@@ -433,7 +451,41 @@ RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
   for (const RuntimeNotEmulated& n : t.not_emulated) {
     if (active(scheme, n.since, n.until, v)) view.not_emulated.push_back(n);
   }
+  for (const RuntimeEntry& e : t.layer_exemptions) {
+    if (is_active(e) && !view.layer_exemption) {
+      view.layer_exemption = RuntimeOption{e.name, e.k_spec, e.v_spec, e.settings, {e.origin}};
+    }
+  }
   return view;
+}
+
+RuntimeOption with_exempt_layers(const RuntimeOption& option, const RuntimeOption& exemption,
+                                 const std::vector<int64_t>& layers) {
+  std::array<std::string, 3> lists;  // in kLayersPlaceholders' order
+  for (int64_t l : layers) {
+    const std::string n = std::to_string(l);
+    const bool first = lists[0].empty();
+    lists[0] += (first ? "" : ",") + n;
+    lists[1] += (first ? "" : " ") + n;
+    lists[2] += (first ? "\"" : ", \"") + n + "\"";
+  }
+  auto fill = [&](std::string text) {
+    for (size_t p = 0; p < kLayersPlaceholders.size(); ++p) {
+      const std::string_view key = kLayersPlaceholders[p];
+      for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + lists[p].size())) {
+        text.replace(at, key.size(), lists[p]);
+      }
+    }
+    return text;
+  };
+  RuntimeOption out = option;
+  out.name += " + layers " + lists[0] + " kept at " + exemption.k_spec + " (" + exemption.name + ")";
+  RuntimeSettings extra = exemption.settings;
+  for (std::string& c : extra.cli) c = fill(c);
+  extra.python = fill(extra.python);
+  merge(out.settings, extra);
+  append_unique(out.origins, exemption.origins);
+  return out;
 }
 
 }  // namespace kvtune

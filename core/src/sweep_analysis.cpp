@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <limits>
 #include <map>
 #include <utility>
@@ -22,6 +23,27 @@ class MemoryModel {
 
   MemoryEstimate estimate(const std::string& k, const std::string& v) {
     return estimate_memory(shape_, context_, storage(k), storage(v));
+  }
+  // A derived record's exempt layers are counted with their own storage. Every layer of a model
+  // without sliding-window layers holds the same bytes, so the sum is exact; with sliding layers the
+  // exempt ones are counted as average layers (which layers slide is not part of the shape).
+  MemoryEstimate estimate(const SweepRecord& r) {
+    const MemoryEstimate base = estimate(r.k, r.v);
+    if (!r.derived()) return base;
+    const MemoryEstimate exempt = estimate(r.exempt, r.exempt);
+    const auto layers = static_cast<uint64_t>(shape_.layers), n = static_cast<uint64_t>(r.exempt_layers.size());
+    MemoryEstimate out = base;
+    if (shape_.sliding_layers == 0) {
+      out.total_bytes = base.total_bytes / layers * (layers - n) + exempt.total_bytes / layers * n;
+    } else {
+      out.total_bytes = static_cast<uint64_t>(std::ceil((double(base.total_bytes) * double(layers - n) +
+                                                         double(exempt.total_bytes) * double(n)) / double(layers)));
+    }
+    const double l = double(layers), e = double(n);
+    out.k_bits = ((l - e) * base.k_bits + e * exempt.k_bits) / l;
+    out.v_bits = ((l - e) * base.v_bits + e * exempt.v_bits) / l;
+    out.bytes_per_token = double(out.total_bytes) / double(context_);
+    return out;
   }
   int64_t context() const { return context_; }
 
@@ -80,7 +102,7 @@ RecordVerdict judge(const SweepSpec& spec, const SweepRecord& r, MemoryModel* me
 
   if (memory != nullptr) {
     try {
-      verdict.memory = memory->estimate(r.k, r.v);
+      verdict.memory = memory->estimate(r);
     } catch (const InputError& e) {
       // The points were validated against the workload's head_dim; a model preset with another
       // head_dim can still refuse a scheme. Only a fit budget makes that a violation.
@@ -141,10 +163,23 @@ RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRec
   // The runtime's own options that were evaluated, in table order. Two options with the same
   // pair share a record; the first (in table order) is the one named.
   std::vector<std::pair<size_t, const RuntimeOption*>> candidates;
+  std::deque<RuntimeOption> exempted;  // options with layers kept at the runtime's exemption dtype
   if (view != nullptr) {
     for (const RuntimeOption& o : view->options) {
       auto it = index.find({o.k_spec, o.v_spec});
       if (it != index.end()) candidates.emplace_back(it->second, &o);
+    }
+    // A runtime with a layer exemption can also express each option's derived records whose exempt
+    // layers keep the dtype its exemption stores.
+    if (const std::optional<RuntimeOption>& ex = view->layer_exemption) {
+      for (const RuntimeOption& o : view->options) {
+        for (size_t r = 0; r < records.size(); ++r) {
+          const SweepRecord& d = records[r];
+          if (!d.derived() || d.k != o.k_spec || d.v != o.v_spec || d.exempt != ex->k_spec) continue;
+          exempted.push_back(with_exempt_layers(o, *ex, d.exempt_layers));
+          candidates.emplace_back(r, &exempted.back());
+        }
+      }
     }
   }
   const Objective objective = spec.budget.objective;
@@ -274,7 +309,9 @@ SweepAnalysis analyze_sweep(const SweepSpec& spec, const std::vector<SweepRecord
 
   // First record of each (k, v): a merged sweep keeps one record per point.
   std::map<std::pair<std::string, std::string>, size_t> index;
-  for (size_t i = 0; i < records.size(); ++i) index.emplace(std::pair{records[i].k, records[i].v}, i);
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (!records[i].derived()) index.emplace(std::pair{records[i].k, records[i].v}, i);
+  }
   for (size_t i = 0; i < spec.runtimes.size(); ++i) {
     analysis.runtimes.push_back(choose(spec, i, records, analysis, index));
   }

@@ -10,6 +10,7 @@
 
 #include "kvtune/csv.h"
 #include "kvtune/file_io.h"
+#include "kvtune/layer_exemption.h"
 #include "sweep_json.h"
 
 namespace kvtune {
@@ -86,15 +87,24 @@ int64_t memory_context(const SweepSpec& spec) {
   return spec.budget.fit && spec.budget.fit->ctx > 0 ? spec.budget.fit->ctx : evaluated_context(spec);
 }
 
+// Evaluated records and the layer exemptions derived from them, counted apart.
 struct Counts {
-  size_t ok = 0, failed = 0, feasible = 0;
+  size_t evaluated = 0, ok = 0, failed = 0, feasible = 0;
+  size_t derived = 0, derived_feasible = 0;
 };
 
 Counts count(const std::vector<SweepRecord>& records, const SweepAnalysis& analysis) {
   Counts c;
   for (size_t i = 0; i < records.size(); ++i) {
+    const bool feasible = analysis.verdicts[i].feasible;
+    if (records[i].derived()) {
+      ++c.derived;
+      if (feasible) ++c.derived_feasible;
+      continue;
+    }
+    ++c.evaluated;
     (records[i].ok ? c.ok : c.failed) += 1;
-    if (analysis.verdicts[i].feasible) ++c.feasible;
+    if (feasible) ++c.feasible;
   }
   return c;
 }
@@ -127,8 +137,49 @@ std::vector<std::string> budget_terms(const SweepSpec& spec) {
   return terms;
 }
 
+std::string layer_list(const std::vector<int64_t>& layers) {
+  std::string out;
+  for (int64_t l : layers) out += (out.empty() ? "" : ",") + std::to_string(l);
+  return out;
+}
+
 Line pair_line(const std::string& lead, const SweepRecord& r) {
-  return {{lead + "K "}, code(r.k), {", V "}, code(r.v)};
+  Line line = {{lead + "K "}, code(r.k), {", V "}, code(r.v)};
+  if (r.derived()) {
+    for (Span s : {Span{", layers "}, code(layer_list(r.exempt_layers)), Span{" kept at "}, code(r.exempt)}) {
+      line.push_back(std::move(s));
+    }
+  }
+  return line;
+}
+
+// The damage of each sampled layer (the exemption metric's mean) for the best configuration and
+// the runtimes' picks; a derived record's exempt layers are marked with '*'.
+std::optional<Table> layer_table(const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                                 const SweepAnalysis& analysis) {
+  std::vector<std::pair<std::string, size_t>> rows;
+  auto want = [&](const std::string& who, std::optional<size_t> i) {
+    if (i && !records[*i].layers.empty()) rows.emplace_back(who, *i);
+  };
+  want("best", analysis.best ? analysis.best : analysis.closest);
+  for (const RuntimeChoice& c : analysis.runtimes) want(c.title, c.record ? c.record : c.closest);
+  if (rows.empty()) return std::nullopt;
+  const size_t m = static_cast<size_t>(exemption_metric(spec.budget));
+  Table t;
+  t.header = {"for", "k", "v"};
+  for (const LayerSummary& l : records[rows.front().second].layers) t.header.push_back("layer " + std::to_string(l.layer));
+  t.text_columns = 3;
+  for (const auto& [who, i] : rows) {
+    const SweepRecord& r = records[i];
+    std::vector<std::string> row = {who, r.k, r.v};
+    for (const LayerSummary& l : r.layers) {
+      const bool exempt = std::find(r.exempt_layers.begin(), r.exempt_layers.end(), l.layer) != r.exempt_layers.end();
+      row.push_back(l.metrics[m].count ? fmt(l.metrics[m].mean) + (exempt ? "*" : "") : "-");
+    }
+    row.resize(t.header.size(), "-");
+    t.rows.push_back(std::move(row));
+  }
+  return t;
 }
 
 Line metrics_line(const SweepRecord& r) {
@@ -178,22 +229,25 @@ void add_excess(Doc& doc, const RecordVerdict& v) {
 
 Table frontier_table(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis) {
   Table t;
-  t.header = {"k", "v", "k_bits", "v_bits", "bits", "rel_out_err", "attn_kl_p95", "needle_hit"};
+  const bool exemptions = !spec.exemption.counts.empty();
+  t.header = {"k", "v"};
+  if (exemptions) t.header.push_back("exempt layers");
+  for (const char* h : {"k_bits", "v_bits", "bits", "rel_out_err", "attn_kl_p95", "needle_hit"}) t.header.push_back(h);
   if (spec.model) t.header.push_back("memory/seq @" + std::to_string(memory_context(spec)));
   t.header.push_back("feasible");
-  t.text_columns = 2;
+  t.text_columns = exemptions ? 3 : 2;
   for (size_t i : analysis.frontier) {
     const SweepRecord& r = records[i];
     const RecordVerdict& v = analysis.verdicts[i];
     const Summary& needle = r.metric(Metric::needle_hit);
-    std::vector<std::string> row = {r.k,
-                                    r.v,
-                                    fmt(r.k_bits),
+    std::vector<std::string> row = {r.k, r.v};
+    if (exemptions) row.push_back(r.derived() ? layer_list(r.exempt_layers) + " at " + r.exempt : "-");
+    row.insert(row.end(), {fmt(r.k_bits),
                                     fmt(r.v_bits),
                                     fmt(r.bits()),
                                     fmt(r.metric(Metric::rel_out_err).mean),
                                     fmt(r.metric(Metric::attn_kl).p95),
-                                    needle.count ? fmt(needle.mean) : "-"};
+                                    needle.count ? fmt(needle.mean) : "-"});
     if (spec.model) row.push_back(v.memory ? format_bytes(double(v.memory->total_bytes), 2) : "-");
     row.push_back(v.feasible ? (analysis.best == i ? "yes (best)" : "yes") : "no");
     t.rows.push_back(std::move(row));
@@ -296,8 +350,11 @@ Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& record
   add(doc, Block::text,
       "workload: model " + (spec.model ? spec.model->name : std::string("none")) + ", " +
           std::to_string(evaluated_context(spec)) + " tokens, " + plural(scenario_cases(spec.scenario).size(), "case") +
-          "; " + std::to_string(records.size()) + " of " + std::to_string(spec.points.size()) + " points evaluated, " +
-          std::to_string(n.failed) + " failed, " + std::to_string(n.feasible) + " feasible");
+          "; " + std::to_string(n.evaluated) + " of " + std::to_string(spec.points.size()) + " points evaluated, " +
+          std::to_string(n.failed) + " failed, " + std::to_string(n.feasible) + " feasible" +
+          (n.derived == 0 ? std::string()
+                          : "; " + plural(n.derived, "layer exemption") + " derived, " +
+                                std::to_string(n.derived_feasible) + " feasible"));
   const std::vector<std::string> terms = budget_terms(spec);
   add(doc, Block::text,
       "budget: " + (terms.empty() ? std::string("none") : join(terms, ", ")) + "; objective " +
@@ -322,6 +379,17 @@ Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& record
       describe_point(doc, spec, records, analysis, *analysis.closest);
       add_violations(doc, analysis.verdicts[*analysis.closest]);
       add_excess(doc, analysis.verdicts[*analysis.closest]);
+    }
+  }
+
+  if (std::optional<Table> layers = layer_table(spec, records, analysis)) {
+    add(doc, Block::heading2, "Damage per layer (" + std::string(metric_name(exemption_metric(spec.budget))) + " mean)");
+    doc.push_back({Block::table, {}, {}, std::move(*layers)});
+    if (!spec.exemption.counts.empty()) {
+      add(doc, Block::text,
+          "* an exempt layer (kept at " + spec.exemption.spec + " for one model layer of the " +
+              fmt(double(model_layer_count(spec)) / double(spec.scenario.layers.size())) +
+              " it stands for; derived p95 values are bounds)");
     }
   }
 
@@ -550,6 +618,20 @@ json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, 
         s.count == 0 ? json(nullptr) : json{{"mean", s.mean}, {"p95", s.p95}, {"max", s.max}, {"count", s.count}};
   }
   p["metrics"] = std::move(metrics);
+  p["exempt_layers"] = r.exempt_layers;
+  p["exempt"] = r.derived() ? json(r.exempt) : json(nullptr);
+  p["p95_is_bound"] = r.derived();
+  json layers = json::array();
+  for (const LayerSummary& l : r.layers) {
+    json entry = {{"layer", l.layer}};
+    for (size_t m = 0; m < kMetricCount; ++m) {
+      const Summary& s = l.metrics[m];
+      entry[std::string(kMetricNames[m])] =
+          s.count == 0 ? json(nullptr) : json{{"mean", s.mean}, {"p95", s.p95}, {"max", s.max}, {"count", s.count}};
+    }
+    layers.push_back(std::move(entry));
+  }
+  p["layers"] = std::move(layers);
   p["feasible"] = v.feasible;
   json violations = json::array();
   for (const Violation& x : v.violations) violations.push_back(violation_json(x));
@@ -744,7 +826,8 @@ std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRec
   doc["objective"] = objective_text(b.objective);
   doc["budget"] = std::move(budget);
   doc["counts"] = {
-      {"points", spec.points.size()}, {"evaluated", records.size()}, {"failed", n.failed}, {"feasible", n.feasible}};
+      {"points", spec.points.size()}, {"evaluated", n.evaluated},     {"failed", n.failed},
+      {"feasible", n.feasible},       {"derived", n.derived},          {"derived_feasible", n.derived_feasible}};
   json frontier = json::array();
   for (size_t i : analysis.frontier) frontier.push_back(point_json(spec, records, analysis, i));
   doc["frontier"] = std::move(frontier);
@@ -759,7 +842,8 @@ std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRec
 std::string frontier_csv(const SweepSpec& /*spec*/, const std::vector<SweepRecord>& records,
                          const SweepAnalysis& analysis) {
   std::string out =
-      "k,v,k_bits,v_bits,bits,rel_out_err,rel_out_err_p95,attn_kl_p95,needle_hit,bytes_per_token,feasible\n";
+      "k,v,k_bits,v_bits,bits,rel_out_err,rel_out_err_p95,attn_kl_p95,needle_hit,bytes_per_token,feasible,"
+      "exempt_layers\n";
   // %.9g keeps the figures exact enough to re-sort and re-plot without printing float noise.
   for (size_t i : analysis.frontier) {
     const SweepRecord& r = records[i];
@@ -775,7 +859,8 @@ std::string frontier_csv(const SweepSpec& /*spec*/, const std::vector<SweepRecor
                                              fmt(r.metric(Metric::attn_kl).p95, "%.9g"),
                                              needle.count ? fmt(needle.mean, "%.9g") : "",
                                              v.memory ? fmt(v.memory->bytes_per_token, "%.9g") : "",
-                                             v.feasible ? "true" : "false"};
+                                             v.feasible ? "true" : "false",
+                                             r.derived() ? csv_field(layer_list(r.exempt_layers) + " at " + r.exempt) : ""};
     out += join(fields, ",") + "\n";
   }
   return out;

@@ -68,6 +68,27 @@ T field(const json& j, const char* key, const std::string& where) {
   }
 }
 
+Summary summary_from_json(const json& j, const std::string& where) {
+  return {field<double>(j, "mean", where), field<double>(j, "p95", where), field<double>(j, "max", where),
+          field<size_t>(j, "count", where)};
+}
+
+// The metrics object of a record or of one of its layers: every metric, null where it has no samples.
+void metrics_from_json(const json& j, std::array<Summary, kMetricCount>& metrics, const std::string& where) {
+  for (size_t m = 0; m < kMetricCount; ++m) {
+    const std::string name(kMetricNames[m]);
+    const auto it = j.find(name);
+    if (it == j.end()) throw InputError(where + ": missing metric '" + name + "'");
+    if (!it->is_null()) metrics[m] = summary_from_json(*it, where);
+  }
+}
+
+json metrics_json(const std::array<Summary, kMetricCount>& metrics) {
+  json j = json::object();
+  for (size_t m = 0; m < kMetricCount; ++m) j[std::string(kMetricNames[m])] = summary_json(metrics[m]);
+  return j;
+}
+
 SweepRecord record_from_json(const json& j, const std::string& where) {
   SweepRecord r;
   r.k = field<std::string>(j, "k", where);
@@ -78,13 +99,16 @@ SweepRecord record_from_json(const json& j, const std::string& where) {
   r.k_bits = field<double>(j, "k_bits", where);
   r.v_bits = field<double>(j, "v_bits", where);
   if (j.contains("backend")) r.backend = field<std::string>(j, "backend", where);
-  for (size_t m = 0; m < kMetricCount; ++m) {
-    const std::string name(kMetricNames[m]);
-    const auto it = j.find(name);
-    if (it == j.end()) throw InputError(where + ": missing metric '" + name + "'");
-    if (it->is_null()) continue;
-    r.metrics[m] = {field<double>(*it, "mean", where), field<double>(*it, "p95", where),
-                    field<double>(*it, "max", where), field<size_t>(*it, "count", where)};
+  metrics_from_json(j, r.metrics, where);
+  if (const auto layers = j.find("layers"); layers != j.end()) {
+    if (!layers->is_array()) throw InputError(where + ": field 'layers' must be an array");
+    for (const json& l : *layers) {
+      if (!l.is_object()) throw InputError(where + ": each entry of 'layers' must be an object");
+      LayerSummary s;
+      s.layer = field<int64_t>(l, "layer", where);
+      metrics_from_json(l, s.metrics, where + " (layer " + std::to_string(s.layer) + ")");
+      r.layers.push_back(s);
+    }
   }
   r.spec_hash = std::stoull(field<std::string>(j, "spec_hash", where), nullptr, 16);
   r.kvtune_version = field<std::string>(j, "kvtune_version", where);
@@ -151,6 +175,30 @@ SweepRecord point_record(const SweepPoint& p, const SweepRecord& provenance) {
   return r;
 }
 
+// The summaries of each sampled layer's cases. A metric's samples come case by case in equal
+// numbers (one per query, or one per planted needle, and every case of a workload has the same
+// queries and needles); a metric whose sample count does not split evenly is left without samples.
+std::vector<LayerSummary> layer_summaries(const PairResult& pair, const std::vector<CaseKey>& cases,
+                                          const std::vector<int64_t>& layers) {
+  std::vector<LayerSummary> out;
+  for (int64_t layer : layers) out.push_back({.layer = layer});
+  for (size_t m = 0; m < kMetricCount; ++m) {
+    const std::vector<double>& samples = pair.samples[m];
+    if (samples.empty() || cases.empty() || samples.size() % cases.size() != 0) continue;
+    const size_t per_case = samples.size() / cases.size();
+    for (LayerSummary& l : out) {
+      std::vector<double> mine;
+      for (size_t c = 0; c < cases.size(); ++c) {
+        if (cases[c].layer != l.layer) continue;
+        const auto first = samples.begin() + static_cast<std::ptrdiff_t>(c * per_case);
+        mine.insert(mine.end(), first, first + static_cast<std::ptrdiff_t>(per_case));
+      }
+      l.metrics[m] = summarize(mine);
+    }
+  }
+  return out;
+}
+
 // One separable evaluation of `points` (their own schemes) over every case of the spec.
 std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vector<SweepPoint>& points,
                                          const SweepRunOptions& o, const SweepRecord& provenance) {
@@ -186,6 +234,7 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
     r.v_bits = result.pairs[i].v_bits;
     r.backend = result.pairs[i].backend_used;
     for (size_t m = 0; m < kMetricCount; ++m) r.metrics[m] = summarize(result.pairs[i].samples[m]);
+    if (spec.scenario.layers.size() > 1) r.layers = layer_summaries(result.pairs[i], cases, spec.scenario.layers);
     out.push_back(std::move(r));
   }
   return out;
@@ -274,7 +323,16 @@ std::string record_to_json_line(const SweepRecord& r) {
   json j = {{"k", r.k}, {"v", r.v}, {"origin", r.origin}, {"status", r.ok ? "ok" : "error"},
             {"k_bits", r.k_bits}, {"v_bits", r.v_bits}, {"backend", r.backend}};
   if (!r.ok) j["error"] = r.error;
-  for (size_t m = 0; m < kMetricCount; ++m) j[std::string(kMetricNames[m])] = summary_json(r.metrics[m]);
+  j.update(metrics_json(r.metrics));
+  if (!r.layers.empty()) {
+    json layers = json::array();
+    for (const LayerSummary& l : r.layers) {
+      json entry = metrics_json(l.metrics);
+      entry["layer"] = l.layer;
+      layers.push_back(std::move(entry));
+    }
+    j["layers"] = std::move(layers);
+  }
   j["spec_hash"] = hex(r.spec_hash);
   j["kvtune_version"] = r.kvtune_version;
   j["git_commit"] = r.git_commit;
@@ -298,8 +356,15 @@ bool same_result(const SweepRecord& a, const SweepRecord& b) {
   if (a.ok != b.ok || a.error != b.error || a.k_bits != b.k_bits || a.v_bits != b.v_bits ||
       a.backend != b.backend)
     return false;
-  for (size_t m = 0; m < kMetricCount; ++m) {
-    if (!same(a.metrics[m], b.metrics[m])) return false;
+  auto same_metrics = [&](const std::array<Summary, kMetricCount>& x, const std::array<Summary, kMetricCount>& y) {
+    for (size_t m = 0; m < kMetricCount; ++m) {
+      if (!same(x[m], y[m])) return false;
+    }
+    return true;
+  };
+  if (!same_metrics(a.metrics, b.metrics) || a.layers.size() != b.layers.size()) return false;
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    if (a.layers[i].layer != b.layers[i].layer || !same_metrics(a.layers[i].metrics, b.layers[i].metrics)) return false;
   }
   return true;
 }

@@ -641,6 +641,54 @@ std::vector<Target> read_targets(TableReader& top) {
   return out;
 }
 
+// [search] exempt_layers = [N, ...] and exempt_spec: N of the sampled layers may be exempt, so N
+// must leave at least one sampled layer quantized.
+LayerExemptionSearch read_exemption(TableReader& search, const Scenario& sc, const Shape& shape) {
+  LayerExemptionSearch out;
+  const std::string exempt_at = search.has("exempt_spec") ? where(search.file(), search.node("exempt_spec")->source()) : "";
+  out.spec = search.string("exempt_spec", out.spec);
+  const toml::node* n = search.node("exempt_layers");
+  if (n == nullptr) {
+    if (!exempt_at.empty()) {
+      throw InputError(exempt_at + ": 'exempt_spec' needs [search] exempt_layers = [N, ...] (how many layers to exempt)");
+    }
+    return out;
+  }
+  const int64_t sampled = static_cast<int64_t>(sc.layers.size());
+  const toml::array* a = n->as_array();
+  if (a == nullptr || a->empty()) search.fail(*n, "'exempt_layers' must be a non-empty array of layer counts, e.g. [1, 2]");
+  if (sampled < 2) {
+    search.fail(*n, "'exempt_layers' needs at least 2 sampled layers ([workload] layers lists " +
+                        std::to_string(sampled) + "): the exempt layers are chosen among the sampled ones by their damage");
+  }
+  for (const toml::node& e : *a) {
+    const auto v = e.value<int64_t>();
+    if (!e.is_integer() || !v || *v < 1 || *v >= sampled) {
+      search.fail(e, "'exempt_layers' entries must be integers in 1.." + std::to_string(sampled - 1) +
+                         " (layers to exempt among the " + std::to_string(sampled) + " sampled; one must stay quantized)");
+    }
+    if (std::find(out.counts.begin(), out.counts.end(), *v) == out.counts.end()) out.counts.push_back(*v);
+  }
+  try {
+    out.spec = make_at(shape.registry, out.spec, "[search] exempt_spec")->spec();
+  } catch (const InputError& e) {
+    search.fail(*search.node("exempt_spec"), e.what());
+  }
+  return out;
+}
+
+// The exemption's baseline pair (exempt_spec for K and V): the exempt layers' damage comes from it.
+void add_exemption_baseline(SweepSpec& spec) {
+  if (spec.exemption.counts.empty()) return;
+  const std::string& e = spec.exemption.spec;
+  for (const SweepPoint& p : spec.points) {
+    if (p.k == e && p.v == e) return;
+  }
+  const SchemePtr scheme = spec.scheme(e);
+  spec.schemes.emplace(e, scheme);
+  spec.points.push_back({e, e, "search: the exempt layers' dtype (exempt_layers)", scheme, scheme});
+}
+
 // Resolves each target's options and appends their pairs as points (exempt from the constraints).
 void add_runtime_points(SweepSpec& spec, const std::vector<Target>& targets, const SweepContext& context,
                         const Shape& shape) {
@@ -943,6 +991,7 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   std::vector<PolicyAxis> k_axes = both, v_axes = both;
   for (PolicyAxis& a : read_policy(search.table("k_policy"), taken)) k_axes.push_back(std::move(a));
   for (PolicyAxis& a : read_policy(search.table("v_policy"), taken)) v_axes.push_back(std::move(a));
+  spec.exemption = read_exemption(search, sc, shape);
   const Constraints constraints = read_constraints(search.table("constraints"), registry);
   if (spec.pairing == Pairing::independent && search.has("constraints")) {
     search.fail(*search.node("constraints"),
@@ -973,6 +1022,7 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   }
   spec.points = search_points(spec, constraints, shape, pairing_at, spec.notes);
   add_runtime_points(spec, targets, context, shape);
+  add_exemption_baseline(spec);
   if (spec.points.empty()) {
     const bool searched = !spec.k_candidates.empty() || !spec.v_candidates.empty();
     throw InputError(source_name + ": nothing to evaluate: " +

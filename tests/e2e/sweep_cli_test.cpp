@@ -90,7 +90,7 @@ TEST_F(SweepCli, WritesEveryOutputAndRecommendsWhatTheRuntimeCanExpress) {
   EXPECT_THAT(read_text(path("out") / "report.md"), HasSubstr("llama.cpp"));
   EXPECT_THAT(read_text(path("out") / "frontier.csv"),
               ::testing::StartsWith("k,v,k_bits,v_bits,bits,rel_out_err,rel_out_err_p95,attn_kl_p95,needle_hit,"
-                                    "bytes_per_token,feasible\n"));
+                                    "bytes_per_token,feasible,exempt_layers\n"));
 
   // --json prints summary.json.
   const RunResult again = run({"sweep", path("small.toml").string(), "--out", out("json"), "--json"});

@@ -163,11 +163,29 @@ TEST(RuntimeVersionsServing, VllmPerHeadCheckpointScalesAndNotEmulatedTypes) {
     ASSERT_NE(unit, nullptr) << version;
     EXPECT_TRUE(unit->settings.needs.empty());
     EXPECT_TRUE(lists_not_emulated(view, "nvfp4_4over6"));  // max/6 or max/4 per block
-    EXPECT_TRUE(lists_not_emulated(view, "--kv-cache-dtype-skip-layers"));
     const RuntimeOption* nvfp4 = find(view, "nvfp4");
     ASSERT_NE(nvfp4, nullptr) << version;
     EXPECT_EQ(nvfp4->k_spec, "nvfp4:scale=dynamic");
     EXPECT_FALSE(nvfp4->settings.verified);
+  }
+}
+
+// --kv-cache-dtype-skip-layers is judged as a layer exemption (layer_exemption.h) from 0.25.1, the
+// first documentation that names it; before that vLLM quantizes every layer.
+TEST(RuntimeVersionsServing, VllmSkipLayersIsALayerExemptionFrom0251) {
+  const RuntimeTable t = shipped("vllm");
+  for (const std::string version : {"0.24.0", "0.25.0"}) EXPECT_FALSE(runtime_options(t, version).layer_exemption) << version;
+  for (const std::string version : {"0.25.1", "0.28.0"}) {
+    const RuntimeView view = runtime_options(t, version);
+    ASSERT_TRUE(view.layer_exemption) << version;
+    EXPECT_EQ(view.layer_exemption->k_spec, "bf16");
+    EXPECT_FALSE(view.layer_exemption->settings.verified);
+    EXPECT_FALSE(lists_not_emulated(view, "--kv-cache-dtype-skip-layers")) << version;
+    const RuntimeOption* fp8 = find(view, "fp8 (e4m3), no checkpoint scales");
+    ASSERT_NE(fp8, nullptr);
+    const RuntimeOption exempt = with_exempt_layers(*fp8, *view.layer_exemption, {0, 31});
+    EXPECT_EQ(exempt.settings.cli, (std::vector<std::string>{"--kv-cache-dtype fp8", "--kv-cache-dtype-skip-layers 0 31"}));
+    EXPECT_NE(exempt.settings.python.find("kv_cache_dtype_skip_layers=[\"0\", \"31\"]"), std::string::npos);
   }
 }
 

@@ -500,10 +500,11 @@ TEST(SweepReport, FrontierCsvHasTheHeaderAndQuotesSpecsWithCommas) {
   std::getline(lines, first);
   std::getline(lines, second);
   EXPECT_EQ(header,
-            "k,v,k_bits,v_bits,bits,rel_out_err,rel_out_err_p95,attn_kl_p95,needle_hit,bytes_per_token,feasible");
+            "k,v,k_bits,v_bits,bits,rel_out_err,rel_out_err_p95,attn_kl_p95,needle_hit,bytes_per_token,feasible,"
+            "exempt_layers");
   EXPECT_THAT(first, ::testing::StartsWith("\"int:bits=4,axis=token\",q4_0,4.5,4.5,4.5,0.02,0.04,0.004,,"));
-  EXPECT_THAT(first, ::testing::EndsWith(",true"));
-  EXPECT_EQ(second, "f16,f16,16,16,16,0.0001,0.0002,2e-05,,327680,true");
+  EXPECT_THAT(first, ::testing::EndsWith(",true,"));
+  EXPECT_EQ(second, "f16,f16,16,16,16,0.0001,0.0002,2e-05,,327680,true,");
 }
 
 TEST(SweepReport, SummaryJsonCarriesEverySection) {

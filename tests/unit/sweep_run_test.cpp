@@ -77,6 +77,37 @@ class SweepRun : public ::testing::Test {
   fs::path dir_;
 };
 
+// Each sampled layer's cases summarised apart: the layer means, weighted by their sample counts,
+// give the record's mean, and the per-layer summaries survive results.jsonl.
+TEST_F(SweepRun, RecordsCarryEachSampledLayersSummaries) {
+  SweepSpec spec = small_spec({{"q4_0", "q4_0", "search"}});
+  spec.scenario.workload.layers = 3;
+  spec.scenario.workload.overrides = {{.layers = {2}, .outlier_scale = 40.0}};
+  spec.scenario.layers = {0, 2};
+  const std::vector<SweepRecord> records = run_sweep(typed(spec), options());
+  ASSERT_EQ(records.size(), 1u);
+  const SweepRecord& r = records[0];
+  ASSERT_EQ(r.layers.size(), 2u);
+  EXPECT_EQ(r.layers[0].layer, 0);
+  EXPECT_EQ(r.layers[1].layer, 2);
+  for (size_t m : {size_t(Metric::rel_out_err), size_t(Metric::attn_kl), size_t(Metric::needle_hit)}) {
+    const Summary& all = r.metrics[m];
+    const Summary &a = r.layers[0].metrics[m], &b = r.layers[1].metrics[m];
+    if (all.count == 0) continue;
+    EXPECT_EQ(a.count + b.count, all.count) << kMetricNames[m];
+    EXPECT_NEAR((a.mean * double(a.count) + b.mean * double(b.count)) / double(all.count), all.mean, 1e-12)
+        << kMetricNames[m];
+    EXPECT_EQ(std::max(a.max, b.max), all.max) << kMetricNames[m];
+  }
+  // Layer 2's keys carry 4x larger outliers, so q4_0 keys err more there.
+  EXPECT_GT(r.layers[1].metrics[size_t(Metric::attn_kl)].mean, r.layers[0].metrics[size_t(Metric::attn_kl)].mean);
+  const std::vector<SweepRecord> read = read_records(results());
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_TRUE(same_result(read[0], r));
+  ASSERT_EQ(read[0].layers.size(), 2u);
+  EXPECT_EQ(read[0].layers[1].metrics[size_t(Metric::rel_out_err)].mean, r.layers[1].metrics[size_t(Metric::rel_out_err)].mean);
+}
+
 TEST_F(SweepRun, StreamsOneLinePerPointWithMetricsAndProvenance) {
   const SweepSpec spec = small_spec(grid_points());
   const std::vector<SweepRecord> records = run_sweep(typed(spec), options());

@@ -492,5 +492,32 @@ TEST(SweepSpec, RefusesRepeatedSeedsLayersAndHeads) {
             "s.toml:5:10: 'layers' lists 0 twice");
 }
 
+// [search] exempt_layers: the counts are kept, the baseline pair joins the points once, and each
+// bad value is refused with its position and the valid range.
+TEST(SweepSpec, ExemptLayersAddTheBaselinePairAndAreChecked) {
+  const std::string head = "[workload]\ntokens = 64\nhead_dim = 64\nnum_layers = 4\nlayers = [0, 1, 3]\n[search]\n"
+                           "both = [\"q8_0\"]\n";
+  const SweepSpec s = parse(head + "exempt_layers = [1, 2, 1]\n");
+  EXPECT_THAT(s.exemption.counts, ElementsAre(1, 2));
+  EXPECT_EQ(s.exemption.spec, "bf16");
+  EXPECT_THAT(pairs_of(s), ElementsAre(std::pair<std::string, std::string>{"q8_0", "q8_0"},
+                                       std::pair<std::string, std::string>{"bf16", "bf16"}));
+  EXPECT_EQ(s.points.back().origin, "search: the exempt layers' dtype (exempt_layers)");
+  const SweepSpec f16 = parse(head + "exempt_layers = [1]\nexempt_spec = \"f16\"\n");
+  EXPECT_EQ(f16.exemption.spec, "f16");
+  EXPECT_EQ(f16.points.size(), 2u);
+  EXPECT_EQ(error_of(head + "exempt_layers = [3]\n"),
+            "s.toml:8:18: 'exempt_layers' entries must be integers in 1..2 (layers to exempt among the 3 sampled; one "
+            "must stay quantized)");
+  EXPECT_EQ(error_of(head + "exempt_layers = []\n"),
+            "s.toml:8:17: 'exempt_layers' must be a non-empty array of layer counts, e.g. [1, 2]");
+  EXPECT_THAT(error_of(head + "exempt_spec = \"f16\"\n"),
+              HasSubstr("s.toml:8:15: 'exempt_spec' needs [search] exempt_layers = [N, ...]"));
+  EXPECT_THAT(error_of(head + "exempt_layers = [1]\nexempt_spec = \"q9_9\"\n"), HasSubstr("s.toml:9:15:"));
+  EXPECT_EQ(error_of("[workload]\ntokens = 64\nhead_dim = 64\n[search]\nboth = [\"q8_0\"]\nexempt_layers = [1]\n"),
+            "s.toml:6:17: 'exempt_layers' needs at least 2 sampled layers ([workload] layers lists 1): the exempt "
+            "layers are chosen among the sampled ones by their damage");
+}
+
 }  // namespace
 }  // namespace kvtune

@@ -4,7 +4,9 @@
 // editing a file and recommending is a lookup over runtime_options().
 #pragma once
 
+#include <array>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +57,10 @@ struct RuntimeTable {
   bool kv_independent = false;  // K and V set separately (types and pair rules) or jointly (options)
   std::vector<std::string> notes;
   std::vector<RuntimeEntry> profiles, k_types, v_types, pair_rules, options;
+  // [[layer_exemptions]]: a setting that keeps listed layers at another dtype (vLLM
+  // --kv-cache-dtype-skip-layers); k_spec = v_spec = what those layers keep, the cli or python
+  // carries one of kLayersPlaceholders where the layer indices go. Versioned like options.
+  std::vector<RuntimeEntry> layer_exemptions;
   std::vector<RuntimeNotEmulated> not_emulated;
 };
 
@@ -72,7 +78,19 @@ struct RuntimeView {
   bool beyond_checked = false;  // newer than the table was checked against: options may be stale
   std::vector<RuntimeOption> options;
   std::vector<RuntimeNotEmulated> not_emulated;
+  // The layer exemption this version offers (the first active [[layer_exemptions]] entry), if any.
+  std::optional<RuntimeOption> layer_exemption;
 };
+
+// Where a [[layer_exemptions]] entry's cli/python takes the exempt layer indices: {layers} as
+// "0,31", {layers_space} as "0 31" (an argparse nargs list), {layers_quoted} as "\"0\", \"31\"" (a
+// Python list of strings).
+inline constexpr std::array<const char*, 3> kLayersPlaceholders = {"{layers}", "{layers_space}", "{layers_quoted}"};
+
+// `option` with `layers` kept at the exemption's dtype: its name says so, the exemption's
+// settings (with the layer list filled in) join the option's.
+RuntimeOption with_exempt_layers(const RuntimeOption& option, const RuntimeOption& exemption,
+                                 const std::vector<int64_t>& layers);
 
 // Reads one table; every K/V spec is validated (and canonicalised) through `registry`. Errors are
 // InputErrors naming file:line:column, the key and what was expected.

@@ -104,6 +104,13 @@ struct SweepNote {
 };
 const char* note_kind_name(SweepNote::Kind kind);
 
+// [search] exempt_layers / exempt_spec: besides each point as evaluated, judge it with its N most
+// damaged sampled layers kept at `spec` (K and V), for each N of `counts` (layer_exemption.h).
+struct LayerExemptionSearch {
+  std::vector<int64_t> counts;  // empty: no exemption search
+  std::string spec = "bf16";    // canonical; the sweep evaluates the pair (spec, spec) as its baseline
+};
+
 struct SweepSpec {
   std::string name;
   std::string source;         // the file the spec was read from ("(embedded) ..." for the default)
@@ -114,6 +121,7 @@ struct SweepSpec {
   std::vector<std::string> k_candidates, v_candidates;  // canonical, deduplicated, in file order
   std::vector<SweepPoint> points;                        // expanded, validated, deduplicated
   SweepBudget budget;
+  LayerExemptionSearch exemption;
   std::vector<RuntimeTarget> runtimes;
   std::vector<RuntimeView> runtime_views;  // one per target: the options its version offers
   std::vector<std::string> plugins;        // shared libraries the file names (absolute paths)

@@ -18,7 +18,14 @@
 
 namespace kvtune {
 
-// One evaluated point, as one line of results.jsonl.
+// The metrics of the cases of one sampled layer.
+struct LayerSummary {
+  int64_t layer = 0;  // the model layer
+  std::array<Summary, kMetricCount> metrics{};  // count 0: no samples (or not attributable to layers)
+};
+
+// One evaluated point, as one line of results.jsonl; or a point derived from two evaluated ones
+// with some layers exempt from quantization (layer_exemption.h), which is never written there.
 struct SweepRecord {
   std::string k, v, origin;
   bool ok = true;
@@ -28,12 +35,19 @@ struct SweepRecord {
   // What computed the attention output: "cpu", the kernel backend's name, or "cpu (no fused kernel
   // for this pair: WHY)" in kernel mode (PairResult::backend_used).
   std::string backend = "cpu";
+  // Per sampled layer, in the scenario's layer order; empty when the sweep samples one layer.
+  std::vector<LayerSummary> layers;
+  // A derived record: these model layers keep `exempt` (K and V, e.g. "bf16") while every other
+  // layer stores k / v. Its p95 values are bounds of the mixture, not sample quantiles.
+  std::vector<int64_t> exempt_layers;
+  std::string exempt;
   // Provenance, written on every line.
   uint64_t spec_hash = 0;
   std::string kvtune_version, git_commit, host, time;  // time: UTC ISO 8601
   int64_t shard = 0, shards = 1;
 
   double bits() const { return (k_bits + v_bits) / 2.0; }
+  bool derived() const { return !exempt_layers.empty(); }
   const Summary& metric(Metric m) const { return metrics[static_cast<size_t>(m)]; }
 };
 

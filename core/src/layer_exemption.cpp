@@ -1,0 +1,129 @@
+#include "kvtune/layer_exemption.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+namespace kvtune {
+namespace {
+
+// One sampled layer's summary of one metric with one of the `stratum` model layers it stands for
+// kept at the baseline: the exact mean of the mix, and bounds for its p95 on the budget's side.
+Summary mix(const Summary& base, const Summary& exempt, double stratum, bool higher_is_better) {
+  if (base.count == 0 || exempt.count == 0) return {};
+  if (stratum <= 1.0) return exempt;
+  const double w = 1.0 / stratum;
+  Summary out;
+  out.count = base.count;
+  out.mean = w * exempt.mean + (1.0 - w) * base.mean;
+  out.p95 = higher_is_better ? std::min(base.p95, exempt.p95) : std::max(base.p95, exempt.p95);
+  out.max = std::max(base.max, exempt.max);
+  return out;
+}
+
+// The summary over every sampled layer: count-weighted mean, bounded p95, largest max; no samples
+// when any layer has none (a metric not attributable to layers).
+Summary combine(const std::vector<LayerSummary>& layers, size_t m, bool higher_is_better) {
+  Summary out;
+  double sum = 0.0;
+  for (const LayerSummary& l : layers) {
+    const Summary& s = l.metrics[m];
+    if (s.count == 0) return {};
+    sum += s.mean * static_cast<double>(s.count);
+    out.p95 = out.count == 0 ? s.p95 : (higher_is_better ? std::min(out.p95, s.p95) : std::max(out.p95, s.p95));
+    out.max = out.count == 0 ? s.max : std::max(out.max, s.max);
+    out.count += s.count;
+  }
+  if (out.count > 0) out.mean = sum / static_cast<double>(out.count);
+  return out;
+}
+
+const LayerSummary* find_layer(const SweepRecord& r, int64_t layer) {
+  for (const LayerSummary& l : r.layers) {
+    if (l.layer == layer) return &l;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Metric exemption_metric(const SweepBudget& budget) {
+  return budget.terms.empty() ? Metric::rel_out_err : budget.terms.front().metric;
+}
+
+std::vector<int64_t> most_damaged_layers(const SweepRecord& record, Metric metric, int64_t count) {
+  const size_t m = static_cast<size_t>(metric);
+  if (count < 1 || record.layers.size() <= static_cast<size_t>(count)) return {};
+  for (const LayerSummary& l : record.layers) {
+    if (l.metrics[m].count == 0) return {};
+  }
+  const bool higher_is_better = metric_info(metric).higher_is_better;
+  std::vector<size_t> order(record.layers.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  // Most damaged first; a tie keeps the scenario's layer order.
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const double x = record.layers[a].metrics[m].mean, y = record.layers[b].metrics[m].mean;
+    return higher_is_better ? x < y : x > y;
+  });
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < count; ++i) out.push_back(record.layers[order[static_cast<size_t>(i)]].layer);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+SweepRecord exempt_record(const SweepRecord& base, const SweepRecord& baseline, const std::vector<int64_t>& layers,
+                          int64_t model_layers, const std::string& exempt) {
+  if (layers.empty() || base.layers.empty() || model_layers < static_cast<int64_t>(base.layers.size())) {
+    throw std::logic_error("exempt_record: needs exempt layers, per-layer summaries and model_layers >= sampled layers");
+  }
+  SweepRecord r = base;
+  r.exempt_layers = layers;
+  r.exempt = exempt;
+  std::string list;
+  for (int64_t l : layers) list += (list.empty() ? "" : ",") + std::to_string(l);
+  r.origin = base.origin + " (layers " + list + " kept at " + exempt + ")";
+  const double stratum = static_cast<double>(model_layers) / static_cast<double>(base.layers.size());
+  for (LayerSummary& l : r.layers) {
+    if (std::find(layers.begin(), layers.end(), l.layer) == layers.end()) continue;
+    const LayerSummary* e = find_layer(baseline, l.layer);
+    if (e == nullptr) throw std::logic_error("exempt_record: the baseline has no summary of layer " + std::to_string(l.layer));
+    for (size_t m = 0; m < kMetricCount; ++m) {
+      l.metrics[m] = mix(l.metrics[m], e->metrics[m], stratum, kMetricInfo[m].higher_is_better);
+    }
+  }
+  for (size_t m = 0; m < kMetricCount; ++m) r.metrics[m] = combine(r.layers, m, kMetricInfo[m].higher_is_better);
+  const double n = static_cast<double>(layers.size()), total = static_cast<double>(model_layers);
+  r.k_bits = ((total - n) * base.k_bits + n * baseline.k_bits) / total;
+  r.v_bits = ((total - n) * base.v_bits + n * baseline.v_bits) / total;
+  return r;
+}
+
+int64_t model_layer_count(const SweepSpec& spec) {
+  return spec.model ? spec.model->shape.layers : spec.scenario.workload.layers;
+}
+
+std::vector<SweepRecord> with_layer_exemptions(const SweepSpec& spec, std::vector<SweepRecord> records) {
+  const LayerExemptionSearch& e = spec.exemption;
+  if (e.counts.empty()) return records;
+  const auto baseline = std::find_if(records.begin(), records.end(), [&](const SweepRecord& r) {
+    return r.ok && !r.derived() && r.k == e.spec && r.v == e.spec && !r.layers.empty();
+  });
+  if (baseline == records.end()) return records;
+  const SweepRecord base_line = *baseline;
+  const Metric metric = exemption_metric(spec.budget);
+  const int64_t model_layers = model_layer_count(spec);
+  const size_t evaluated = records.size();
+  records.reserve(evaluated * (1 + e.counts.size()));  // `r` below stays valid while records grow
+  for (size_t i = 0; i < evaluated; ++i) {
+    const SweepRecord& r = records[i];
+    if (!r.ok || r.derived() || r.layers.empty() || (r.k == e.spec && r.v == e.spec)) continue;
+    for (int64_t count : e.counts) {
+      const std::vector<int64_t> layers = most_damaged_layers(r, metric, count);
+      if (layers.empty() || model_layers < static_cast<int64_t>(r.layers.size())) continue;
+      records.push_back(exempt_record(records[i], base_line, layers, model_layers, e.spec));
+    }
+  }
+  return records;
+}
+
+}  // namespace kvtune

@@ -1,0 +1,270 @@
+// Layer exemptions (layer_exemption.h): the derived record of "a point with its most damaged
+// sampled layers kept at the baseline dtype", checked against hand-computed mixes, the memory
+// counted layer by layer for llama-3.1-70b, a runtime with a layer exemption recommending it when
+// that is the cheapest way to meet the budget, the runtime table entries, and the sweep file keys.
+#include "kvtune/layer_exemption.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "kvtune/error.h"
+#include "kvtune/model_preset.h"
+#include "kvtune/runtime_table.h"
+#include "kvtune/sweep_analysis.h"
+#include "kvtune/sweep_report.h"
+#include "test_support.h"
+
+namespace kvtune {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr uint64_t KiB = 1024;
+constexpr size_t kErr = size_t(Metric::rel_out_err), kTop1 = size_t(Metric::top1_agree);
+
+LayerSummary layer(int64_t index, double mean, double p95, double max, size_t count = 4) {
+  LayerSummary l;
+  l.layer = index;
+  l.metrics[kErr] = {mean, p95, max, count};
+  l.metrics[kTop1] = {1.0 - mean, 1.0 - p95, 1.0, count};
+  return l;
+}
+
+// A record whose overall metrics are those of its layers (means averaged, p95/max the largest).
+SweepRecord record(const std::string& k, const std::string& v, double k_bits, double v_bits,
+                   std::vector<LayerSummary> layers) {
+  SweepRecord r;
+  r.k = k;
+  r.v = v;
+  r.origin = "search";
+  r.k_bits = k_bits;
+  r.v_bits = v_bits;
+  double sum = 0.0, p95 = 0.0, max = 0.0;
+  size_t count = 0;
+  for (const LayerSummary& l : layers) {
+    sum += l.metrics[kErr].mean * double(l.metrics[kErr].count);
+    p95 = std::max(p95, l.metrics[kErr].p95);
+    max = std::max(max, l.metrics[kErr].max);
+    count += l.metrics[kErr].count;
+  }
+  r.metrics[kErr] = {sum / double(count), p95, max, count};
+  r.metrics[kTop1] = {1.0 - sum / double(count), 1.0 - p95, 1.0, count};
+  r.layers = std::move(layers);
+  return r;
+}
+
+// Layer 0 is the damaged one; the baseline (f16) barely errs anywhere.
+SweepRecord damaged_q4() { return record("q4_0", "q4_0", 4.5, 4.5, {layer(0, 0.4, 0.5, 0.6), layer(1, 0.1, 0.15, 0.2)}); }
+SweepRecord baseline() { return record("f16", "f16", 16, 16, {layer(0, 0.01, 0.02, 0.03), layer(1, 0.01, 0.02, 0.03)}); }
+
+TEST(LayerExemption, WithEveryLayerSampledTheExemptLayerIsTheBaselinesOwn) {
+  const SweepRecord r = exempt_record(damaged_q4(), baseline(), {0}, /*model_layers=*/2, "f16");
+  EXPECT_THAT(r.exempt_layers, ElementsAre(0));
+  EXPECT_EQ(r.exempt, "f16");
+  EXPECT_TRUE(r.derived());
+  // Layer 0 is f16's: 0.01 over 4 samples; layer 1 stays 0.1. Mean (4*0.01 + 4*0.1) / 8.
+  EXPECT_DOUBLE_EQ(r.metrics[kErr].mean, 0.055);
+  EXPECT_EQ(r.metrics[kErr].count, 8u);
+  EXPECT_DOUBLE_EQ(r.metrics[kErr].p95, 0.15);  // the largest per-layer p95: layer 1's
+  EXPECT_DOUBLE_EQ(r.metrics[kErr].max, 0.2);
+  EXPECT_DOUBLE_EQ(r.layers[0].metrics[kErr].mean, 0.01);
+  // One of two layers at 16 bits: (4.5 + 16) / 2.
+  EXPECT_DOUBLE_EQ(r.k_bits, 10.25);
+  EXPECT_DOUBLE_EQ(r.v_bits, 10.25);
+  EXPECT_THAT(r.origin, HasSubstr("layers 0 kept at f16"));
+}
+
+TEST(LayerExemption, ASparseSampleCountsTheGainForTheOneExemptModelLayer) {
+  // 8 model layers, 2 sampled: each stands for 4, so exempting layer 0 changes a quarter of it.
+  const SweepRecord r = exempt_record(damaged_q4(), baseline(), {0}, /*model_layers=*/8, "f16");
+  EXPECT_DOUBLE_EQ(r.layers[0].metrics[kErr].mean, 0.25 * 0.01 + 0.75 * 0.4);  // 0.3025
+  EXPECT_DOUBLE_EQ(r.metrics[kErr].mean, (0.3025 + 0.1) / 2);
+  EXPECT_DOUBLE_EQ(r.layers[0].metrics[kErr].p95, 0.5);  // bound: the larger of the two p95s
+  EXPECT_DOUBLE_EQ(r.k_bits, (7 * 4.5 + 16) / 8);         // 5.9375
+}
+
+TEST(LayerExemption, AHigherIsBetterMetricTakesTheLowerP95AsItsBound) {
+  const SweepRecord r = exempt_record(damaged_q4(), baseline(), {0}, /*model_layers=*/8, "f16");
+  // top1_agree p95: layer 0 mixes 0.5 (q4_0) and 0.98 (f16): the bound is 0.5; layer 1 is 0.85.
+  EXPECT_DOUBLE_EQ(r.layers[0].metrics[kTop1].p95, 0.5);
+  EXPECT_DOUBLE_EQ(r.metrics[kTop1].p95, 0.5);
+  EXPECT_DOUBLE_EQ(r.layers[0].metrics[kTop1].mean, 0.25 * 0.99 + 0.75 * 0.6);
+}
+
+TEST(LayerExemption, TheMostDamagedLayersRankByTheMetricsDirection) {
+  const SweepRecord r = record("q4_0", "q4_0", 4.5, 4.5,
+                               {layer(0, 0.1, 0.1, 0.1), layer(15, 0.3, 0.3, 0.3), layer(31, 0.2, 0.2, 0.2),
+                                layer(40, 0.3, 0.3, 0.3)});
+  EXPECT_THAT(most_damaged_layers(r, Metric::rel_out_err, 1), ElementsAre(15));  // a tie keeps layer order
+  EXPECT_THAT(most_damaged_layers(r, Metric::rel_out_err, 2), ElementsAre(15, 40));
+  EXPECT_THAT(most_damaged_layers(r, Metric::rel_out_err, 3), ElementsAre(15, 31, 40));
+  EXPECT_THAT(most_damaged_layers(r, Metric::rel_out_err, 4), IsEmpty());  // one must stay quantized
+  // top1_agree is higher-is-better: the lowest agreement (1 - 0.3) is the most damaged.
+  EXPECT_THAT(most_damaged_layers(r, Metric::top1_agree, 1), ElementsAre(15));
+  SweepRecord none = r;
+  none.layers.clear();
+  EXPECT_THAT(most_damaged_layers(none, Metric::rel_out_err, 1), IsEmpty());
+}
+
+SweepSpec two_layer_spec(const std::vector<SweepRecord>& records) {
+  SweepSpec spec;
+  spec.name = "unit";
+  spec.source = "unit.toml";
+  spec.scenario.contexts = {4096};
+  spec.scenario.workload.tokens = 4096;
+  spec.scenario.workload.layers = 2;
+  spec.scenario.layers = {0, 1};
+  spec.exemption.counts = {1};
+  spec.exemption.spec = "f16";
+  for (const SweepRecord& r : records) spec.points.push_back({r.k, r.v, r.origin});
+  spec.registry = std::shared_ptr<const Registry>(std::shared_ptr<const Registry>(), &builtin_registry());
+  return spec;
+}
+
+TEST(LayerExemption, EveryOkEvaluatedRecordGetsItsDerivedRecordsOnlyWithABaseline) {
+  SweepRecord failed;
+  failed.k = failed.v = "q5_0";
+  failed.ok = false;
+  const std::vector<SweepRecord> records = {damaged_q4(), baseline(), failed};
+  const SweepSpec spec = two_layer_spec(records);
+  const std::vector<SweepRecord> all = with_layer_exemptions(spec, records);
+  ASSERT_EQ(all.size(), 4u);  // only q4_0 derives one: not the baseline, not the failed point
+  EXPECT_THAT(all[3].exempt_layers, ElementsAre(0));
+  EXPECT_EQ(all[3].k, "q4_0");
+  // Without the baseline's record, or without exempt_layers, nothing is derived.
+  EXPECT_EQ(with_layer_exemptions(spec, {damaged_q4()}).size(), 1u);
+  SweepSpec off = spec;
+  off.exemption.counts.clear();
+  EXPECT_EQ(with_layer_exemptions(off, records).size(), 3u);
+}
+
+TEST(LayerExemption, MemoryCountsEachLayerWithItsOwnStorageForLlama70b) {
+  // llama-3.1-70b: 80 layers x 8 KV heads x 128. q8_0/q4_0 is 130 KiB per token (1.625 KiB per layer),
+  // f16/f16 320 KiB (4 KiB per layer): two exempt layers make 78 * 1.625 + 2 * 4 = 134.75 KiB.
+  SweepRecord q = record("q8_0", "q4_0", 8.5, 4.5, {layer(0, 0.4, 0.5, 0.6), layer(79, 0.1, 0.15, 0.2)});
+  SweepRecord f = record("f16", "f16", 16, 16, {layer(0, 0.01, 0.02, 0.03), layer(79, 0.01, 0.02, 0.03)});
+  SweepRecord d = exempt_record(q, f, {0, 79}, 80, "f16");
+  SweepSpec spec = two_layer_spec({q, f});
+  spec.model = find_model_preset(fs::path(KVTUNE_SOURCE_DIR) / "configs", "llama-3.1-70b");
+  spec.scenario.layers = {0, 79};
+  const SweepAnalysis a = analyze_sweep(spec, {q, f, d});
+  ASSERT_TRUE(a.verdicts[2].memory);
+  EXPECT_DOUBLE_EQ(a.verdicts[2].memory->bytes_per_token, 134.75 * KiB);
+  EXPECT_EQ(a.verdicts[2].memory->total_bytes, uint64_t(134.75 * KiB) * 4096);
+  EXPECT_DOUBLE_EQ(a.verdicts[2].memory->k_bits, (78 * 8.5 + 2 * 16) / 80.0);
+}
+
+RuntimeOption option(const std::string& name, const std::string& k, const std::string& v) {
+  RuntimeOption o;
+  o.name = name;
+  o.k_spec = k;
+  o.v_spec = v;
+  o.settings.cli = {"--kv " + name};
+  return o;
+}
+
+TEST(LayerExemption, ARuntimeRecommendsTheExemptionWhenItIsTheCheapestWayToMeetTheBudget) {
+  const std::vector<SweepRecord> evaluated = {
+      damaged_q4(), baseline(),
+      record("q8_0", "q8_0", 8.5, 8.5, {layer(0, 0.04, 0.05, 0.06), layer(1, 0.04, 0.05, 0.06)})};
+  SweepSpec spec = two_layer_spec(evaluated);
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.06}};
+  RuntimeView view;
+  view.title = "RT";
+  view.version = "1.0";
+  view.options = {option("q4", "q4_0", "q4_0"), option("q8", "q8_0", "q8_0"), option("f16", "f16", "f16")};
+  RuntimeOption exemption;
+  exemption.name = "--skip";
+  exemption.k_spec = exemption.v_spec = "f16";
+  exemption.settings.cli = {"--skip {layers_space}"};
+  exemption.settings.caveats = {"exempt layers keep f16"};
+  exemption.settings.verified = false;
+  view.layer_exemption = exemption;
+  spec.runtimes = {{"rt", "1.0"}};
+  spec.runtime_views = {view};
+
+  const std::vector<SweepRecord> records = with_layer_exemptions(spec, evaluated);
+  const SweepAnalysis a = analyze_sweep(spec, records);
+  // q4_0 (0.25) fails, q8_0 (0.04, 8.5 bits) passes, q4_0 with layer 0 at f16 (0.055, 10.25 bits)
+  // passes but costs more: q8_0 wins.
+  ASSERT_EQ(a.runtimes.size(), 1u);
+  ASSERT_TRUE(a.runtimes[0].option);
+  EXPECT_EQ(a.runtimes[0].option->name, "q8");
+
+  // Without q8_0 the exemption is the only way: recommended with the flag filled in.
+  view.options = {option("q4", "q4_0", "q4_0"), option("f16", "f16", "f16")};
+  spec.runtime_views = {view};
+  const SweepAnalysis b = analyze_sweep(spec, records);
+  ASSERT_TRUE(b.runtimes[0].option);
+  const RuntimeOption& o = *b.runtimes[0].option;
+  EXPECT_EQ(o.name, "q4 + layers 0 kept at f16 (--skip)");
+  EXPECT_THAT(o.settings.cli, ElementsAre("--kv q4", "--skip 0"));
+  EXPECT_THAT(o.settings.caveats, ElementsAre("exempt layers keep f16"));
+  EXPECT_FALSE(o.settings.verified);
+  EXPECT_THAT(records[*b.runtimes[0].record].exempt_layers, ElementsAre(0));
+  const std::string md = sweep_report_md(spec, records, b);
+  EXPECT_THAT(md, HasSubstr("## Damage per layer"));
+  EXPECT_THAT(md, HasSubstr("| `RT` | `q4_0` | `q4_0` | 0.01\\* | 0.1 |"));  // layer 0 exempt, marked
+  EXPECT_THAT(md, HasSubstr("3 of 3 points evaluated, 0 failed, 2 feasible; 2 layer exemptions derived, 2 feasible"));
+}
+
+TEST(LayerExemption, OptionsFillEveryPlaceholderSpelling) {
+  RuntimeOption exemption;
+  exemption.name = "skip";
+  exemption.k_spec = exemption.v_spec = "bf16";
+  exemption.settings.cli = {"--a {layers}", "--b {layers_space}"};
+  exemption.settings.python = "f(skip=[{layers_quoted}])";
+  const RuntimeOption o = with_exempt_layers(option("x", "q4_0", "q4_0"), exemption, {0, 31});
+  EXPECT_THAT(o.settings.cli, ElementsAre("--kv x", "--a 0,31", "--b 0 31"));
+  EXPECT_EQ(o.settings.python, "f(skip=[\"0\", \"31\"])");
+}
+
+const char* kTable = R"(
+name = "RT"
+source = "https://example.org"
+version_scheme = "semver"
+kv_independent = false
+oldest = "1.0"
+checked = "2.0"
+[[options]]
+name = "q4"
+k = "q4_0"
+v = "q4_0"
+cli = ["--kv q4"]
+[[layer_exemptions]]
+name = "--skip"
+spec = "bf16"
+cli = ["--skip {layers_space}"]
+since = "1.5"
+)";
+
+TEST(LayerExemption, ATablesExemptionIsVersionedLikeItsOptions) {
+  const RuntimeTable t = parse_runtime_table(kTable, "rt.toml", "rt", builtin_registry());
+  ASSERT_EQ(t.layer_exemptions.size(), 1u);
+  EXPECT_FALSE(runtime_options(t, "1.4").layer_exemption);
+  const RuntimeView v = runtime_options(t, "1.5");
+  ASSERT_TRUE(v.layer_exemption);
+  EXPECT_EQ(v.layer_exemption->k_spec, "bf16");
+  EXPECT_EQ(v.layer_exemption->name, "--skip");
+}
+
+TEST(LayerExemption, ATableExemptionWithoutAPlaceholderIsRefusedWithItsPosition) {
+  std::string text = kTable;
+  text.replace(text.find("--skip {layers_space}"), std::string("--skip {layers_space}").size(), "--skip 0");
+  try {
+    parse_runtime_table(text, "rt.toml", "rt", builtin_registry());
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("rt.toml:13:1"));
+    EXPECT_THAT(e.what(), HasSubstr("needs {layers}, {layers_space} or {layers_quoted}"));
+  }
+}
+
+}  // namespace
+}  // namespace kvtune
