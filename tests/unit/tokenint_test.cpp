@@ -202,8 +202,9 @@ TEST(TokenInt, EachRoundingModeOnExactTies) {
 }
 
 TEST(TokenInt, TruncationTakesNegativeCodesTowardZero) {
-  // vLLM int8: scale = max(absmax / 127, 1e-6), codes = (x * (1/scale)) cast to int8, which
-  // truncates. absmax 127 -> s = 1: -126.9 -> -126, -0.99 -> -0, 0.99 -> 0, -5.5 -> -5.
+  // A float -> int8 cast truncates (vLLM's per-token kernel stores clamp(x * (1/scale)) so;
+  // its per-token-head int8 kernel adds +-0.5 first: round=away). absmax 127 -> s = 1:
+  // -126.9 -> -126, -0.99 -> -0, 0.99 -> 0, -5.5 -> -5.
   const Matrix x = block(1, 5, {127.0f, -126.9f, -0.99f, 0.99f, -5.5f});
   EXPECT_THAT(row_of(both_paths("tokenint:bits=8,round=trunc,min_scale=1e-6,reciprocal", x)),
               ::testing::ElementsAre(127, -126, 0, 0, -5));
@@ -410,6 +411,11 @@ TEST(TokenInt, CanonicalSpelling) {
   EXPECT_EQ(make_scheme("tokenint:round=even,scale=f32,min_scale=0.0")->spec(), "tokenint:bits=8,zero=none");
   EXPECT_EQ(make_scheme("tokenint:min_scale=0.000001")->spec(), make_scheme("tokenint:min_scale=1e-6")->spec());
   EXPECT_EQ(make_scheme("tokenint:min_scale=1e-6")->spec(), "tokenint:bits=8,zero=none,min_scale=1e-06");
+  // The examples of docs/schemes.md's canonical-spelling table.
+  EXPECT_EQ(make_scheme("tokenint:reciprocal,min_scale=0.000001,round=trunc")->spec(),
+            "tokenint:bits=8,zero=none,round=trunc,min_scale=1e-06,reciprocal");
+  EXPECT_EQ(make_scheme("tokenint:rotation=rht,zero=int,bits=4,zero_in_scale")->spec(),
+            "tokenint:bits=4,zero=int,zero_in_scale,rotation=rht");
   EXPECT_FALSE(make_scheme("tokenint:bits=4,zero=int")->device_format().has_value());
   EXPECT_FALSE(make_scheme("tokenint:bits=4,zero=int")->traits().device_format);
   EXPECT_TRUE(make_scheme("tokenint:round=trunc")->traits().requantize_drifts);
@@ -426,7 +432,10 @@ TEST(TokenInt, RuntimeSpecsParseWithTheirFootprints) {
     size_t bytes_per_token_d128;
   };
   const Runtime runtimes[] = {
-      // vLLM int8_per_token_head: 128 int8 codes + an f32 scale.
+      // vLLM int8_per_token_head (@055e47c2: +-0.5, then the truncating int8 store): 128 int8
+      // codes + an f32 scale; and the truncating variant (no +-0.5), the string of the brief.
+      {"tokenint:bits=8,round=away,min_scale=1e-6,reciprocal",
+       "tokenint:bits=8,zero=none,round=away,min_scale=1e-06,reciprocal", 128 + 4},
       {"tokenint:bits=8,round=trunc,min_scale=1e-6,reciprocal",
        "tokenint:bits=8,zero=none,round=trunc,min_scale=1e-06,reciprocal", 128 + 4},
       // vLLM int4_per_token_head: 64 bytes of nibbles + an f32 scale holding the zero point.
@@ -435,9 +444,15 @@ TEST(TokenInt, RuntimeSpecsParseWithTheirFootprints) {
       // LMDeploy PyTorch engine, quant-policy 8 and 4: codes + f16 scale + f16 zero.
       {"tokenint:bits=8,zero=float,round=up,scale=f16", "tokenint:bits=8,zero=float,round=up,scale=f16", 128 + 4},
       {"tokenint:bits=4,zero=float,round=up,scale=f16", "tokenint:bits=4,zero=float,round=up,scale=f16", 64 + 4},
-      // LMDeploy TurboMind: codes + f16 scale + f16 minimum.
+      // LMDeploy TurboMind: codes + f16 scale + f16 minimum; its quantization.h rounds with
+      // cvt.rni (ties to even) after multiplying by 1/scale: the second pair. The first pair is
+      // the spelling with round=away.
       {"tokenint:bits=8,zero=min,round=away,scale=f16", "tokenint:bits=8,zero=min,round=away,scale=f16", 128 + 4},
       {"tokenint:bits=4,zero=min,round=away,scale=f16", "tokenint:bits=4,zero=min,round=away,scale=f16", 64 + 4},
+      {"tokenint:bits=8,zero=min,round=even,scale=f16,reciprocal", "tokenint:bits=8,zero=min,scale=f16,reciprocal",
+       128 + 4},
+      {"tokenint:bits=4,zero=min,round=even,scale=f16,reciprocal", "tokenint:bits=4,zero=min,scale=f16,reciprocal",
+       64 + 4},
       // SGLang --int8-kv-cache: codes + f16 scale + f16 midpoint.
       {"tokenint:bits=8,zero=mid,round=even,scale=f16", "tokenint:bits=8,zero=mid,scale=f16", 128 + 4},
   };
@@ -483,7 +498,8 @@ TEST(TokenInt, ErrorOnGaussianRows) {
   const double predicted4 = std::sqrt(asym_s2 / double(x.rows()) / 12 * inv_mean_x2);
   const double even8 = testing::roundtrip_rel_err("tokenint:bits=8", x);
   const double trunc8 = testing::roundtrip_rel_err("tokenint:bits=8,round=trunc", x);
-  const double vllm8 = testing::roundtrip_rel_err("tokenint:bits=8,round=trunc,min_scale=1e-6,reciprocal", x);
+  const double trunc8_rec = testing::roundtrip_rel_err("tokenint:bits=8,round=trunc,min_scale=1e-6,reciprocal", x);
+  const double vllm8 = testing::roundtrip_rel_err("tokenint:bits=8,round=away,min_scale=1e-6,reciprocal", x);
   const double int4 = testing::roundtrip_rel_err("tokenint:bits=4,zero=int,round=away", x);
   const double vllm4 =
       testing::roundtrip_rel_err("tokenint:bits=4,zero=int,round=away,min_scale=1e-6,reciprocal,zero_in_scale", x);
@@ -496,7 +512,9 @@ TEST(TokenInt, ErrorOnGaussianRows) {
   EXPECT_NEAR(trunc8 / even8, 2.0, 0.03);
   EXPECT_NEAR(even8 / (predicted8 * std::sqrt(127.0 / 128)), 1.0, 0.005);
   EXPECT_NEAR(trunc8 / (2 * predicted8 * std::sqrt(127.0 / 128)), 1.0, 0.01);
-  EXPECT_NEAR(vllm8, trunc8, 1e-3 * trunc8);  // the floor never binds here; x * (1/s) moves a few codes
+  // The floor never binds here, and x * (1/s) moves only a few codes.
+  EXPECT_NEAR(trunc8_rec, trunc8, 1e-3 * trunc8);
+  EXPECT_NEAR(vllm8, even8, 1e-3 * even8);  // ties are rare: away and even err alike
   // 4 bits: the integer zero point errs on every element, the float minimum on all but two.
   EXPECT_NEAR(int4 / predicted4, 1.0, 0.005);
   EXPECT_NEAR(min4 / (predicted4 * std::sqrt(126.0 / 128)), 1.0, 0.005);
