@@ -10,4 +10,5 @@ set(KVTUNE_BUILTIN_FAMILIES
   "qjl:register_qjl_family"
   "kivi:register_kivi_family"
   "kvquant:register_kvquant_family"
+  "tokenint:register_tokenint_family"
 )

@@ -249,6 +249,16 @@ std::string unless_quantizer(const Scheme& s) {
                                      : "";
 }
 
+// A scheme whose round trip drifts by design (SchemeTraits::requantize_drifts, e.g. vLLM's
+// truncating int8 cache) is no projection; a score estimator is judged by its logits.
+std::string unless_projection(const Scheme& s) {
+  if (std::string why = unless_quantizer(s); !why.empty()) return why;
+  return s.traits().requantize_drifts
+             ? "its round trip drifts by design (requantize_drifts: re-fitting the scales of a round trip moves "
+               "values, e.g. truncating rounding loses the top code)"
+             : "";
+}
+
 std::string unless_device_format(const Scheme& s) {
   return s.device_format() ? "" : "no device_format: the scheme runs on the CPU path only";
 }
@@ -262,7 +272,7 @@ const std::vector<Check> kChecks = {
     {"deterministic", deterministic},
     {"zero_block_stays_zero", zero_block_stays_zero},
     {"constant_block_is_kept", constant_block_is_kept, unless_quantizer},
-    {"requantizing_is_a_fixed_point", requantizing_is_a_fixed_point, unless_quantizer},
+    {"requantizing_is_a_fixed_point", requantizing_is_a_fixed_point, unless_projection},
     {"dequantize_rejects_other_sizes", dequantize_rejects_other_sizes},
     {"output_finite_and_within_block_range", output_finite_and_within_block_range},
     {"refused_shapes_throw_input_error", refused_shapes_throw_input_error},

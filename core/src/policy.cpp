@@ -5,6 +5,7 @@
 
 #include "kvtune/codecs/hadamard.h"
 #include "kvtune/codecs/random_rotation.h"
+#include "kvtune/codecs/rht.h"
 #include "kvtune/error.h"
 #include "kvtune/numeric/half.h"
 #include "kvtune/rope.h"
@@ -33,6 +34,13 @@ void rotate_rows_random(MatrixView x, uint64_t seed, bool back) {
   }
 }
 
+// Every row through vLLM's randomized Hadamard transform of the whole head (kvtune/codecs/rht.h),
+// or its inverse to rotate back.
+void rotate_rows_rht(MatrixView x, bool back) {
+  const std::vector<float> signs = rht_signs(x.cols);
+  for (int64_t r = 0; r < x.rows; ++r) back ? rht_inverse(x.row(r), signs) : rht_forward(x.row(r), signs);
+}
+
 class RotatedScheme final : public Scheme {
  public:
   RotatedScheme(SchemePtr inner, CachePolicy policy) : inner_(std::move(inner)), policy_(policy) {}
@@ -49,6 +57,11 @@ class RotatedScheme final : public Scheme {
     if (g > 0 && head_dim % g != 0) {
       return "'" + spec() + "': rotation_group=" + std::to_string(g) + " does not divide head_dim " +
              std::to_string(head_dim);
+    }
+    // vLLM's fast_hadamard_transform asserts a power-of-two head (d & (d - 1) == 0).
+    if (policy_.rotation == Rotation::rht && (head_dim & (head_dim - 1)) != 0) {
+      return "'" + spec() + "': rotation=rht needs a power-of-two head_dim (vLLM's randomized Hadamard transform "
+             "rotates the whole head and asserts it); head_dim " + std::to_string(head_dim) + " is not one";
     }
     // llama.cpp's own group (K and V alike) needs 64 | head_dim; without one, rotation=hadamard would
     // rotate nothing while the spec still names it.
@@ -86,7 +99,8 @@ class RotatedScheme final : public Scheme {
   }
 
   // An orthogonal R keeps dot products, q.k = (Rq).(Rk): a score estimator inside estimates on the
-  // rotated queries.
+  // rotated queries. rotation=rht is sqrt(d) times an orthogonal matrix, (Rq).(Rk) = d q.k, so its
+  // estimates are divided by d (a power of two: exact).
   bool estimates_logits() const override { return inner_->estimates_logits(); }
   SchemeTraits traits() const override {
     SchemeTraits t = inner_->traits();
@@ -98,6 +112,10 @@ class RotatedScheme final : public Scheme {
               MatrixView out) const override {
     if (!inner_->estimates_logits()) return Scheme::logits(queries, packed, tokens, ctx, out);
     inner_->logits(rotated_copy(queries, ctx), packed, tokens, ctx, out);
+    if (policy_.rotation == Rotation::rht) {
+      const float d = static_cast<float>(queries.cols);
+      for (int64_t i = 0; i < out.rows * out.cols; ++i) out.data[i] /= d;
+    }
   }
 
  private:
@@ -117,6 +135,8 @@ class RotatedScheme final : public Scheme {
     Matrix copy = copy_of(x);
     if (policy_.rotation == Rotation::random) {
       rotate_rows_random(copy, policy_.rotation_seed, /*back=*/false);
+    } else if (policy_.rotation == Rotation::rht) {
+      rotate_rows_rht(copy, /*back=*/false);
     } else if (const int64_t g = group_for(ctx, x.cols); g > 0) {
       rotate_rows(copy, g);
     }
@@ -126,6 +146,8 @@ class RotatedScheme final : public Scheme {
   void unrotate(MatrixView x, const QuantContext& ctx) const {
     if (policy_.rotation == Rotation::random) {
       rotate_rows_random(x, policy_.rotation_seed, /*back=*/true);
+    } else if (policy_.rotation == Rotation::rht) {
+      rotate_rows_rht(x, /*back=*/true);
     } else if (const int64_t g = group_for(ctx, x.cols); g > 0) {
       rotate_rows(x, g);
     }
@@ -139,6 +161,7 @@ std::string rotation_spec(const CachePolicy& policy) {
   std::string out;
   if (policy.rotation == Rotation::hadamard) out += ",rotation=hadamard";
   if (policy.rotation == Rotation::random) out += ",rotation=random";
+  if (policy.rotation == Rotation::rht) out += ",rotation=rht";
   if (policy.rotation_group > 0) out += ",rotation_group=" + std::to_string(policy.rotation_group);
   if (policy.rotation_seed > 0) out += ",rotation_seed=" + std::to_string(policy.rotation_seed);
   return out;
@@ -360,8 +383,10 @@ const std::vector<ParamDomain>& policy_domains() {
       {.name = "rotation", .kind = ParamDomain::Kind::choice,
        .help = "policy: rotate channel groups before quantizing and back after (hadamard = normalized "
                "Walsh-Hadamard, as llama.cpp does for quantized caches; random = a Haar random orthogonal matrix "
-               "of head_dim, seeded by rotation_seed)",
-       .default_value = "none", .choices = {"none", "hadamard", "random"}},
+               "of head_dim, seeded by rotation_seed; rht = vLLM's randomized Hadamard transform of the whole "
+               "head, H(s*x) with vLLM's fixed signs s, as its int4_per_token_head cache; needs a power-of-two "
+               "head_dim)",
+       .default_value = "none", .choices = {"none", "hadamard", "random", "rht"}},
       {.name = "rotation_group", .kind = ParamDomain::Kind::integer,
        .help = "policy: channels per rotation group (power of two); unset = llama.cpp's choice: K the largest "
                "power of two >= 64 dividing head_dim, V 64",
@@ -391,7 +416,10 @@ CachePolicy policy_from_values(const std::vector<std::pair<std::string, std::str
   CachePolicy p;
   for (const auto& [key, value] : values) {
     if (key == "rotation") {
-      p.rotation = value == "hadamard" ? Rotation::hadamard : value == "random" ? Rotation::random : Rotation::none;
+      p.rotation = value == "hadamard" ? Rotation::hadamard
+                   : value == "random" ? Rotation::random
+                   : value == "rht"    ? Rotation::rht
+                                       : Rotation::none;
     }
     if (key == "rotation_group") p.rotation_group = std::stoll(value);
     if (key == "rotation_seed") p.rotation_seed = std::stoull(value);
@@ -399,6 +427,14 @@ CachePolicy policy_from_values(const std::vector<std::pair<std::string, std::str
     if (key == "residual_window") p.residual_window = std::stoll(value);
     if (key == "block_tokens") p.block_tokens = std::stoll(value);
     if (key == "rope_stage") p.pre_rope = value == "pre";
+  }
+  if (p.rotation == Rotation::rht && p.rotation_group > 0) {
+    throw InputError("'rotation_group' is refused with rotation=rht: vLLM's randomized Hadamard transform rotates "
+                     "the whole head (rotation_group needs rotation=hadamard)");
+  }
+  if (p.rotation == Rotation::rht && p.rotation_seed > 0) {
+    throw InputError("'rotation_seed' is refused with rotation=rht: its signs are vLLM's fixed ones (torch's CPU "
+                     "generator seeded with 0x9E3779B9); rotation_seed needs rotation=random");
   }
   if (p.rotation != Rotation::hadamard && p.rotation_group > 0) {
     throw InputError("'rotation_group' needs rotation=hadamard (rotation=random rotates all of head_dim)");

@@ -1,12 +1,16 @@
 // The Hadamard rotation policy: an orthonormal involution, llama.cpp's quantized-cache rotation bit
-// for bit, llama.cpp's group choice, and the reason it exists (outlier channels hurt less).
+// for bit, llama.cpp's group choice, and the reason it exists (outlier channels hurt less); then
+// rotation=random and vLLM's randomized Hadamard transform, rotation=rht.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "kvtune/codecs/hadamard.h"
 #include "kvtune/codecs/random_rotation.h"
+#include "kvtune/codecs/rht.h"
+#include "kvtune/conformance.h"
 #include "kvtune/error.h"
 #include "kvtune/npy.h"
 #include "kvtune/numeric/bits.h"
@@ -187,6 +191,154 @@ TEST(RotationPolicy, RefusesAHeadDimWithoutALlamaCppGroup) {
   EXPECT_EQ(q4->check_shape(4, 64), "");
   EXPECT_EQ(q4->check_shape(4, 192), "");  // K 64, V 64
   EXPECT_EQ(make_scheme("f16:rotation=random")->check_shape(4, 7), "");  // random rotates all of head_dim
+}
+
+}  // namespace
+}  // namespace kvtune
+
+// rotation=rht: vLLM's randomized Hadamard transform of int4_per_token_head
+// (vllm/v1/attention/ops/int4_per_token_head.py @055e47c2), y = H (s o x), x = s o (H y) / d.
+namespace kvtune {
+namespace {
+
+std::string sign_string(const std::vector<float>& s) {
+  std::string out;
+  for (float v : s) out += v > 0 ? '+' : '-';
+  return out;
+}
+
+// The outside reference: vLLM's _get_rht_signs(128, 0, "cpu") as Debian's python3-torch 1.13.1
+// prints it, `g = torch.Generator(device="cpu"); g.manual_seed(0x9E3779B9);
+// 2.0 * torch.bernoulli(torch.full((128,), 0.5), generator=g) - 1.0`, written as +/-. d = 64 gives
+// the first 64 of them (the same generator stream).
+constexpr const char* kTorchRhtSigns128 =
+    "+-++----+--++-+-++--+++-+-+--++-+---++-++-+-++---------+-------+--++-++-+-++++----+---+--++--+-+---+++----+-+-+-+++++++-++-+-++-";
+
+TEST(Rht, SignsAreVllmsTorchBernoulliDraws) {
+  EXPECT_EQ(sign_string(rht_signs(128)), kTorchRhtSigns128);
+  EXPECT_EQ(sign_string(rht_signs(64)), std::string(kTorchRhtSigns128).substr(0, 64));
+  EXPECT_EQ(sign_string(rht_signs(1)), "+");
+}
+
+TEST(Rht, ForwardIsHadamardOfTheSignedVectorByHand) {
+  // d = 4: s = + - + +, x = 1 2 3 4 -> s o x = 1 -2 3 4. Each butterfly maps (a, b) to (a + b, a - b):
+  // h = 1 pairs (1, -2) and (3, 4): -1 3 7 -1; h = 2 pairs (-1, 7) and (3, -1): 6 2 -8 4.
+  float x[4] = {1, 2, 3, 4};
+  const std::vector<float> s = rht_signs(4);
+  rht_forward(x, s);
+  EXPECT_EQ(x[0], 6.0f);
+  EXPECT_EQ(x[1], 2.0f);
+  EXPECT_EQ(x[2], -8.0f);
+  EXPECT_EQ(x[3], 4.0f);
+  rht_inverse(x, s);  // s o (H y) / 4 gives 1 2 3 4 back, exactly (small integers)
+  EXPECT_EQ(x[0], 1.0f);
+  EXPECT_EQ(x[1], 2.0f);
+  EXPECT_EQ(x[2], 3.0f);
+  EXPECT_EQ(x[3], 4.0f);
+  // The policy stores the rotated row: f32:rotation=rht packs 6 2 -8 4.
+  const Matrix row = testing::block(1, 4, {1, 2, 3, 4});
+  const std::vector<std::byte> packed = make_scheme("f32:rotation=rht")->quantize(row, {});
+  ASSERT_EQ(packed.size(), 16u);
+  float stored[4];
+  std::memcpy(stored, packed.data(), 16);
+  EXPECT_EQ(stored[0], 6.0f);
+  EXPECT_EQ(stored[2], -8.0f);
+}
+
+TEST(Rht, HTimesHIsDTimesIdentitySoF32RoundTrips) {
+  for (int d : {2, 16, 64, 128, 256}) {
+    // H H = d I on an integer vector, exactly.
+    std::vector<float> e(size_t(d), 0.0f);
+    e[3 % size_t(d)] = 1.0f;
+    e[0] += 2.0f;
+    std::vector<float> y = e;
+    hadamard_butterflies(y.data(), d);
+    hadamard_butterflies(y.data(), d);
+    for (int i = 0; i < d; ++i) EXPECT_EQ(y[size_t(i)], float(d) * e[size_t(i)]) << d << " " << i;
+    // An identity inner scheme gives the input back within 1e-6 relative.
+    const Matrix x = testing::normal_matrix(9, d, uint64_t(d));
+    Matrix back(9, d);
+    make_scheme("f32:rotation=rht")->roundtrip(x, {}, back);
+    for (int64_t i = 0; i < x.size(); ++i) {
+      EXPECT_NEAR(back.data()[i], x.data()[i], 1e-6f * std::max(1.0f, std::abs(x.data()[i]))) << d << " " << i;
+    }
+  }
+}
+
+TEST(Rht, KeepsDotProductsUpToD) {
+  const int d = 128;
+  const Matrix x = testing::normal_matrix(2, d, 11);
+  std::vector<float> a(x.row(0), x.row(0) + d), b(x.row(1), x.row(1) + d);
+  const std::vector<float> s = rht_signs(d);
+  rht_forward(a.data(), s);
+  rht_forward(b.data(), s);
+  double xy = 0, ab = 0, xx = 0, aa = 0;
+  for (int i = 0; i < d; ++i) {
+    xy += double(x(0, i)) * x(1, i);
+    ab += double(a[size_t(i)]) * b[size_t(i)];
+    xx += double(x(0, i)) * x(0, i);
+    aa += double(a[size_t(i)]) * a[size_t(i)];
+  }
+  EXPECT_NEAR(ab / d, xy, 1e-5 * xx);  // (Rx).(Ry) = d x.y: R / sqrt(d) is orthogonal
+  EXPECT_NEAR(aa / d, xx, 1e-5 * xx);
+  // A score estimator inside scores on rotated queries and the wrapper divides by d: qjl under
+  // rotation=rht is qjl of the rotated keys and queries, over d, bit for bit.
+  const Matrix keys = testing::normal_matrix(6, d, 12), queries = testing::normal_matrix(3, d, 13);
+  Matrix rk = keys, rq = queries;
+  for (int64_t r = 0; r < rk.rows(); ++r) rht_forward(rk.row(r), s);
+  for (int64_t r = 0; r < rq.rows(); ++r) rht_forward(rq.row(r), s);
+  const SchemePtr inner = make_scheme("qjl"), rotated = make_scheme("qjl:rotation=rht");
+  Matrix want(3, 6), got(3, 6);
+  inner->logits(rq, inner->quantize(rk, {}), 6, {}, want);
+  rotated->logits(queries, rotated->quantize(keys, {}), 6, {}, got);
+  for (int64_t i = 0; i < want.size(); ++i) EXPECT_EQ(got.data()[i], want.data()[i] / float(d)) << i;
+}
+
+TEST(Rht, RefusesAHeadDimThatIsNotAPowerOfTwo) {
+  const SchemePtr s = make_scheme("int:bits=4,axis=token,rotation=rht");
+  EXPECT_EQ(s->check_shape(4, 96),
+            "'int:bits=4,axis=token,rotation=rht': rotation=rht needs a power-of-two head_dim (vLLM's randomized "
+            "Hadamard transform rotates the whole head and asserts it); head_dim 96 is not one");
+  const Matrix x = testing::normal_matrix(4, 96, 2);
+  EXPECT_THROW(s->quantize(x, {Role::key, {}, 0}), InputError);
+  Matrix y(4, 96);
+  EXPECT_THROW(s->roundtrip(x, {Role::value, {}, 0}, y), InputError);
+  EXPECT_EQ(s->check_shape(4, 128), "");
+  EXPECT_EQ(s->check_shape(4, 1), "");  // 2^0: H is the identity
+}
+
+TEST(Rht, SpecsAndRefusedKeys) {
+  EXPECT_EQ(make_scheme("int:rotation=rht,bits=4,axis=token")->spec(), "int:bits=4,axis=token,rotation=rht");
+  EXPECT_EQ(make_scheme("q4_0:rotation=rht")->spec(), "q4_0:rotation=rht");
+  EXPECT_EQ(make_scheme("f16:rotation=rht,sink_tokens=2")->spec(), "f16:rotation=rht,sink_tokens=2");
+  EXPECT_EQ(make_scheme("q8_0:rotation=rht")->footprint(10, 128), make_scheme("q8_0")->footprint(10, 128));
+  EXPECT_TRUE(make_scheme("q8_0:rotation=rht")->traits().rotates_rows);
+  try {
+    make_scheme("int:bits=4,axis=token,rotation=rht,rotation_group=64");
+    ADD_FAILURE() << "rotation_group was accepted with rotation=rht";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("scheme spec 'int:bits=4,axis=token,rotation=rht,rotation_group=64': "
+                                               "'rotation_group' is refused with rotation=rht"));
+  }
+  try {
+    make_scheme("q4_0:rotation=rht,rotation_seed=3");
+    ADD_FAILURE() << "rotation_seed was accepted with rotation=rht";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("'rotation_seed' is refused with rotation=rht"));
+  }
+  EXPECT_EQ(make_scheme("q4_0:rotation=rht,rotation_seed=0")->spec(), "q4_0:rotation=rht");
+}
+
+// The conformance checks (kvtune/conformance.h) on a few families under rotation=rht; the suite
+// enumerates the other rotations around every family, and check-plugin's enumeration is unchanged.
+TEST(Rht, PassesTheConformanceChecks) {
+  for (const char* spec : {"int:bits=4,axis=token,rotation=rht", "int:bits=8,axis=channel,asym,rotation=rht",
+                           "q4_0:rotation=rht", "f16:rotation=rht", "fp8:scale=dynamic,granularity=token,rotation=rht",
+                           "qjl:rotation=rht", "int:bits=4,axis=token,rotation=rht,sink_tokens=2,block_tokens=2"}) {
+    for (const conformance::Result& r : conformance::check_scheme(*make_scheme(spec), builtin_registry())) {
+      EXPECT_TRUE(r.passed) << spec << " " << r.check << ": " << r.message;
+    }
+  }
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ TEST(Spec, UnknownParameterListsTheValidOnes) {
   EXPECT_THAT(e, HasSubstr("unknown parameter 'foo'"));
   EXPECT_THAT(e, HasSubstr("bits (2..8)"));
   EXPECT_THAT(e, HasSubstr("axis (tensor|channel|token)"));
-  EXPECT_THAT(error_of("f16:bits=4"), HasSubstr("valid ones are: rotation (none|hadamard|random)"));
+  EXPECT_THAT(error_of("f16:bits=4"), HasSubstr("valid ones are: rotation (none|hadamard|random|rht)"));
 }
 
 TEST(Spec, BadValuesNameTheDomain) {

@@ -3,6 +3,7 @@
 //   q4_0:rotation=hadamard                 llama.cpp's default rotation (group from role, head_dim)
 //   int:bits=4,axis=token,rotation=hadamard,rotation_group=64
 //   int:bits=4,axis=token,rotation=random,rotation_seed=7   a Haar random rotation of head_dim
+//   tokenint:bits=4,zero=int,rotation=rht   vLLM's randomized Hadamard transform of the whole head
 //   int:bits=2,axis=channel,group=32,asym,sink_tokens=4,residual_window=128,block_tokens=32
 // Token layout of a policy block of T tokens: [sinks | full append blocks | partial block + window];
 // sinks, the partial block (an append-only cache quantizes a block only once it fills) and the
@@ -22,12 +23,13 @@
 
 namespace kvtune {
 
-enum class Rotation { none, hadamard, random };
+enum class Rotation { none, hadamard, random, rht };
 
 struct CachePolicy {
   Rotation rotation = Rotation::none;
   int64_t rotation_group = 0;  // channels per Hadamard group; 0 = llama.cpp's choice for the role
   uint64_t rotation_seed = 0;  // rotation=random: the seed of the Haar matrix (one per model, not per case)
+                               // (rotation=rht has vLLM's fixed signs: neither a group nor a seed)
   int64_t sink_tokens = 0;     // first tokens kept exact (stored f16)
   int64_t residual_window = 0; // most recent tokens kept exact (stored f16)
   int64_t block_tokens = 0;    // append-block size; 0 = the quantized span is one block
@@ -42,7 +44,8 @@ struct CachePolicy {
 const std::vector<ParamDomain>& policy_domains();
 
 // A policy key that only means something with another key's value: rotation_group needs
-// rotation=hadamard, rotation_seed needs rotation=random. nullopt: the key stands alone.
+// rotation=hadamard, rotation_seed needs rotation=random (rotation=rht takes neither). nullopt:
+// the key stands alone.
 std::optional<std::pair<std::string, std::string>> policy_key_requirement(std::string_view key);
 
 // Reads the policy from validated key=value pairs (keys from policy_domains()).

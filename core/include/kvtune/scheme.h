@@ -58,6 +58,11 @@ struct SchemeTraits {
   bool coarse_scales = false;     // its scales are low-precision floats themselves (E8M0 powers of two,
                                   // E4M3): a constant block decodes to a constant, but only to the
                                   // element format's resolution, not to itself (mxfp4, nvfp4)
+  bool requantize_drifts = false; // by design its round trip is not a fixed point: re-fitting the scales of
+                                  // a round-tripped block moves values (truncating rounding loses the
+                                  // top code, a midpoint zero point puts both extremes on half steps,
+                                  // a scale with its low mantissa bits cleared loses 16 ulps):
+                                  // tokenint with round=trunc, zero=mid or zero_in_scale
   bool policy_wrapper = false;    // a cache policy (policy.h) around an inner scheme
   bool device_format = false;     // device_format() describes its bytes to the CUDA kernels
   bool from_plugin = false;       // its code comes from a shared library (evaluated in a child process)
