@@ -64,7 +64,8 @@ TEST(RuntimeVersionsServing, LmdeployFp8PoliciesFrom0140OnThePytorchEngine) {
     const RuntimeView view = runtime_options(t, version);
     EXPECT_EQ(find(view, "quant-policy 16 (fp8 e4m3, PyTorch engine)"), nullptr) << version;
     EXPECT_EQ(find(view, "quant-policy 17 (fp8 e5m2, PyTorch engine)"), nullptr) << version;
-    EXPECT_NE(find(view, "quant-policy 8 (int8)"), nullptr) << version;
+    EXPECT_NE(find(view, "quant-policy 8 (int8, TurboMind)"), nullptr) << version;
+    EXPECT_NE(find(view, "quant-policy 8 (int8, PyTorch engine)"), nullptr) << version;
   }
   for (const std::string version : {"0.14.0", "0.16.0"}) {
     const RuntimeView view = runtime_options(t, version);
@@ -83,12 +84,19 @@ TEST(RuntimeVersionsServing, LmdeployFp8PoliciesFrom0140OnThePytorchEngine) {
     EXPECT_TRUE(has(e5m2->settings.cli, "--quant-policy 17"));
   }
   EXPECT_FALSE(lists_not_emulated(runtime_options(t, "0.14.0"), "--quant-policy 16"));
-  // int8/int4 store scales and zeros in the model dtype (f16 assumed).
+  // int8/int4 store scales and zeros in the model dtype (f16 assumed). The PyTorch engine keeps a float
+  // zero point -min/scale and rounds by trunc(v + 0.5) (fill_kv_cache.py); TurboMind keeps the minimum and
+  // rounds ties to even (quantization.h).
   const RuntimeView v040 = runtime_options(t, "0.4.0");
-  const RuntimeOption* int8 = find(v040, "quant-policy 8 (int8)");
-  ASSERT_NE(int8, nullptr);
-  EXPECT_EQ(int8->k_spec, canonical("int:bits=8,axis=token,asym,scale=f16"));
-  EXPECT_TRUE(int8->settings.verified);
+  const RuntimeOption* pytorch = find(v040, "quant-policy 8 (int8, PyTorch engine)");
+  ASSERT_NE(pytorch, nullptr);
+  EXPECT_EQ(pytorch->k_spec, canonical("tokenint:bits=8,zero=float,round=up,scale=f16"));
+  EXPECT_TRUE(has(pytorch->settings.cli, "--backend pytorch"));
+  EXPECT_TRUE(pytorch->settings.verified);
+  const RuntimeOption* turbomind = find(v040, "quant-policy 4 (int4, TurboMind)");
+  ASSERT_NE(turbomind, nullptr);
+  EXPECT_EQ(turbomind->k_spec, canonical("tokenint:bits=4,zero=min,round=even,scale=f16,reciprocal"));
+  EXPECT_FALSE(turbomind->settings.verified);  // its model-dtype arithmetic is not expressible
   // TurboQuant (42) is listed from 0.13.0 only.
   EXPECT_FALSE(lists_not_emulated(runtime_options(t, "0.12.3"), "--quant-policy 42"));
   EXPECT_TRUE(lists_not_emulated(runtime_options(t, "0.13.0"), "--quant-policy 42"));
@@ -126,9 +134,9 @@ TEST(RuntimeVersionsServing, VllmPerTokenHeadModesFromTheirFirstListedReleases) 
     const RuntimeView view = runtime_options(t, version);
     const RuntimeOption* int8 = find(view, "int8_per_token_head");
     ASSERT_NE(int8, nullptr) << version;
-    EXPECT_EQ(int8->k_spec, canonical("int:bits=8,axis=token"));
+    EXPECT_EQ(int8->k_spec, canonical("tokenint:bits=8,round=away,min_scale=1e-6,reciprocal"));
     EXPECT_TRUE(has(int8->settings.cli, "--kv-cache-dtype int8_per_token_head"));
-    EXPECT_TRUE(any_contains(int8->settings.caveats, "truncates toward zero"));
+    EXPECT_TRUE(any_contains(int8->settings.caveats, "truncated toward zero"));  // the older kernel
     EXPECT_NE(find(view, "fp8_per_token_head"), nullptr) << version;
     EXPECT_EQ(find(view, "int4_per_token_head"), nullptr) << version;
   }
@@ -136,9 +144,11 @@ TEST(RuntimeVersionsServing, VllmPerTokenHeadModesFromTheirFirstListedReleases) 
     const RuntimeView view = runtime_options(t, version);
     const RuntimeOption* int4 = find(view, "int4_per_token_head");
     ASSERT_NE(int4, nullptr) << version;
-    // Rotated asymmetric int4, the closest spec to vLLM's randomized Hadamard + zero-point scheme.
-    EXPECT_EQ(int4->k_spec, canonical("int:bits=4,axis=token,asym,rotation=random"));
-    EXPECT_EQ(int4->v_spec, canonical("int:bits=4,axis=token,asym,rotation=random"));
+    // vLLM's randomized Hadamard with its own signs, an integer zero point hidden in the scale's mantissa.
+    const std::string spec =
+        canonical("tokenint:bits=4,zero=int,round=away,min_scale=1e-6,reciprocal,zero_in_scale,rotation=rht");
+    EXPECT_EQ(int4->k_spec, spec);
+    EXPECT_EQ(int4->v_spec, spec);
     EXPECT_FALSE(int4->settings.verified);
     EXPECT_TRUE(any_contains(int4->settings.unsupported, "power of two"));
     EXPECT_TRUE(any_contains(int4->settings.caveats, "randomized Hadamard"));
@@ -163,10 +173,16 @@ TEST(RuntimeVersionsServing, VllmPerHeadCheckpointScalesAndNotEmulatedTypes) {
     ASSERT_NE(unit, nullptr) << version;
     EXPECT_TRUE(unit->settings.needs.empty());
     EXPECT_TRUE(lists_not_emulated(view, "nvfp4_4over6"));  // max/6 or max/4 per block
-    const RuntimeOption* nvfp4 = find(view, "nvfp4");
+    // NVFP4's per-tensor scale is the layer's k_scale/v_scale: 1.0 without a checkpoint, else calibrated.
+    const RuntimeOption* nvfp4 = find(view, "nvfp4, no checkpoint scales");
     ASSERT_NE(nvfp4, nullptr) << version;
-    EXPECT_EQ(nvfp4->k_spec, "nvfp4:scale=dynamic");
+    EXPECT_EQ(nvfp4->k_spec, canonical("nvfp4:scale=static,value=1"));
+    EXPECT_TRUE(nvfp4->settings.needs.empty());
     EXPECT_FALSE(nvfp4->settings.verified);
+    const RuntimeOption* nvfp4_ckpt = find(view, "nvfp4, checkpoint scales");
+    ASSERT_NE(nvfp4_ckpt, nullptr) << version;
+    EXPECT_EQ(nvfp4_ckpt->k_spec, "nvfp4:scale=calibrated");
+    EXPECT_TRUE(any_contains(nvfp4_ckpt->settings.needs, "NVFP4-KV k_scale/v_scale"));
   }
 }
 
@@ -198,7 +214,7 @@ TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
   EXPECT_TRUE(unscaled->settings.verified);  // documented in quantized_kv_cache.md
   const RuntimeOption* int8 = find(view, "int8 (--int8-kv-cache)");
   ASSERT_NE(int8, nullptr);
-  EXPECT_EQ(int8->k_spec, canonical("int:bits=8,axis=token,asym,scale=f16"));
+  EXPECT_EQ(int8->k_spec, canonical("tokenint:bits=8,zero=mid,scale=f16"));  // codes centred on (min+max)/2
   EXPECT_TRUE(has(int8->settings.cli, "--int8-kv-cache"));
   EXPECT_TRUE(has(int8->settings.cli, "--page-size 1"));
   EXPECT_FALSE(int8->settings.verified);  // its first release is unknown
@@ -212,6 +228,16 @@ TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
     EXPECT_FALSE(o->settings.verified) << name;
     EXPECT_FALSE(lists_not_emulated(view, name));
   }
+  // bf16 forces a bfloat16 cache; auto follows an FP8-KV checkpoint (configure_kv_cache_dtype).
+  const RuntimeOption* bf16 = find(view, "bf16 (--kv-cache-dtype bf16)");
+  ASSERT_NE(bf16, nullptr);
+  EXPECT_EQ(bf16->k_spec, "bf16");
+  const RuntimeOption* fp8kv = find(view, "auto, FP8-KV checkpoint");
+  ASSERT_NE(fp8kv, nullptr);
+  EXPECT_EQ(fp8kv->k_spec, "fp8:format=e4m3,scale=calibrated");
+  EXPECT_TRUE(any_contains(fp8kv->settings.needs, "kv_cache_quant_algo = FP8"));
+  // Newer releases refuse fp4_e2m1; the table says so while its last release is unknown.
+  EXPECT_TRUE(any_contains(find(view, "fp4_e2m1")->settings.caveats, "fp4_e2m1 is deprecated"));
   EXPECT_TRUE(runtime_options(t, "0.5.13").beyond_checked);
 }
 
