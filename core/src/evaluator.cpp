@@ -145,8 +145,15 @@ AttentionScores key_scores(const Scheme& scheme, const Case& c, const QuantConte
 // The scheme to run on this case: calibrated on the case's sample when it has one.
 SchemePtr calibrated(const SchemePtr& scheme, const Case& c, Role role) {
   if (c.calibration.empty()) return scheme;
-  const QuantContext ctx{role, c.calibration.positions, c.seed, &c.rope};
-  return scheme->calibrate(role == Role::key ? c.calibration.keys : c.calibration.values, ctx);
+  const CalibrationSample& s = c.calibration;
+  // A per-head scale sees its own head's draws; any other the whole set (a layer-wide one with
+  // granularity = layer).
+  const bool own_head = scheme->traits().calibrates_per_head;
+  const int64_t first = own_head ? s.head_first : 0, rows = own_head ? s.head_rows : s.keys.rows();
+  const ConstMatrixView sample = (role == Role::key ? s.keys : s.values).view().row_range(first, rows);
+  const QuantContext ctx{role, std::span<const int64_t>(s.positions).subspan(size_t(first), size_t(rows)), c.seed,
+                         &c.rope};
+  return scheme->calibrate(sample, ctx);
 }
 
 // Per-pair samples of one case.

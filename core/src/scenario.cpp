@@ -165,8 +165,21 @@ void read_workload(TableReader w, const ModelLookup& models, Scenario& sc) {
   cfg.calibration.include_sinks = c.boolean("include_sinks", true);
   cfg.calibration.source =
       c.choice("source", "same", {"same", "fresh"}) == "fresh" ? CalibrationSource::fresh : CalibrationSource::same;
-  if (c.has("source") && cfg.calibration.tokens == 0) {
-    c.fail(*c.node("source"), "calibration needs 'tokens' (the size of the calibration window)");
+  cfg.calibration.samples = c.integer("samples", 1, 1, 4096);
+  cfg.calibration.granularity = c.choice("granularity", "head", {"head", "layer"}) == "layer"
+                                    ? CalibrationGranularity::layer
+                                    : CalibrationGranularity::head;
+  for (const char* key : {"source", "samples", "granularity"}) {
+    if (c.has(key) && cfg.calibration.tokens == 0) {
+      c.fail(*c.node(key), "calibration needs 'tokens' (the size of the calibration window)");
+    }
+  }
+  for (const char* key : {"samples", "granularity"}) {
+    if (c.has(key) && cfg.calibration.source != CalibrationSource::fresh) {
+      c.fail(*c.node(key), std::string("'") + key +
+                               "' needs source = \"fresh\": a calibration set is drawn apart from the evaluated "
+                               "context");
+    }
   }
   c.finish();
 

@@ -234,7 +234,19 @@ CalibrationSample slice_sample(const Case& c, int64_t first, int64_t count) {
   s.keys = copy_of(c.keys.view().row_range(first, count));
   s.values = copy_of(c.values.view().row_range(first, count));
   s.positions.assign(c.positions.begin() + first, c.positions.begin() + first + count);
+  s.head_rows = count;
   return s;
+}
+
+CalibrationSample calibration_set(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t kv_head,
+                                  int64_t skip);
+
+// Rows [first, first + count) of `c` appended to `out` at row `at`.
+void append_rows(CalibrationSample& out, int64_t at, const Case& c, int64_t first, int64_t count) {
+  const size_t d = static_cast<size_t>(c.keys.cols());
+  std::copy_n(c.keys.row(first), size_t(count) * d, out.keys.row(at));
+  std::copy_n(c.values.row(first), size_t(count) * d, out.values.row(at));
+  std::copy_n(c.positions.begin() + first, count, out.positions.begin() + at);
 }
 
 }  // namespace
@@ -278,6 +290,16 @@ void validate_layer(const WorkloadConfig& cfg) {
     throw InputError("workload: calibration tokens " + std::to_string(cal.tokens) +
                      (skip > 0 ? " after " + std::to_string(skip) + " sink tokens" : std::string()) +
                      " exceed the context of " + std::to_string(cfg.tokens) + " tokens (source = \"same\")");
+  }
+  if (cal.samples < 1) throw InputError("workload: calibration samples must be >= 1");
+  if (cal.source == CalibrationSource::same && (cal.samples > 1 || cal.granularity == CalibrationGranularity::layer)) {
+    throw InputError("workload: calibration samples > 1 and granularity = \"layer\" need source = \"fresh\"");
+  }
+  const int64_t set_heads = cal.granularity == CalibrationGranularity::layer ? cfg.kv_heads : 1;
+  if (cal.tokens > 0 && set_heads * cal.samples * cal.tokens > kMaxCalibrationRows) {
+    throw InputError("workload: the calibration set of " + std::to_string(set_heads) + " head(s) x " +
+                     std::to_string(cal.samples) + " samples x " + std::to_string(cal.tokens) + " tokens exceeds " +
+                     std::to_string(kMaxCalibrationRows) + " rows (it is held in memory per case); lower samples or tokens");
   }
   if (cal.tokens > 0 && cal.source == CalibrationSource::fresh && cal.include_sinks && cal.tokens <= cfg.sinks.count) {
     throw InputError("workload: calibration tokens must exceed the " + std::to_string(cfg.sinks.count) +
@@ -359,9 +381,9 @@ void validate(const WorkloadConfig& cfg) {
 
 namespace {
 
-// One case of an already layer-resolved config. `fresh_data` draws the tokens from an independent
+// One case of an already layer-resolved config. `fresh_draw` > 0 draws the tokens from an independent
 // stream while keeping the structure (outlier channels, offsets) of (seed, layer, head).
-Case generate(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t kv_head, bool fresh_data) {
+Case generate(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t kv_head, uint64_t fresh_draw) {
   const int64_t t = cfg.tokens, d = cfg.head_dim;
   const uint64_t stream = splitmix64(splitmix64(splitmix64(seed) ^ uint64_t(layer)) ^ uint64_t(kv_head));
   Sampler rng(stream);
@@ -388,7 +410,8 @@ Case generate(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t k
     for (double& o : offsets) o = cfg.keys.channel_offset * rng.normal();
   }
   // Any fixed constant separates the fresh stream; this one is the first 64 fractional bits of sqrt(2).
-  if (fresh_data) rng = Sampler(splitmix64(stream ^ 0x6a09e667f3bcc908ull));
+  // Draw i of a calibration set takes the i-th stream after it (draw 1 the constant itself).
+  if (fresh_draw > 0) rng = Sampler(splitmix64((stream ^ 0x6a09e667f3bcc908ull) + (fresh_draw - 1)));
   c.keys_pre_rope = Matrix(t, d);
   rng.fill(c.keys_pre_rope, cfg.keys.distribution, cfg.keys.scale);
   c.values = Matrix(t, d);
@@ -437,16 +460,39 @@ Case generate(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t k
     if (cal.source == CalibrationSource::same) {
       c.calibration = slice_sample(c, skip, cal.tokens);
     } else {
-      WorkloadConfig fresh = cfg;
-      fresh.tokens = skip + cal.tokens;
-      fresh.queries = 1;
-      fresh.q_per_kv = 1;
-      fresh.needles.depths.clear();
-      fresh.calibration = {};
-      c.calibration = slice_sample(generate(fresh, seed, layer, kv_head, /*fresh_data=*/true), skip, cal.tokens);
+      c.calibration = calibration_set(cfg, seed, layer, kv_head, skip);
     }
   }
   return c;
+}
+
+// The fresh calibration set of case (seed, layer, kv_head): `samples` draws of each head it spans
+// (the case's own, or every KV head of the layer), each `tokens` tokens after `skip` sink tokens.
+CalibrationSample calibration_set(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t kv_head,
+                                  int64_t skip) {
+  const CalibrationProfile& cal = cfg.calibration;
+  WorkloadConfig fresh = cfg;
+  fresh.tokens = skip + cal.tokens;
+  fresh.queries = 1;
+  fresh.q_per_kv = 1;
+  fresh.needles.depths.clear();
+  fresh.calibration = {};
+  const bool layer_wide = cal.granularity == CalibrationGranularity::layer;
+  const int64_t first_head = layer_wide ? 0 : kv_head, heads = layer_wide ? cfg.kv_heads : 1;
+  const int64_t per_head = cal.samples * cal.tokens;
+  CalibrationSample out;
+  out.keys = Matrix(heads * per_head, cfg.head_dim);
+  out.values = Matrix(heads * per_head, cfg.head_dim);
+  out.positions.resize(static_cast<size_t>(heads * per_head));
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < cal.samples; ++i) {
+      const Case draw = generate(fresh, seed, layer, first_head + h, static_cast<uint64_t>(i + 1));
+      append_rows(out, h * per_head + i * cal.tokens, draw, skip, cal.tokens);
+    }
+  }
+  out.head_first = (kv_head - first_head) * per_head;
+  out.head_rows = per_head;
+  return out;
 }
 
 }  // namespace
@@ -458,7 +504,7 @@ Case generate_case(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int6
                      ") is outside " + std::to_string(cfg.layers) + " layers x " + std::to_string(cfg.kv_heads) +
                      " KV heads");
   }
-  return generate(layer_config(cfg, layer), seed, layer, kv_head, /*fresh_data=*/false);
+  return generate(layer_config(cfg, layer), seed, layer, kv_head, /*fresh_draw=*/0);
 }
 
 Case case_from_tensors(Matrix keys, Matrix values, Matrix queries) {

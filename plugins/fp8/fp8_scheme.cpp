@@ -80,6 +80,7 @@ class Fp8Scheme final : public Scheme {
   SchemeTraits traits() const override {
     SchemeTraits t = Scheme::traits();
     t.static_scales = config_.scale == Fp8ScaleMode::calibrated;
+    t.calibrates_per_head = t.static_scales && config_.granularity == Fp8Granularity::head;
     return t;
   }
 

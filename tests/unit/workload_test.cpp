@@ -1,5 +1,6 @@
 // The synthetic generator: determinism, planted structure, RoPE, sinks, needles, GQA, layers with
 // overrides, recency and calibration samples.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include "kvtune/error.h"
 #include "kvtune/rope.h"
 #include "kvtune/workload.h"
+#include "test_support.h"
 
 namespace kvtune {
 namespace {
@@ -316,6 +318,63 @@ TEST(Workload, CalibrationSamplesComeFromTheCaseOrAFreshDraw) {
   // A window that does not fit the context is refused.
   cfg.calibration = {600, true, CalibrationSource::same};
   EXPECT_THROW(generate_case(cfg, 0), InputError);
+}
+
+// A calibration set: `samples` fresh draws per head, every KV head of the layer with granularity =
+// layer, so every head of a layer fits the same scale; a per-head scheme finds its own rows.
+TEST(Workload, CalibrationSetsHoldEveryDrawOfEveryHeadTheyCover) {
+  WorkloadConfig cfg = small();
+  cfg.kv_heads = 4;
+  cfg.sinks = {2, 8.0, 0.1, 0.3};
+  cfg.calibration = {16, true, CalibrationSource::fresh};
+  const Case one = generate_case(cfg, 7, 0, 2);
+  cfg.calibration.samples = 3;
+  const Case three = generate_case(cfg, 7, 0, 2);
+  ASSERT_EQ(three.calibration.keys.rows(), 48);
+  EXPECT_EQ(three.calibration.head_first, 0);
+  EXPECT_EQ(three.calibration.head_rows, 48);
+  // The first draw is the single-sample draw; the others are new tokens, each at positions 0..15
+  // with its own sinks first.
+  for (int64_t e = 0; e < cfg.head_dim; ++e) EXPECT_EQ(three.calibration.keys(5, e), one.calibration.keys(5, e));
+  EXPECT_NE(three.calibration.keys(16 + 5, 0), three.calibration.keys(5, 0));
+  for (int64_t draw = 0; draw < 3; ++draw) {
+    EXPECT_EQ(three.calibration.positions[size_t(draw * 16)], 0);
+    EXPECT_EQ(three.calibration.positions[size_t(draw * 16 + 15)], 15);
+  }
+  cfg.calibration.granularity = CalibrationGranularity::layer;
+  const Case layer_wide = generate_case(cfg, 7, 0, 2);
+  ASSERT_EQ(layer_wide.calibration.keys.rows(), 4 * 48);
+  EXPECT_EQ(layer_wide.calibration.head_first, 2 * 48);
+  EXPECT_EQ(layer_wide.calibration.head_rows, 48);
+  // Its own rows are the per-head set; another head of the layer sees the very same set.
+  for (int64_t r = 0; r < 48; ++r) {
+    EXPECT_EQ(layer_wide.calibration.keys(2 * 48 + r, 3), three.calibration.keys(r, 3)) << r;
+  }
+  const Case other_head = generate_case(cfg, 7, 0, 0);
+  EXPECT_EQ(other_head.calibration.head_first, 0);
+  for (int64_t i = 0; i < layer_wide.calibration.keys.size(); ++i) {
+    ASSERT_EQ(other_head.calibration.keys.data()[i], layer_wide.calibration.keys.data()[i]) << i;
+  }
+  // More than kMaxCalibrationRows rows are refused with the counts that make them.
+  cfg.calibration.samples = 4096;
+  cfg.calibration.tokens = 2048;
+  try {
+    generate_case(cfg, 7, 0, 0);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("4 head(s) x 4096 samples x 2048 tokens exceeds 4194304 rows"));
+  }
+  // Several samples, or a layer-wide set, need a calibration set apart from the context.
+  cfg.calibration = {16, true, CalibrationSource::same, 2};
+  EXPECT_THROW(generate_case(cfg, 0), InputError);
+}
+
+// Only a per-head static scale asks for its own head's rows (fp8 granularity=head, calibrated).
+TEST(Workload, PerHeadCalibrationIsDeclaredByTheScheme) {
+  EXPECT_TRUE(builtin_registry().make("fp8:format=e4m3,scale=calibrated,granularity=head")->traits().calibrates_per_head);
+  EXPECT_FALSE(builtin_registry().make("fp8:format=e4m3,scale=calibrated")->traits().calibrates_per_head);
+  EXPECT_FALSE(builtin_registry().make("fp8:format=e4m3,scale=unit,granularity=head")->traits().calibrates_per_head);
+  EXPECT_FALSE(builtin_registry().make("nvfp4:scale=calibrated")->traits().calibrates_per_head);
 }
 
 TEST(Workload, RefusesConfigsItCannotGenerate) {

@@ -55,6 +55,9 @@ struct SchemeTraits {
   bool needs_positions = false;   // reads QuantContext::positions (rope_stage=pre)
   bool needs_rope = false;        // keys must carry RoPE (rope_stage=pre undoes it before quantizing)
   bool static_scales = false;     // calibrate() fits scales on a sample (fp8 scale=calibrated, ...)
+  bool calibrates_per_head = false;  // its static scales are per KV head (fp8 granularity=head, as
+                                     // llm-compressor's "attn_head"): it calibrates on its own head's
+                                     // rows of a layer-wide calibration set
   bool coarse_scales = false;     // its scales are low-precision floats themselves (E8M0 powers of two,
                                   // E4M3): a constant block decodes to a constant, but only to the
                                   // element format's resolution, not to itself (mxfp4, nvfp4)

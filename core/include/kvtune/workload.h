@@ -62,15 +62,26 @@ struct NeedleProfile {
   int64_t per_query = 1;
 };
 
-// Calibration for schemes with static scales: a sample of `tokens` tokens on which each scheme
-// fits its scales before the full context is quantized. `same`: the case's own first tokens
-// (after the sinks when include_sinks is false); `fresh`: the same model structure (outlier
-// channels, offsets) drawn again from an independent stream, as a calibration set is.
+// Calibration for schemes with static scales: a sample on which each scheme fits its scales before
+// the full context is quantized. `same`: the case's own first `tokens` tokens (after the sinks when
+// include_sinks is false); `fresh`: a calibration set of `samples` independent draws of `tokens`
+// tokens each, with the same model structure (outlier channels, offsets) and each its own sinks at
+// position 0, as calibration tools run a model over a dataset. `granularity` is what one scale is
+// fitted over, as the tools do: `layer` = every KV head's draws of the case's layer together (a
+// per-tensor checkpoint scale: vLLM/SGLang k_scale/v_scale, TensorRT-LLM's), `head` = the case's own
+// head (llm-compressor strategy "attn_head"). A fitted scale is the maximum over the whole set
+// (llm-compressor's default static_minmax observer).
 enum class CalibrationSource { same, fresh };
+enum class CalibrationGranularity { head, layer };
+// The most rows a calibration set may hold (heads x samples x tokens): 2^22 rows of K and V at
+// head_dim 128 are 4 GiB.
+inline constexpr int64_t kMaxCalibrationRows = int64_t(1) << 22;
 struct CalibrationProfile {
   int64_t tokens = 0;  // 0 = no calibration step
   bool include_sinks = true;
   CalibrationSource source = CalibrationSource::same;
+  int64_t samples = 1;
+  CalibrationGranularity granularity = CalibrationGranularity::head;
 };
 
 // Per-layer changes to the profiles (DESIGN §5): unset fields keep the workload's value.
@@ -110,8 +121,11 @@ struct Needle {
 
 // Tokens a scheme with static scales is calibrated on (empty when the workload has none).
 struct CalibrationSample {
-  Matrix keys, values;             // [N, D], keys as cached
-  std::vector<int64_t> positions;  // [N]
+  Matrix keys, values;             // [N, D], keys as cached, the draws one after another
+  std::vector<int64_t> positions;  // [N], each draw's own positions
+  // The rows of the case's own head: all of them, except with granularity = layer, where the
+  // sample holds every KV head of the layer (a scheme that fits one scale per head uses these).
+  int64_t head_first = 0, head_rows = 0;
   bool empty() const { return keys.rows() == 0; }
 };
 
