@@ -74,7 +74,7 @@ class TokenIntScheme final : public Scheme {
 const std::vector<ParamDomain>& tokenint_domains() {
   static const std::vector<ParamDomain> domains = {
       {.name = "bits", .kind = ParamDomain::Kind::integer, .help = "code width b",
-       .default_value = "8", .min = 2, .max = 8, .in_canonical = true, .examples = {"2", "4", "8"}},
+       .default_value = "8", .min = 2, .max = 8, .in_canonical = true, .examples = {"4", "8"}},
       {.name = "zero", .kind = ParamDomain::Kind::choice,
        .help = "none = symmetric absmax, s = absmax/(2^(b-1)-1) (vLLM int8); min = a float minimum, x = q*s + min "
                "(TurboMind); float = a float zero point z = -min/s, x = (q - z)*s (LMDeploy PyTorch); int = an "

@@ -1,12 +1,12 @@
 // Calibration as the tools do it (issue #15 item 4): on the recommend template's workload at 32k
 // (sweeps/recommend.toml: llama-3.1-8b, layers 0/15/31, two seeds), static FP8 scales fitted as the
-// maximum over a calibration set of 8 fresh draws of 2048 tokens of every KV head of the layer
+// maximum over a calibration set of 4 fresh draws of 1024 tokens of every KV head of the layer
 // (llm-compressor's static_minmax, per tensor) clip nothing the context holds: the result equals a
 // scale fitted on the evaluated context itself (fp8 scale=dynamic per tensor, the oracle), while
 // the single 1024-token draw of one head the template used before clips and errs more.
 //
-// Measured at these seeds: rel_out_err unit 0.05856, calibration set 0.07839, oracle 0.08139,
-// single draw 0.09093; attn_kl p95 0.0340, 0.0533, 0.0425, 0.0800 (also in the test's XML output). Unit scale is the lowest here although it
+// Measured at these seeds: rel_out_err unit 0.05856, calibration set 0.07456, oracle 0.08139,
+// single draw 0.09093; attn_kl p95 0.0340, 0.0556, 0.0425, 0.0800 (also in the test's XML output). Unit scale is the lowest here although it
 // never clips either: where this generator's concentrated magnitudes (outlier channels at exactly
 // 10 sigma, sinks of one norm) fall within E4M3's binades decides, so a power-of-two static scale
 // equals unit and amax/448 does not. The issue's "calibrated at least as accurate as unit" is
@@ -40,7 +40,7 @@ Summary summary(const EvalResult& r, size_t pair, Metric m) { return r.pairs.at(
 TEST(Calibration, ACalibrationSetClipsNothingAndMatchesAScaleFittedOnTheContext) {
   Scenario sc = template_scenario();
   ASSERT_EQ(sc.workload.tokens, 32768);
-  ASSERT_EQ(sc.workload.calibration.samples, 8);
+  ASSERT_EQ(sc.workload.calibration.samples, 4);
   ASSERT_EQ(sc.workload.calibration.granularity, CalibrationGranularity::layer);
   sc.pairs = {{"unit", "fp8:format=e4m3,scale=unit", "fp8:format=e4m3,scale=unit", "test"},
               {"calibration set", "fp8:format=e4m3,scale=calibrated", "fp8:format=e4m3,scale=calibrated", "test"},
@@ -62,10 +62,10 @@ TEST(Calibration, ACalibrationSetClipsNothingAndMatchesAScaleFittedOnTheContext)
   RecordProperty("attn_kl_p95_calibration_set", std::to_string(summary(r, 1, Metric::attn_kl).p95));
   RecordProperty("attn_kl_p95_oracle", std::to_string(summary(r, 2, Metric::attn_kl).p95));
   RecordProperty("attn_kl_p95_single_draw", std::to_string(summary(s, 0, Metric::attn_kl).p95));
-  // The set sees the context's range: within 10 % of the oracle (measured 0.963 of it).
+  // The set sees the context's range: within 10 % of the oracle (measured 0.916 of it).
   EXPECT_LT(set, 1.10 * oracle);
-  // The single short draw clips what the context holds: measured 1.16 x the set's error, and
-  // attn_kl p95 0.0800 against the set's 0.0533 (the oracle's 0.0425; p95 over 24 queries is too
+  // The single short draw clips what the context holds: measured 1.22 x the set's error, and
+  // attn_kl p95 0.0800 against the set's 0.0556 (the oracle's 0.0425; p95 over 24 queries is too
   // noisy to bound the set against the oracle tighter than the mean does).
   EXPECT_GT(one, 1.08 * set);
   EXPECT_LT(summary(r, 1, Metric::attn_kl).p95, 0.8 * summary(s, 0, Metric::attn_kl).p95);

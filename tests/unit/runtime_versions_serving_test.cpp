@@ -219,9 +219,12 @@ TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
   EXPECT_TRUE(has(int8->settings.cli, "--page-size 1"));
   EXPECT_FALSE(int8->settings.verified);  // its first release is unknown
   // The block-scaled floats are emulated now (kvtune/codecs/microscale.h), unverified.
-  for (const auto& [name, spec] : {std::pair<std::string, std::string>{"fp4_e2m1", "mxfp4:block=16"},
-                                   {"fp4_mx_block16", "mxfp4:block=16"}, {"nvfp4", "nvfp4:scale=dynamic"},
-                                   {"mxfp8", "mxfp8"}}) {
+  for (const auto& [name, spec] :
+       {std::pair<std::string, std::string>{"fp4_e2m1", "mxfp4:block=16"},
+        {"fp4_mx_block16", "mxfp4:block=16"},
+        {"nvfp4, no checkpoint scales", canonical("nvfp4:scale=static,value=1")},  // global scale 1.0 without one
+        {"nvfp4, checkpoint scales", "nvfp4:scale=calibrated"},
+        {"mxfp8", "mxfp8"}}) {
     const RuntimeOption* o = find(view, name);
     ASSERT_NE(o, nullptr) << name;
     EXPECT_EQ(o->k_spec, spec);
@@ -236,6 +239,8 @@ TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
   ASSERT_NE(fp8kv, nullptr);
   EXPECT_EQ(fp8kv->k_spec, "fp8:format=e4m3,scale=calibrated");
   EXPECT_TRUE(any_contains(fp8kv->settings.needs, "kv_cache_quant_algo = FP8"));
+  EXPECT_TRUE(any_contains(find(view, "nvfp4, checkpoint scales")->settings.needs, "amax / (6 * 448)"));
+  EXPECT_TRUE(any_contains(find(view, "fp4_mx_block16")->settings.caveats, "ties away from zero"));
   // Newer releases refuse fp4_e2m1; the table says so while its last release is unknown.
   EXPECT_TRUE(any_contains(find(view, "fp4_e2m1")->settings.caveats, "fp4_e2m1 is deprecated"));
   EXPECT_TRUE(runtime_options(t, "0.5.13").beyond_checked);
