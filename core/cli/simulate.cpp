@@ -77,6 +77,7 @@ int run(const SimulateOptions& o) {
   if (!o.needle_csv.empty()) require_writable(o.needle_csv);  // before any long computation
   std::vector<EvalResult> runs;
   std::string name;
+  std::string statistics;  // what the workload's key/value statistics stand for (scenarios only)
   if (tensors) {
     if (!o.file.empty()) throw InputError("give either a scenario file or --k/--v/--q tensors, not both");
     if (o.k_path.empty() || o.v_path.empty() || o.q_path.empty()) {
@@ -94,8 +95,9 @@ int run(const SimulateOptions& o) {
     name = o.k_path;
   } else {
     if (!o.pairs.empty()) throw InputError("--pair needs --k/--v/--q tensors; a scenario file lists its own [[pairs]]");
-    Scenario sc = o.file.empty() ? parse_scenario(kDefaultScenario, kDefaultScenarioName, resolve_model_preset)
-                                 : load_scenario(o.file, resolve_model_preset);
+    Scenario sc = o.file.empty()
+                      ? parse_scenario(kDefaultScenario, kDefaultScenarioName, resolve_model_preset, resolve_model_profile)
+                      : load_scenario(o.file, resolve_model_preset, resolve_model_profile);
     sc.topk = o.topk.value_or(sc.topk);
     const EvalBackendPtr backend =
         o.backend.empty() ? make_backend(sc.backend, o.file.empty() ? kDefaultScenarioName : o.file)
@@ -106,6 +108,7 @@ int run(const SimulateOptions& o) {
     runs = evaluate_scenario(sc, registry, o.threads, backend,
                              cpu ? std::optional<IsolationOptions>(IsolationOptions{}) : std::nullopt);
     name = sc.name;
+    statistics = sc.profile.empty() ? "generic" : sc.profile;
   }
   if (!o.needle_csv.empty()) {
     const std::string csv = needle_csv(runs);
@@ -114,10 +117,17 @@ int run(const SimulateOptions& o) {
   if (o.json) {
     nlohmann::json doc = to_json(name, runs);
     add_backend_used(doc, runs);
+    if (!statistics.empty()) doc["profile"] = statistics;
     std::cout << doc.dump(2) << "\n";
     return 0;
   }
   std::cout << name << "\n";
+  if (statistics == "generic") {
+    std::cout << "statistics: generic synthetic keys and values, the same for every model (a preset sets only the "
+                 "shape; [workload] profile = NAME gives a model's own)\n";
+  } else if (!statistics.empty()) {
+    std::cout << "statistics: model profile " << statistics << "\n";
+  }
   for (const EvalResult& r : runs) {
     std::cout << "\n";
     print_table(std::cout, r);

@@ -53,6 +53,7 @@ SweepContext sweep_context() {
     return std::make_shared<const Registry>(command_registry_with(plugins));
   };
   c.models = resolve_model_preset;
+  c.profiles = resolve_model_profile;
   const fs::path configs = find_config_dir(config_dir_candidates(executable_dir(), KVTUNE_SOURCE_DIR));
   c.runtime_tables = load_runtime_tables(configs, registry);
   if (::isatty(STDERR_FILENO)) {

@@ -84,24 +84,40 @@ fs::path executable_dir() {
   return ec ? fs::path() : exe.parent_path();
 }
 
-std::vector<std::string> model_preset_names(const fs::path& config_dir) {
+namespace {
+
+std::vector<std::string> toml_stems(const fs::path& dir) {
   std::vector<std::string> names;
   std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(config_dir / "models", ec)) {
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     if (e.path().extension() == ".toml") names.push_back(e.path().stem().string());
   }
   std::sort(names.begin(), names.end());
   return names;
 }
 
-ModelPreset find_model_preset(const fs::path& config_dir, const std::string& name) {
-  const std::vector<std::string> names = model_preset_names(config_dir);
+fs::path find_named(const fs::path& dir, const std::string& what, const std::string& name) {
+  const std::vector<std::string> names = toml_stems(dir);
   if (std::find(names.begin(), names.end(), name) == names.end()) {
-    throw InputError("unknown model '" + name + "'; the presets in " + (config_dir / "models").string() +
+    throw InputError("unknown " + what + " '" + name + "'; the " + what + "s in " + dir.string() +
                      " are: " + (names.empty() ? std::string("(none)") : join(names)) +
-                     " (or give the path of a preset .toml file)");
+                     " (or give the path of a .toml file)");
   }
-  return load_model_preset(config_dir / "models" / (name + ".toml"));
+  return dir / (name + ".toml");
+}
+
+}  // namespace
+
+std::vector<std::string> model_preset_names(const fs::path& config_dir) { return toml_stems(config_dir / "models"); }
+
+ModelPreset find_model_preset(const fs::path& config_dir, const std::string& name) {
+  return load_model_preset(find_named(config_dir / "models", "model", name));
+}
+
+std::vector<std::string> model_profile_names(const fs::path& config_dir) { return toml_stems(config_dir / "profiles"); }
+
+fs::path find_model_profile(const fs::path& config_dir, const std::string& name) {
+  return find_named(config_dir / "profiles", "model profile", name);
 }
 
 }  // namespace kvtune

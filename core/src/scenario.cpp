@@ -1,5 +1,6 @@
 #include "kvtune/scenario.h"
 
+#include <filesystem>
 #include <map>
 #include <numeric>
 #include <set>
@@ -15,8 +16,8 @@ namespace {
 using detail::TableReader;
 using detail::where;
 
-Distribution distribution(TableReader& t) {
-  const std::string d = t.choice("distribution", "normal", {"normal", "uniform", "laplace"});
+Distribution distribution(TableReader& t, Distribution fallback) {
+  const std::string d = t.choice("distribution", distribution_name(fallback), {"normal", "uniform", "laplace"});
   return d == "uniform" ? Distribution::uniform : d == "laplace" ? Distribution::laplace : Distribution::normal;
 }
 
@@ -60,6 +61,7 @@ LayerOverride read_override(TableReader o, int64_t layers, int64_t head_dim) {
     k.fail(*k.node("outlier_count"), "give either 'outlier_channels' or 'outlier_count', not both");
   }
   if (k.has("outlier_scale")) out.outlier_scale = k.real("outlier_scale", 1.0, 0.0, 1e6);
+  if (k.has("outlier_offset")) out.outlier_offset = k.real("outlier_offset", 0.0, 0.0, 1e6);
   if (k.has("channel_offset")) out.channel_offset = k.real("channel_offset", 0.0, 0.0, 1e6);
   k.finish();
   TableReader s = o.table("sinks");
@@ -71,11 +73,92 @@ LayerOverride read_override(TableReader o, int64_t layers, int64_t head_dim) {
   return out;
 }
 
+// The model's statistics: [keys], [values], [queries_profile], [sinks], [recency] and
+// [[overrides]] of a [workload] table or of a profile file. Every key falls back to what `cfg`
+// already holds (a profile's value, else the default), and overrides are appended after a
+// profile's, so the scenario's own settings win.
+void read_statistics(TableReader& w, WorkloadConfig& cfg, int64_t max_sinks) {
+  TableReader k = w.table("keys");
+  cfg.keys.distribution = distribution(k, cfg.keys.distribution);
+  cfg.keys.scale = k.real("scale", cfg.keys.scale, 0.0, 1e6);
+  const bool channels = k.has("outlier_channels"), count = k.has("outlier_count");
+  if (channels && count) k.fail(*k.node("outlier_count"), "give either 'outlier_channels' or 'outlier_count', not both");
+  if (channels) {
+    cfg.keys.outlier_channels = k.integers("outlier_channels", 0, cfg.head_dim - 1);
+    cfg.keys.outlier_count = 0;
+  }
+  if (count) {
+    cfg.keys.outlier_count = k.integer("outlier_count", 0, 0, cfg.head_dim);
+    cfg.keys.outlier_channels.clear();
+  }
+  cfg.keys.outlier_scale = k.real("outlier_scale", cfg.keys.outlier_scale, 0.0, 1e6);
+  cfg.keys.outlier_offset = k.real("outlier_offset", cfg.keys.outlier_offset, 0.0, 1e6);
+  if (const toml::node* band = k.node("outlier_band")) {
+    const std::vector<double> b = k.reals("outlier_band", 0.0, 1.0);
+    if (b.size() != 2 || b[0] > b[1]) k.fail(*band, "'outlier_band' must be [low, high] with 0 <= low <= high <= 1");
+    if (channels) k.fail(*band, "'outlier_band' places drawn channels (outlier_count), not explicit outlier_channels");
+    cfg.keys.outlier_band_low = b[0];
+    cfg.keys.outlier_band_high = b[1];
+  }
+  cfg.keys.outlier_pairs = k.boolean("outlier_pairs", cfg.keys.outlier_pairs);
+  if (channels && k.has("outlier_pairs")) {
+    k.fail(*k.node("outlier_pairs"), "'outlier_pairs' draws pairs (outlier_count), not explicit outlier_channels");
+  }
+  cfg.keys.channel_offset = k.real("channel_offset", cfg.keys.channel_offset, 0.0, 1e6);
+  k.finish();
+
+  TableReader v = w.table("values");
+  cfg.values.distribution = distribution(v, cfg.values.distribution);
+  cfg.values.scale = v.real("scale", cfg.values.scale, 0.0, 1e6);
+  v.finish();
+
+  TableReader q = w.table("queries_profile");
+  cfg.query.distribution = distribution(q, cfg.query.distribution);
+  cfg.query.scale = q.real("scale", cfg.query.scale, 0.0, 1e6);
+  cfg.query.outlier_scale = q.real("outlier_scale", cfg.query.outlier_scale, 0.0, 1e6);
+  q.finish();
+
+  TableReader s = w.table("sinks");
+  cfg.sinks.count = s.integer("count", cfg.sinks.count, 0, max_sinks);
+  cfg.sinks.key_norm = s.real("key_norm", cfg.sinks.key_norm, 0.0, 1e6);
+  cfg.sinks.value_scale = s.real("value_scale", cfg.sinks.value_scale, 0.0, 1e6);
+  cfg.sinks.mass = s.real("mass", cfg.sinks.mass, 0.0, 0.999);
+  s.finish();
+
+  TableReader r = w.table("recency");
+  cfg.recency.strength = r.real("strength", cfg.recency.strength, 0.0, 100.0);
+  cfg.recency.tokens = r.real("tokens", cfg.recency.tokens, 1e-3, 1e9);
+  r.finish();
+
+  if (const toml::node* list = w.node("overrides")) {
+    const std::string name = w.path().empty() ? "overrides" : w.path() + ".overrides";
+    const toml::array* entries = list->as_array();
+    if (entries == nullptr) w.fail(*list, "'overrides' must be an array of tables ([[" + name + "]])");
+    for (const toml::node& entry : *entries) {
+      if (!entry.is_table()) w.fail(entry, "each [[" + name + "]] entry must be a table with 'layers'");
+      cfg.overrides.push_back(read_override(TableReader(*entry.as_table(), w.file(), name), cfg.layers, cfg.head_dim));
+    }
+  }
+}
+
+// A profile file (configs/profiles/NAME.toml): name, description, source and the statistics tables.
+void read_profile(const std::filesystem::path& path, WorkloadConfig& cfg) {
+  const std::vector<std::byte> bytes = read_file(path.string());
+  const toml::table root =
+      detail::parse_toml(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path.string());
+  TableReader top(root, path.string(), "");
+  top.string("name", "");
+  top.string("description", "");
+  top.string("source", "");
+  read_statistics(top, cfg, int64_t(1) << 24);
+  top.finish();
+}
+
 }  // namespace
 
 namespace detail {
 
-void read_workload(TableReader w, const ModelLookup& models, Scenario& sc) {
+void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup& profiles, Scenario& sc) {
   WorkloadConfig& cfg = sc.workload;
   if (const toml::node* m = w.node("model")) {
     if (!m->is_string()) w.fail(*m, "'model' must be a model preset name (configs/models/NAME.toml)");
@@ -105,28 +188,18 @@ void read_workload(TableReader w, const ModelLookup& models, Scenario& sc) {
   cfg.q_per_kv = w.integer("q_per_kv", cfg.q_per_kv, 1, 1024);
   sc.layers = selection(w, "layers", cfg.layers);
   sc.heads = selection(w, "heads", cfg.kv_heads);
-
-  TableReader k = w.table("keys");
-  cfg.keys.distribution = distribution(k);
-  cfg.keys.scale = k.real("scale", 1.0, 0.0, 1e6);
-  cfg.keys.outlier_channels = k.integers("outlier_channels", 0, cfg.head_dim - 1);
-  cfg.keys.outlier_count = k.integer("outlier_count", 0, 0, cfg.head_dim);
-  if (!cfg.keys.outlier_channels.empty() && cfg.keys.outlier_count > 0) {
-    k.fail(*k.node("outlier_count"), "give either 'outlier_channels' or 'outlier_count', not both");
+  const int64_t max_sinks = *std::min_element(sc.contexts.begin(), sc.contexts.end()) - 1;
+  if (const toml::node* p = w.node("profile")) {
+    if (!p->is_string()) w.fail(*p, "'profile' must be a model profile name (configs/profiles/NAME.toml)");
+    sc.profile = *p->value<std::string>();
+    try {
+      if (!profiles) throw InputError("model profiles are not available here");
+      read_profile(profiles(sc.profile), cfg);
+    } catch (const InputError& e) {
+      w.fail(*p, e.what());
+    }
   }
-  cfg.keys.outlier_scale = k.real("outlier_scale", 1.0, 0.0, 1e6);
-  cfg.keys.channel_offset = k.real("channel_offset", 0.0, 0.0, 1e6);
-  k.finish();
-
-  TableReader v = w.table("values");
-  cfg.values.distribution = distribution(v);
-  cfg.values.scale = v.real("scale", 1.0, 0.0, 1e6);
-  v.finish();
-
-  TableReader q = w.table("queries_profile");
-  cfg.query.distribution = distribution(q);
-  cfg.query.scale = q.real("scale", 1.0, 0.0, 1e6);
-  q.finish();
+  read_statistics(w, cfg, max_sinks);
 
   if (w.has("rope")) {
     TableReader r = w.table("rope");
@@ -142,23 +215,11 @@ void read_workload(TableReader w, const ModelLookup& models, Scenario& sc) {
     w.fail(w.has("rope") ? *w.node("rope") : *w.node("head_dim"), "RoPE needs an even head_dim");
   }
 
-  TableReader s = w.table("sinks");
-  cfg.sinks.count = s.integer("count", 0, 0, *std::min_element(sc.contexts.begin(), sc.contexts.end()) - 1);
-  cfg.sinks.key_norm = s.real("key_norm", cfg.sinks.key_norm, 0.0, 1e6);
-  cfg.sinks.value_scale = s.real("value_scale", cfg.sinks.value_scale, 0.0, 1e6);
-  cfg.sinks.mass = s.real("mass", cfg.sinks.mass, 0.0, 0.999);
-  s.finish();
-
   TableReader n = w.table("needles");
   cfg.needles.depths = n.reals("depths", 0.0, 1.0);
   cfg.needles.mass = n.real("mass", cfg.needles.mass, 1e-6, 0.999);
   cfg.needles.per_query = n.integer("per_query", 1, 1, 64);
   n.finish();
-
-  TableReader r = w.table("recency");
-  cfg.recency.strength = r.real("strength", 0.0, 0.0, 100.0);
-  cfg.recency.tokens = r.real("tokens", cfg.recency.tokens, 1e-3, 1e9);
-  r.finish();
 
   TableReader c = w.table("calibration");
   cfg.calibration.tokens = c.integer("tokens", 0, 0, int64_t(1) << 24);
@@ -183,15 +244,6 @@ void read_workload(TableReader w, const ModelLookup& models, Scenario& sc) {
   }
   c.finish();
 
-  if (const toml::node* list = w.node("overrides")) {
-    const toml::array* entries = list->as_array();
-    if (entries == nullptr) w.fail(*list, "'overrides' must be an array of tables ([[workload.overrides]])");
-    for (const toml::node& entry : *entries) {
-      if (!entry.is_table()) w.fail(entry, "each [[workload.overrides]] entry must be a table with 'layers'");
-      cfg.overrides.push_back(read_override(TableReader(*entry.as_table(), w.file(), "workload.overrides"),
-                                            cfg.layers, cfg.head_dim));
-    }
-  }
   w.finish();
 }
 
@@ -248,13 +300,14 @@ WorkloadConfig workload_at(const Scenario& sc, int64_t tokens) {
   return cfg;
 }
 
-Scenario parse_scenario(std::string_view text, const std::string& source_name, const ModelLookup& models) {
+Scenario parse_scenario(std::string_view text, const std::string& source_name, const ModelLookup& models,
+                        const ProfileLookup& profiles) {
   const toml::table root = detail::parse_toml(text, source_name);
   Scenario sc;
   TableReader top(root, source_name, "");
   sc.name = top.string("name", source_name);
   top.string("description", "");
-  detail::read_workload(top.table("workload"), models, sc);
+  detail::read_workload(top.table("workload"), models, profiles, sc);
   detail::validate_workload(sc, source_name);
   detail::read_seeds(top, sc);
   detail::read_backend(top, sc);
@@ -286,9 +339,10 @@ Scenario parse_scenario(std::string_view text, const std::string& source_name, c
   return sc;
 }
 
-Scenario load_scenario(const std::string& path, const ModelLookup& models) {
+Scenario load_scenario(const std::string& path, const ModelLookup& models, const ProfileLookup& profiles) {
   const std::vector<std::byte> bytes = read_file(path);
-  return parse_scenario(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path, models);
+  return parse_scenario(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path, models,
+                        profiles);
 }
 
 std::vector<EvalResult> evaluate_scenario(const Scenario& sc, const Registry& registry, int threads,

@@ -934,7 +934,7 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   sc.name = spec.name;
 
   // The workload: the scenario reader, then the sweep's one-context rule.
-  detail::read_workload(top.table("workload"), context.models, sc);
+  detail::read_workload(top.table("workload"), context.models, context.profiles, sc);
   if (sc.contexts.size() != 1) {
     top.fail(*root["workload"]["tokens"].node(), "a sweep evaluates one context length; 'tokens' lists " +
                                                      std::to_string(sc.contexts.size()) +

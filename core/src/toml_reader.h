@@ -183,6 +183,7 @@ class TableReader {
   }
 
   const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }
   const toml::table& raw() const { return table_; }
 
  private:

@@ -229,6 +229,48 @@ void add_recency(Case& c, const WorkloadConfig& cfg, Sampler& rng) {
   }
 }
 
+// The channels whose RoPE pair lies in the workload's outlier band: pair p rotates at theta^(-2p/D),
+// so p / (D/2 - 1) runs from 0 (fastest) to 1 (slowest). rotate_half pairs p with p + D/2,
+// interleaved 2p with 2p + 1 (rope.h); without RoPE the same index still names the band.
+std::vector<int64_t> outlier_candidates(const WorkloadConfig& cfg) {
+  const int64_t d = cfg.head_dim, pairs = std::max<int64_t>(d / 2, 1);
+  std::vector<int64_t> out;
+  for (int64_t e = 0; e < d; ++e) {
+    const int64_t p = cfg.rope.convention == RopeConvention::interleaved ? e / 2 : e % pairs;
+    const double f = pairs > 1 ? double(p) / double(pairs - 1) : 0.0;
+    if (f >= cfg.keys.outlier_band_low && f <= cfg.keys.outlier_band_high) out.push_back(e);
+  }
+  return out;
+}
+
+// The channel that RoPE rotates together with channel e (rope.h's pairing).
+int64_t rope_partner(const WorkloadConfig& cfg, int64_t e) {
+  const int64_t half = cfg.head_dim / 2;
+  if (cfg.rope.convention == RopeConvention::interleaved) return e ^ 1;
+  return e < half ? e + half : e - half;
+}
+
+// `outlier_count` channels drawn without replacement from the band (a partial Fisher-Yates shuffle);
+// with outlier_pairs, outlier_count / 2 pairs drawn by their first channel.
+std::vector<int64_t> draw_outlier_channels(const WorkloadConfig& cfg, Sampler& rng) {
+  std::vector<int64_t> all = outlier_candidates(cfg);
+  if (cfg.keys.outlier_pairs) {
+    std::erase_if(all, [&](int64_t e) { return e > rope_partner(cfg, e); });
+  }
+  const int64_t n = static_cast<int64_t>(all.size());
+  const int64_t draws = cfg.keys.outlier_pairs ? cfg.keys.outlier_count / 2 : cfg.keys.outlier_count;
+  for (int64_t i = 0; i < draws; ++i) {
+    std::uniform_int_distribution<int64_t> pick(i, n - 1);
+    std::swap(all[i], all[pick(rng.engine())]);
+  }
+  all.resize(static_cast<size_t>(draws));
+  if (cfg.keys.outlier_pairs) {
+    for (int64_t i = 0; i < draws; ++i) all.push_back(rope_partner(cfg, all[i]));
+  }
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
 CalibrationSample slice_sample(const Case& c, int64_t first, int64_t count) {
   CalibrationSample s;
   s.keys = copy_of(c.keys.view().row_range(first, count));
@@ -274,6 +316,18 @@ void validate_layer(const WorkloadConfig& cfg) {
   }
   if (cfg.keys.outlier_count < 0 || cfg.keys.outlier_count > cfg.head_dim) {
     throw InputError("workload: outlier_count must be in 0.." + std::to_string(cfg.head_dim));
+  }
+  if (!(cfg.keys.outlier_band_low >= 0.0 && cfg.keys.outlier_band_low <= cfg.keys.outlier_band_high &&
+        cfg.keys.outlier_band_high <= 1.0)) {
+    throw InputError("workload: outlier_band must be [low, high] with 0 <= low <= high <= 1");
+  }
+  if (cfg.keys.outlier_pairs && (cfg.keys.outlier_count % 2 != 0 || cfg.head_dim % 2 != 0)) {
+    throw InputError("workload: outlier_pairs needs an even outlier_count and an even head_dim");
+  }
+  const int64_t in_band = static_cast<int64_t>(outlier_candidates(cfg).size());
+  if (cfg.keys.outlier_count > in_band) {
+    throw InputError("workload: outlier_count " + std::to_string(cfg.keys.outlier_count) + " exceeds the " +
+                     std::to_string(in_band) + " channels in outlier_band");
   }
   if (cfg.sinks.count < 0 || cfg.sinks.count >= cfg.tokens) {
     throw InputError("workload: sinks count must be in 0.." + std::to_string(cfg.tokens - 1));
@@ -323,6 +377,7 @@ WorkloadConfig layer_config(const WorkloadConfig& cfg, int64_t layer) {
       out.keys.outlier_channels.clear();
     }
     if (o.outlier_scale) out.keys.outlier_scale = *o.outlier_scale;
+    if (o.outlier_offset) out.keys.outlier_offset = *o.outlier_offset;
     if (o.channel_offset) out.keys.channel_offset = *o.channel_offset;
     if (o.sink_count) out.sinks.count = *o.sink_count;
     if (o.sink_key_norm) out.sinks.key_norm = *o.sink_key_norm;
@@ -395,16 +450,7 @@ Case generate(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t k
 
   // Draw order is fixed: outlier channels, offsets, K, V, queries, sink direction, recency direction.
   c.outlier_channels = cfg.keys.outlier_channels;
-  if (c.outlier_channels.empty() && cfg.keys.outlier_count > 0) {
-    std::vector<int64_t> all(static_cast<size_t>(d));
-    std::iota(all.begin(), all.end(), 0);
-    for (int64_t i = 0; i < cfg.keys.outlier_count; ++i) {
-      std::uniform_int_distribution<int64_t> pick(i, d - 1);
-      std::swap(all[i], all[pick(rng.engine())]);
-    }
-    c.outlier_channels.assign(all.begin(), all.begin() + cfg.keys.outlier_count);
-    std::sort(c.outlier_channels.begin(), c.outlier_channels.end());
-  }
+  if (c.outlier_channels.empty() && cfg.keys.outlier_count > 0) c.outlier_channels = draw_outlier_channels(cfg, rng);
   std::vector<double> offsets(static_cast<size_t>(d), 0.0);
   if (cfg.keys.channel_offset > 0.0) {
     for (double& o : offsets) o = cfg.keys.channel_offset * rng.normal();
@@ -418,10 +464,27 @@ Case generate(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t k
   rng.fill(c.values, cfg.values.distribution, cfg.values.scale);
   c.queries = Matrix(cfg.queries * cfg.q_per_kv, d);
   rng.fill(c.queries, cfg.query.distribution, cfg.query.scale);
+  if (cfg.query.outlier_scale != 1.0) {
+    for (int64_t r = 0; r < c.queries.rows(); ++r) {
+      for (int64_t ch : c.outlier_channels) c.queries(r, ch) = static_cast<float>(c.queries(r, ch) * cfg.query.outlier_scale);
+    }
+  }
 
+  // The outliers' constant part is structure (the same on every draw of the head) and comes from
+  // its own stream, so a workload without it draws exactly what it drew before the knob existed.
+  std::vector<double> outlier_bias(c.outlier_channels.size(), 0.0);
+  if (cfg.keys.outlier_offset > 0.0) {
+    Sampler structure(splitmix64(stream ^ 0xbb67ae8584caa73bull));  // sqrt(3)'s fractional bits
+    for (double& b : outlier_bias) {
+      b = (structure.normal() < 0.0 ? -1.0 : 1.0) * cfg.keys.outlier_offset * cfg.keys.scale;
+    }
+  }
   for (int64_t r = 0; r < t; ++r) {
     float* k = c.keys_pre_rope.row(r);
-    for (int64_t ch : c.outlier_channels) k[ch] = static_cast<float>(k[ch] * cfg.keys.outlier_scale);
+    for (size_t i = 0; i < c.outlier_channels.size(); ++i) {
+      const int64_t ch = c.outlier_channels[i];
+      k[ch] = static_cast<float>(k[ch] * cfg.keys.outlier_scale + outlier_bias[i]);
+    }
     if (cfg.keys.channel_offset > 0.0) {
       for (int64_t e = 0; e < d; ++e) k[e] = static_cast<float>(k[e] + offsets[e]);
     }

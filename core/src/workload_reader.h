@@ -11,7 +11,7 @@
 namespace kvtune::detail {
 
 // Reads [workload] into sc.workload, sc.contexts, sc.model, sc.layers and sc.heads.
-void read_workload(TableReader w, const ModelLookup& models, Scenario& sc);
+void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup& profiles, Scenario& sc);
 
 // Checks the workload at each of sc.contexts; errors name source_name and [workload].
 void validate_workload(const Scenario& sc, const std::string& source_name);

@@ -338,6 +338,31 @@ TEST_F(Cli, ScenarioWithAModelPresetSamplesItsLayersAndHeads) {
   EXPECT_THAT(out_of_range.err, HasSubstr("'layers' entries must be integers in 0..15"));
 }
 
+// A preset alone gives the shape, not the model's statistics, and the output says so; `profile`
+// names a model's own (configs/profiles), and an unknown one is refused with the available names.
+TEST_F(Cli, ScenarioSaysWhetherItsStatisticsAreGenericOrAModelsProfile) {
+  const std::string head = "seeds = 1\n[workload]\nmodel = \"qwen3-8b\"\ntokens = 128\nlayers = [0]\nheads = [0]\n";
+  const std::string pairs = "[[pairs]]\nk = \"q4_0\"\nv = \"f16\"\n";
+  write_text(path("generic.toml"), head + pairs);
+  const RunResult generic = run({"simulate", path("generic.toml")});
+  ASSERT_EQ(generic.status, 0) << generic.err;
+  EXPECT_THAT(generic.out, HasSubstr("statistics: generic synthetic keys and values, the same for every model"));
+  const RunResult generic_json = run({"simulate", path("generic.toml"), "--json"});
+  ASSERT_EQ(generic_json.status, 0) << generic_json.err;
+  EXPECT_EQ(json::parse(generic_json.out)["profile"], "generic");
+
+  write_text(path("profiled.toml"), head + "profile = \"qwen3\"\n" + pairs);
+  const RunResult profiled = run({"simulate", path("profiled.toml"), "--json"});
+  ASSERT_EQ(profiled.status, 0) << profiled.err;
+  EXPECT_EQ(json::parse(profiled.out)["profile"], "qwen3");
+
+  write_text(path("profile-bad.toml"), head + "profile = \"qwen9\"\n" + pairs);
+  const RunResult bad = run({"simulate", path("profile-bad.toml")});
+  expect_input_error(bad);
+  EXPECT_THAT(bad.err, HasSubstr(path("profile-bad.toml").string() + ":7:11: unknown model profile 'qwen9'"));
+  EXPECT_THAT(bad.err, HasSubstr("qwen3-0.6b"));  // the available profiles are listed
+}
+
 TEST_F(Cli, UnknownRopeConventionIsRefusedWithTheChoices) {
   write_text(path("rope.toml"),
              "[workload]\ntokens = 64\nhead_dim = 16\n[workload.rope]\nconvention = \"neox\"\n"

@@ -67,6 +67,87 @@ TEST(Workload, OutlierChannelsAndOffsetsArePlanted) {
   EXPECT_NEAR(mean_abs_offset / double(cfg.head_dim), 5.0 * std::sqrt(2.0 / M_PI), 1.2);
 }
 
+double column_mean(const Matrix& m, int64_t c) {
+  double s = 0;
+  for (int64_t r = 0; r < m.rows(); ++r) s += m(r, c);
+  return s / double(m.rows());
+}
+
+// outlier_offset: a constant of +-offset on each outlier channel, the same on every token (and on
+// every draw of the head), on top of the channel's own variation.
+TEST(Workload, OutlierOffsetsAreConstantPerChannel) {
+  WorkloadConfig cfg = small();
+  cfg.keys.outlier_channels = {3, 40};
+  cfg.keys.outlier_offset = 20.0;
+  const Case c = generate_case(cfg, 1);
+  for (int64_t ch : {3, 40}) {
+    EXPECT_NEAR(std::abs(column_mean(c.keys, ch)), 20.0, 0.2) << ch;
+    double var = 0;
+    for (int64_t r = 0; r < c.keys.rows(); ++r) var += std::pow(c.keys(r, ch) - column_mean(c.keys, ch), 2);
+    EXPECT_NEAR(std::sqrt(var / double(c.keys.rows())), 1.0, 0.1) << ch;  // outlier_scale 1: unit variation
+  }
+  EXPECT_NEAR(column_mean(c.keys, 4), 0.0, 0.2);
+  // The sign is structure of (seed, layer, head): a fresh calibration draw of the head has it too.
+  cfg.calibration = {.tokens = 256, .source = CalibrationSource::fresh};
+  const Case d = generate_case(cfg, 1);
+  double cal = 0;
+  for (int64_t r = 0; r < d.calibration.keys.rows(); ++r) cal += d.calibration.keys(r, 3);
+  EXPECT_GT(cal / double(d.calibration.keys.rows()) * column_mean(d.keys, 3), 0.0);
+  // Without the knob the draws are what they were before it existed: the structure stream is apart.
+  cfg = small();
+  cfg.keys.outlier_channels = {3, 40};
+  const Case plain = generate_case(cfg, 1);
+  const double sign = std::copysign(1.0, column_mean(c.keys, 3));
+  for (int64_t r = 0; r < 8; ++r) EXPECT_NEAR(c.keys(r, 3) - plain.keys(r, 3), 20.0 * sign, 1e-4) << r;
+  EXPECT_EQ(c.values, plain.values);
+}
+
+// outlier_band and outlier_pairs: drawn channels in the slowest quarter of the RoPE spectrum, whole
+// rotary pairs (rotate_half pairs channel i with i + D/2, interleaved 2p with 2p + 1).
+TEST(Workload, OutlierBandAndPairsPlaceTheDrawnChannels) {
+  WorkloadConfig cfg = small();  // head_dim 64: pairs 0..31, the band [0.75, 1] is pairs 24..31
+  cfg.rope.enabled = true;
+  cfg.keys.outlier_count = 4;
+  cfg.keys.outlier_band_low = 0.75;
+  cfg.keys.outlier_band_high = 1.0;
+  cfg.keys.outlier_pairs = true;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    const std::vector<int64_t> ch = generate_case(cfg, seed).outlier_channels;
+    ASSERT_EQ(ch.size(), 4u);
+    for (int64_t e : ch) {
+      EXPECT_GE(e % 32, 24) << e;
+      EXPECT_NE(std::find(ch.begin(), ch.end(), e < 32 ? e + 32 : e - 32), ch.end()) << e;  // its partner too
+    }
+  }
+  cfg.rope.convention = RopeConvention::interleaved;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    const std::vector<int64_t> ch = generate_case(cfg, seed).outlier_channels;
+    for (int64_t e : ch) {
+      EXPECT_GE(e / 2, 24) << e;
+      EXPECT_NE(std::find(ch.begin(), ch.end(), e ^ 1), ch.end()) << e;
+    }
+  }
+  cfg.keys.outlier_count = 3;  // pairs need an even count
+  EXPECT_THROW(generate_case(cfg, 0), InputError);
+  cfg.keys.outlier_count = 18;  // the band holds 16 channels
+  EXPECT_THROW(generate_case(cfg, 0), InputError);
+  cfg.keys.outlier_count = 2;
+  cfg.keys.outlier_band_low = 0.9;
+  cfg.keys.outlier_band_high = 0.8;
+  EXPECT_THROW(generate_case(cfg, 0), InputError);
+}
+
+// queries_profile.outlier_scale multiplies the queries' components on the keys' outlier channels.
+TEST(Workload, QueryOutlierScaleWeightsTheKeysOutlierChannels) {
+  WorkloadConfig cfg = small();
+  cfg.queries = 4096;
+  cfg.keys.outlier_channels = {5};
+  cfg.query.outlier_scale = 4.0;
+  const Case c = generate_case(cfg, 1);
+  EXPECT_NEAR(column_rms(c.queries, 5), 4.0, 0.2);
+  EXPECT_NEAR(column_rms(c.queries, 6), 1.0, 0.05);
+}
+
 TEST(Workload, DistributionsHaveUnitVarianceTimesScale) {
   for (Distribution d : {Distribution::normal, Distribution::uniform, Distribution::laplace}) {
     WorkloadConfig cfg = small();

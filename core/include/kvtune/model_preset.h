@@ -52,4 +52,10 @@ std::vector<std::string> model_preset_names(const std::filesystem::path& config_
 // <config_dir>/models/<name>.toml; InputError listing the available names when there is none.
 ModelPreset find_model_preset(const std::filesystem::path& config_dir, const std::string& name);
 
+// The model profile names under <config_dir>/profiles, sorted.
+std::vector<std::string> model_profile_names(const std::filesystem::path& config_dir);
+
+// <config_dir>/profiles/<name>.toml; InputError listing the available names when there is none.
+std::filesystem::path find_model_profile(const std::filesystem::path& config_dir, const std::string& name);
+
 }  // namespace kvtune

@@ -26,6 +26,9 @@ struct PairRequest {
 struct Scenario {
   std::string name;
   std::string model;               // the model preset the workload's shape came from; empty: none
+  // The model profile its key/value statistics came from (configs/profiles); empty: the generic
+  // synthetic statistics of the workload's own tables, the same for every model.
+  std::string profile;
   WorkloadConfig workload;         // workload.tokens = contexts.front()
   std::vector<int64_t> contexts;   // context lengths to evaluate, each a separate run
   std::vector<uint64_t> seeds{0};
@@ -73,8 +76,13 @@ WorkloadConfig workload_at(const Scenario& scenario, int64_t tokens);
 // Resolves `model = "NAME"` (a configs/models preset); the default refuses every name.
 using ModelLookup = std::function<ModelPreset(const std::string& name)>;
 
-Scenario parse_scenario(std::string_view text, const std::string& source_name, const ModelLookup& models = {});
-Scenario load_scenario(const std::string& path, const ModelLookup& models = {});
+// Resolves `profile = "NAME"` to the file of a model's key/value statistics (configs/profiles); the
+// default refuses every name.
+using ProfileLookup = std::function<std::filesystem::path(const std::string& name)>;
+
+Scenario parse_scenario(std::string_view text, const std::string& source_name, const ModelLookup& models = {},
+                        const ProfileLookup& profiles = {});
+Scenario load_scenario(const std::string& path, const ModelLookup& models = {}, const ProfileLookup& profiles = {});
 
 // Evaluates the scenario's pairs: one EvalResult per context length, each over seeds x layers x
 // heads. Throws InputError when a scheme cannot take the workload's shape at some context.

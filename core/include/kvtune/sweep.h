@@ -146,6 +146,7 @@ struct SweepContext {
   // The registry plus the file's `plugins` (absolute paths); empty: a file naming plugins is refused.
   std::function<std::shared_ptr<const Registry>(const std::vector<std::string>& plugins)> with_plugins;
   ModelLookup models;                       // model = "NAME"
+  ProfileLookup profiles;                   // profile = "NAME"
   std::vector<RuntimeTable> runtime_tables; // configs/runtimes
   ExpandProgress progress;                  // may be empty
 };

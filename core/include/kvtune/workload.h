@@ -21,8 +21,17 @@ struct KeyProfile {
   double scale = 1.0;
   std::vector<int64_t> outlier_channels;  // explicit head-dim indices...
   int64_t outlier_count = 0;              // ...or this many drawn per case
-  double outlier_scale = 1.0;             // multiplier on the outlier channels
-  double channel_offset = 0.0;            // std-dev of a constant per-channel bias
+  double outlier_scale = 1.0;             // multiplier on the outlier channels' token-to-token variation
+  // A constant of +-outlier_offset * scale on each outlier channel (sign drawn per channel): an
+  // outlier that is mostly a per-channel bias, the same on every token, rather than variance.
+  double outlier_offset = 0.0;
+  // Where drawn outlier channels sit in the RoPE spectrum, as fractions of the pair index:
+  // 0 = the fastest-rotating pair, 1 = the slowest. [0, 1] = anywhere.
+  double outlier_band_low = 0.0, outlier_band_high = 1.0;
+  // Drawn outliers come as whole RoPE pairs (outlier_count / 2 pairs, both channels of each): a
+  // feature that lives in one rotary plane rather than in one channel.
+  bool outlier_pairs = false;
+  double channel_offset = 0.0;  // std-dev of a constant per-channel bias (every channel)
 };
 
 struct ValueProfile {
@@ -33,6 +42,9 @@ struct ValueProfile {
 struct QueryProfile {
   Distribution distribution = Distribution::normal;
   double scale = 1.0;  // the inverse temperature: larger = sharper attention, smaller = flatter
+  // Multiplier on the query channels that are the keys' outlier channels: queries that weight the
+  // same channels as the keys' outliers make a key's error there count that much more.
+  double outlier_scale = 1.0;
 };
 
 // Recency bias: recent tokens draw more attention, as in real decoders. Every query and every
@@ -89,7 +101,7 @@ struct LayerOverride {
   std::vector<int64_t> layers;
   std::optional<std::vector<int64_t>> outlier_channels;
   std::optional<int64_t> outlier_count;
-  std::optional<double> outlier_scale, channel_offset;
+  std::optional<double> outlier_scale, outlier_offset, channel_offset;
   std::optional<int64_t> sink_count;
   std::optional<double> sink_key_norm, sink_mass;
 };
