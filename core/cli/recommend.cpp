@@ -1,4 +1,4 @@
-// kvtune recommend --model NAME --ctx N [--max-rel-err E] [--min-needle-hit H] [--gpu-mem SIZE|NxSIZE]
+// kvtune recommend --model NAME [--profile NAME] --ctx N [--max-rel-err E] [--min-needle-hit H] [--gpu-mem SIZE|NxSIZE]
 //                  [--weights SIZE] [--sequences S] [--gpus N] [--runtime R[@VERSION]...] [--eval-ctx N]
 //                  [--out DIR] [--resume] [--jobs N] [--json]
 // The common question as a sweep: the embedded template (sweeps/recommend.toml) read with the
@@ -21,6 +21,7 @@ namespace {
 
 struct RecommendOptions {
   std::string model;
+  std::string profile;
   int64_t ctx = 0;
   std::optional<double> max_rel_err, min_needle_hit;
   std::string gpu_mem, weights;
@@ -41,6 +42,7 @@ constexpr int64_t kDefaultEvalContext = 32768;
 // The same command with --resume, for the user to paste after an interrupt.
 std::string resume_command(const RecommendOptions& o) {
   std::string cmd = "kvtune recommend --model " + o.model + " --ctx " + std::to_string(o.ctx);
+  if (!o.profile.empty()) cmd += " --profile " + o.profile;
   if (o.max_rel_err) cmd += " --max-rel-err " + std::to_string(*o.max_rel_err);
   if (o.min_needle_hit) cmd += " --min-needle-hit " + std::to_string(*o.min_needle_hit);
   if (!o.gpu_mem.empty()) cmd += " --gpu-mem " + o.gpu_mem;
@@ -59,6 +61,7 @@ SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& prese
   ov.name = "recommend: " + (preset.title.empty() ? preset.name : preset.title) + " at " + std::to_string(o.ctx) +
             " tokens";
   ov.model = preset.name;
+  if (!o.profile.empty()) ov.profile = o.profile;
   ov.tokens = o.eval_ctx.value_or(std::min(o.ctx, kDefaultEvalContext));
   // The first, middle and last layer: outliers and sinks differ most across depth.
   const int64_t last = preset.shape.layers - 1;
@@ -143,6 +146,9 @@ int recommend(const RecommendOptions& o) {
 Runner add_recommend(CLI::App& app) {
   auto o = std::make_shared<RecommendOptions>();
   app.add_option("--model", o->model, "model preset name (configs/models) or preset file")->required();
+  app.add_option("--profile", o->profile,
+                 "model profile (configs/profiles) or profile file: the model family's key/value statistics "
+                 "(default: the template's generic ones)");
   app.add_option("--ctx", o->ctx, "context length to serve (tokens)")->required()->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   app.add_option("--max-rel-err", o->max_rel_err, "budget: max mean rel_out_err")->check(CLI::PositiveNumber);
   app.add_option("--min-needle-hit", o->min_needle_hit, "budget: min mean needle_hit")->check(CLI::Range(0.0, 1.0));

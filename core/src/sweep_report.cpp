@@ -348,7 +348,9 @@ Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& record
   add(doc, Block::heading1, "sweep " + spec.name);
   add(doc, Block::text, "spec: " + spec.source + " (hash " + hex(spec.hash) + ")");
   add(doc, Block::text,
-      "workload: model " + (spec.model ? spec.model->name : std::string("none")) + ", " +
+      "workload: model " + (spec.model ? spec.model->name : std::string("none")) + " (statistics: " +
+          (spec.scenario.profile.empty() ? std::string("generic, the same for every model") : "profile " + spec.scenario.profile) +
+          "), " +
           std::to_string(evaluated_context(spec)) + " tokens, " + plural(scenario_cases(spec.scenario).size(), "case") +
           "; " + std::to_string(n.evaluated) + " of " + std::to_string(spec.points.size()) + " points evaluated, " +
           std::to_string(n.failed) + " failed, " + std::to_string(n.feasible) + " feasible" +
@@ -821,6 +823,7 @@ std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRec
 
   json doc = {{"name", spec.name}, {"source", spec.source}, {"spec_hash", hex(spec.hash)}};
   doc["workload"] = {{"model", spec.model ? json(spec.model->name) : json(nullptr)},
+                     {"profile", spec.scenario.profile.empty() ? json("generic") : json(spec.scenario.profile)},
                      {"tokens", evaluated_context(spec)},
                      {"cases", scenario_cases(spec.scenario).size()}};
   doc["objective"] = objective_text(b.objective);

@@ -788,12 +788,40 @@ std::string list(const std::vector<T>& items) {
   return out;
 }
 
+// The statistics a model profile resolved the workload to, so a changed profile file changes the
+// hash as a changed preset does.
+std::string profile_statistics(const WorkloadConfig& cfg) {
+  const KeyProfile& k = cfg.keys;
+  std::string text = "\nprofile=" + list(k.outlier_channels) + std::to_string(k.outlier_count) + "," +
+                     std::to_string(int(k.distribution)) + "," + std::to_string(int(cfg.values.distribution)) + "," +
+                     std::to_string(int(cfg.query.distribution)) + "," + (k.outlier_pairs ? "pairs," : "channels,");
+  for (double x : {k.scale, k.outlier_scale, k.outlier_offset, k.outlier_band_low, k.outlier_band_high,
+                   k.channel_offset, cfg.values.scale, cfg.query.scale, cfg.query.outlier_scale, cfg.sinks.key_norm,
+                   cfg.sinks.value_scale, cfg.sinks.mass, cfg.recency.strength, cfg.recency.tokens}) {
+    text += format_real(x) + ",";
+  }
+  text += std::to_string(cfg.sinks.count);
+  for (const LayerOverride& o : cfg.overrides) {
+    text += ";" + list(o.layers) + (o.outlier_channels ? list(*o.outlier_channels) : "-") + "," +
+            (o.outlier_count ? std::to_string(*o.outlier_count) : "-") + "," +
+            (o.sink_count ? std::to_string(*o.sink_count) : "-");
+    for (const std::optional<double>& x :
+         {o.outlier_scale, o.outlier_offset, o.channel_offset, o.sink_key_norm, o.sink_mass}) {
+      text += "," + (x ? format_real(*x) : "-");
+    }
+  }
+  return text;
+}
+
 // Everything that determines a point's metrics: the [workload] table as written, the shape a model
-// preset resolved it to (a changed preset file changes the hash), seeds, layers, heads and topk.
+// preset resolved it to (a changed preset file changes the hash), the statistics a model profile
+// resolved it to (only with a profile, so hashes without one are what they were), seeds, layers,
+// heads and topk.
 uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
   std::string text = "kvtune sweep v1\nworkload=";
   if (const toml::node* w = root.get("workload")) serialize(*w, text);
   const WorkloadConfig& cfg = sc.workload;
+  if (!sc.profile.empty()) text += profile_statistics(cfg);
   text += "\nshape=" + list(std::vector<int64_t>{cfg.head_dim, cfg.layers, cfg.kv_heads, cfg.q_per_kv}) +
           (cfg.rope.enabled ? "rope," + format_real(cfg.rope.theta) + "," +
                                   (cfg.rope.convention == RopeConvention::interleaved ? "interleaved" : "rotate_half")
@@ -815,6 +843,13 @@ bool apply_overrides(toml::table& root, const SweepOverrides& o) {
   bool changed = false;
   if (o.name) root.insert_or_assign("name", *o.name), changed = true;
   if (o.model) table_at("workload").insert_or_assign("model", *o.model), changed = true;
+  if (o.profile) {
+    // The profile replaces the file's own statistics (which would otherwise win over it).
+    toml::table& w = table_at("workload");
+    for (const char* key : {"keys", "values", "queries_profile", "sinks", "recency", "overrides"}) w.erase(key);
+    w.insert_or_assign("profile", *o.profile);
+    changed = true;
+  }
   if (o.tokens) table_at("workload").insert_or_assign("tokens", *o.tokens), changed = true;
   if (o.layers) {
     toml::array layers;

@@ -229,6 +229,16 @@ TEST_F(SweepCli, RecommendRefusesBadGpuCountsAndWritesNothing) {
   EXPECT_THAT(with({"--gpu-mem", "2x1GB"}, "full"), HasSubstr("the weights split over 2 GPUs leave nothing"));
 }
 
+// --profile names the model family's statistics; an unknown one is refused before anything runs.
+TEST_F(SweepCli, RecommendRefusesAnUnknownProfileAndWritesNothing) {
+  const RunResult r = run({"recommend", "--model", "qwen3-8b", "--profile", "qwen9", "--ctx", "4096", "--max-rel-err",
+                           "0.1", "--out", out("p")});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("unknown model profile 'qwen9'"));
+  EXPECT_THAT(r.err, HasSubstr("qwen3-0.6b"));  // the available profiles are listed
+  EXPECT_FALSE(fs::exists(path("p")));
+}
+
 // A runtime version the table cannot answer: the runtime, the version and what the table covers
 // are named, nothing is written, exit 2.
 TEST_F(SweepCli, RecommendRefusesRuntimeVersionsTheTableDoesNotCover) {

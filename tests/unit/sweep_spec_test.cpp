@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 
 #include "kvtune/error.h"
@@ -25,6 +27,7 @@ const SweepContext& context() {
     SweepContext out;
     out.registry = &builtin_registry();
     out.models = [](const std::string& name) { return find_model_preset(config_dir(), name); };
+    out.profiles = [](const std::string& name) { return find_model_profile(config_dir(), name); };
     out.runtime_tables = load_runtime_tables(config_dir(), builtin_registry());
     return out;
   }();
@@ -297,6 +300,32 @@ TEST(SweepSpec, FitTakesTensorParallelOrACountTimesASize) {
   const SweepSpec s = parse_sweep("[workload]\nmodel = \"llama-3.1-70b\"\n[search]\nboth = [\"q8_0\"]\n", "s.toml",
                                   context(), ov);
   EXPECT_EQ(s.budget.fit.value().tensor_parallel, 8);
+}
+
+// recommend --profile: the typed override drops the template's generic statistics so the profile's
+// apply, keeps the experiment (needles, calibration), and the hash tells the two apart.
+TEST(SweepSpec, AProfileOverrideReplacesTheTemplatesGenericStatistics) {
+  const std::string path = std::string(KVTUNE_SOURCE_DIR) + "/sweeps/recommend.toml";
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  SweepOverrides ov;
+  ov.model = "qwen3-8b";
+  const SweepSpec generic = parse_sweep(text, path, context(), ov);
+  EXPECT_EQ(generic.scenario.profile, "");
+  EXPECT_EQ(generic.scenario.workload.sinks.key_norm, 8.0);  // the template's generic sinks
+  ov.profile = "qwen3";
+  const SweepSpec profiled = parse_sweep(text, path, context(), ov);
+  const WorkloadConfig& w = profiled.scenario.workload;
+  EXPECT_EQ(profiled.scenario.profile, "qwen3");
+  EXPECT_EQ(w.keys.outlier_offset, 20.0);  // configs/profiles/qwen3.toml
+  EXPECT_TRUE(w.keys.outlier_pairs);
+  EXPECT_EQ(w.keys.outlier_count, 2);
+  EXPECT_EQ(w.sinks.key_norm, 1.0);
+  EXPECT_EQ(w.needles.depths, generic.scenario.workload.needles.depths);  // the experiment is kept
+  EXPECT_EQ(w.calibration.samples, generic.scenario.workload.calibration.samples);
+  EXPECT_NE(profiled.hash, generic.hash);
+  ov.profile = "qwen9";
+  EXPECT_THROW(parse_sweep(text, path, context(), ov), InputError);
 }
 
 TEST(SweepSpec, RefusesBadTensorParallelNamingFileLineAndColumn) {

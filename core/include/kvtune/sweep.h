@@ -161,6 +161,9 @@ inline constexpr int64_t kDefaultMaxPoints = 100000;
 struct SweepOverrides {
   std::optional<std::string> name;
   std::optional<std::string> model;                 // [workload] model
+  // [workload] profile; the file's own statistics tables (keys, values, queries_profile, sinks,
+  // recency, overrides) are dropped so that the profile's apply.
+  std::optional<std::string> profile;
   std::optional<int64_t> tokens;                    // [workload] tokens
   std::optional<std::vector<int64_t>> layers;       // [workload] layers
   std::optional<std::vector<BudgetTerm>> terms;     // [budget] error terms
