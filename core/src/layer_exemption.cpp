@@ -79,9 +79,7 @@ SweepRecord exempt_record(const SweepRecord& base, const SweepRecord& baseline, 
   SweepRecord r = base;
   r.exempt_layers = layers;
   r.exempt = exempt;
-  std::string list;
-  for (int64_t l : layers) list += (list.empty() ? "" : ",") + std::to_string(l);
-  r.origin = base.origin + " (layers " + list + " kept at " + exempt + ")";
+  r.origin = base.origin + " (layers " + format_layers(layers) + " kept at " + exempt + ")";
   const double stratum = static_cast<double>(model_layers) / static_cast<double>(base.layers.size());
   for (LayerSummary& l : r.layers) {
     if (std::find(layers.begin(), layers.end(), l.layer) == layers.end()) continue;

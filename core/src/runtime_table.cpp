@@ -459,16 +459,20 @@ RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
   return view;
 }
 
+std::string format_layers(const std::vector<int64_t>& layers, std::string_view separator, std::string_view quote) {
+  std::string out;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (i > 0) out += separator;
+    out.append(quote).append(std::to_string(layers[i])).append(quote);
+  }
+  return out;
+}
+
 RuntimeOption with_exempt_layers(const RuntimeOption& option, const RuntimeOption& exemption,
                                  const std::vector<int64_t>& layers) {
-  std::array<std::string, 3> lists;  // in kLayersPlaceholders' order
-  for (int64_t l : layers) {
-    const std::string n = std::to_string(l);
-    const bool first = lists[0].empty();
-    lists[0] += (first ? "" : ",") + n;
-    lists[1] += (first ? "" : " ") + n;
-    lists[2] += (first ? "\"" : ", \"") + n + "\"";
-  }
+  // In kLayersPlaceholders' order.
+  const std::array<std::string, 3> lists = {format_layers(layers), format_layers(layers, " "),
+                                            format_layers(layers, ", ", "\"")};
   auto fill = [&](std::string text) {
     for (size_t p = 0; p < kLayersPlaceholders.size(); ++p) {
       const std::string_view key = kLayersPlaceholders[p];

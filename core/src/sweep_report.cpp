@@ -137,16 +137,10 @@ std::vector<std::string> budget_terms(const SweepSpec& spec) {
   return terms;
 }
 
-std::string layer_list(const std::vector<int64_t>& layers) {
-  std::string out;
-  for (int64_t l : layers) out += (out.empty() ? "" : ",") + std::to_string(l);
-  return out;
-}
-
 Line pair_line(const std::string& lead, const SweepRecord& r) {
   Line line = {{lead + "K "}, code(r.k), {", V "}, code(r.v)};
   if (r.derived()) {
-    for (Span s : {Span{", layers "}, code(layer_list(r.exempt_layers)), Span{" kept at "}, code(r.exempt)}) {
+    for (Span s : {Span{", layers "}, code(format_layers(r.exempt_layers)), Span{" kept at "}, code(r.exempt)}) {
       line.push_back(std::move(s));
     }
   }
@@ -241,7 +235,7 @@ Table frontier_table(const SweepSpec& spec, const std::vector<SweepRecord>& reco
     const RecordVerdict& v = analysis.verdicts[i];
     const Summary& needle = r.metric(Metric::needle_hit);
     std::vector<std::string> row = {r.k, r.v};
-    if (exemptions) row.push_back(r.derived() ? layer_list(r.exempt_layers) + " at " + r.exempt : "-");
+    if (exemptions) row.push_back(r.derived() ? format_layers(r.exempt_layers) + " at " + r.exempt : "-");
     row.insert(row.end(), {fmt(r.k_bits),
                                     fmt(r.v_bits),
                                     fmt(r.bits()),
@@ -863,7 +857,7 @@ std::string frontier_csv(const SweepSpec& /*spec*/, const std::vector<SweepRecor
                                              needle.count ? fmt(needle.mean, "%.9g") : "",
                                              v.memory ? fmt(v.memory->bytes_per_token, "%.9g") : "",
                                              v.feasible ? "true" : "false",
-                                             r.derived() ? csv_field(layer_list(r.exempt_layers) + " at " + r.exempt) : ""};
+                                             r.derived() ? csv_field(format_layers(r.exempt_layers) + " at " + r.exempt) : ""};
     out += join(fields, ",") + "\n";
   }
   return out;

@@ -87,6 +87,11 @@ struct RuntimeView {
 // Python list of strings).
 inline constexpr std::array<const char*, 3> kLayersPlaceholders = {"{layers}", "{layers_space}", "{layers_quoted}"};
 
+// Layer indices joined, each between `quote`s: ({0, 31}) "0,31"; (" ") "0 31"; (", ", "\"")
+// "\"0\", \"31\"" (kLayersPlaceholders' three spellings, and how reports list exempt layers).
+std::string format_layers(const std::vector<int64_t>& layers, std::string_view separator = ",",
+                          std::string_view quote = "");
+
 // `option` with `layers` kept at the exemption's dtype: its name says so, the exemption's
 // settings (with the layer list filled in) join the option's.
 RuntimeOption with_exempt_layers(const RuntimeOption& option, const RuntimeOption& exemption,
