@@ -1,10 +1,13 @@
 // kvtune simulate [FILE.toml] | --k K.npy --v V.npy --q Q.npy --pair KSPEC/VSPEC ...
+//                 | --cache DIR --pair KSPEC/VSPEC ...
 //                 [--topk K] [--threads N] [--backend cpu|cuda|cuda-kernel] [--json] [--needle-csv FILE]
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
 #include "backends.h"
 #include "commands.h"
+#include "kvtune/capture.h"
 #include "plugins.h"
 #include "embedded_scenarios.h"
 #include "kvtune/error.h"
@@ -20,6 +23,7 @@ namespace {
 struct SimulateOptions {
   std::string file;
   std::string k_path, v_path, q_path;
+  std::string cache;  // a capture directory (docs/real-caches.md)
   std::vector<std::string> pairs;
   std::optional<int64_t> topk;
   std::string needle_csv;
@@ -53,6 +57,19 @@ Case load_tensor_case(const SimulateOptions& o) {
   c.keys_file = o.k_path;  // errors about the data (e.g. out of a scheme's range) name the file
   c.values_file = o.v_path;
   return c;
+}
+
+// `--cache DIR`: every sample, captured layer and KV head of the capture, each sample whole. The
+// scenario is read from text so that it takes the checks of `[workload] source = "cache"`.
+Scenario cache_scenario(const SimulateOptions& o) {
+  open_capture(o.cache);  // its errors name the directory, not the scenario text below
+  std::string text = "name = " + nlohmann::json("cache: " + o.cache).dump() + "\n[workload]\nsource = \"cache\"\npath = " +
+                     nlohmann::json(std::filesystem::absolute(o.cache).string()).dump() + "\n";
+  std::vector<PairRequest> pairs;
+  for (const std::string& p : o.pairs) pairs.push_back(parse_pair(p));
+  Scenario sc = parse_scenario(text + "[[pairs]]\nk = \"none\"\nv = \"none\"\n", "--cache " + o.cache);
+  sc.pairs = pairs;
+  return sc;
 }
 
 // A GPU context does not survive fork, so with a GPU backend plugin schemes run in-process.
@@ -94,8 +111,13 @@ int run(const SimulateOptions& o) {
     runs.push_back(isolated(plan) ? evaluate_isolated(plan, 1, source, 1) : evaluate(plan, 1, source, 1));
     name = o.k_path;
   } else {
-    if (!o.pairs.empty()) throw InputError("--pair needs --k/--v/--q tensors; a scenario file lists its own [[pairs]]");
-    Scenario sc = o.file.empty()
+    if (!o.cache.empty() && !o.file.empty()) throw InputError("give either a scenario file or --cache, not both");
+    if (o.cache.empty() && !o.pairs.empty()) {
+      throw InputError("--pair needs --k/--v/--q tensors or --cache; a scenario file lists its own [[pairs]]");
+    }
+    if (!o.cache.empty() && o.pairs.empty()) throw InputError("--cache needs at least one --pair KSPEC/VSPEC");
+    Scenario sc = !o.cache.empty() ? cache_scenario(o)
+                  : o.file.empty()
                       ? parse_scenario(kDefaultScenario, kDefaultScenarioName, resolve_model_preset, resolve_model_profile)
                       : load_scenario(o.file, resolve_model_preset, resolve_model_profile);
     sc.topk = o.topk.value_or(sc.topk);
@@ -108,7 +130,7 @@ int run(const SimulateOptions& o) {
     runs = evaluate_scenario(sc, registry, o.threads, backend,
                              cpu ? std::optional<IsolationOptions>(IsolationOptions{}) : std::nullopt);
     name = sc.name;
-    statistics = sc.profile.empty() ? "generic" : sc.profile;
+    statistics = sc.capture ? "cache" : sc.profile.empty() ? "generic" : sc.profile;
   }
   if (!o.needle_csv.empty()) {
     const std::string csv = needle_csv(runs);
@@ -125,6 +147,8 @@ int run(const SimulateOptions& o) {
   if (statistics == "generic") {
     std::cout << "statistics: generic synthetic keys and values, the same for every model (a preset sets only the "
                  "shape; [workload] profile = NAME gives a model's own)\n";
+  } else if (statistics == "cache") {
+    std::cout << "statistics: a real cache (" << o.cache << ")\n";
   } else if (!statistics.empty()) {
     std::cout << "statistics: model profile " << statistics << "\n";
   }
@@ -145,7 +169,8 @@ Runner add_simulate(CLI::App& app) {
   app.add_option("--k", o->k_path, "keys .npy [T, D] (float16/32/64)");
   app.add_option("--v", o->v_path, "values .npy [T, D]");
   app.add_option("--q", o->q_path, "queries .npy [D] or [Nq, D]");
-  app.add_option("--pair", o->pairs, "KSPEC/VSPEC, repeatable (with --k/--v/--q)");
+  app.add_option("--cache", o->cache, "a capture directory (python/kvtune_capture.py): its samples, layers and heads");
+  app.add_option("--pair", o->pairs, "KSPEC/VSPEC, repeatable (with --k/--v/--q or --cache)");
   app.add_option("--topk", o->topk, "k of topk_overlap")->check(CLI::PositiveNumber);
   app.add_option("--threads", o->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   app.add_option("--needle-csv", o->needle_csv,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 #include "kvtune/error.h"
@@ -241,6 +242,28 @@ std::vector<int64_t> SafetensorsFile::read_integers(const std::string& name) con
       out[i] = v;
     }
   }
+  return out;
+}
+
+std::vector<std::byte> safetensors_image(const std::vector<SafetensorsEntry>& entries,
+                                         const std::map<std::string, std::string>& metadata) {
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t at = 0;
+  for (const SafetensorsEntry& e : entries) {
+    uint64_t need = static_cast<uint64_t>(dtype_width(e.dtype));
+    for (int64_t d : e.shape) need *= static_cast<uint64_t>(d);
+    if (need == 0 && dtype_width(e.dtype) == 0) throw std::logic_error("safetensors_image: unknown dtype " + e.dtype);
+    if (need != e.data.size()) throw std::logic_error("safetensors_image: '" + e.name + "' has the wrong byte count");
+    header[e.name] = {{"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {at, at + need}}};
+    at += need;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::vector<std::byte> out(8 + text.size());
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = std::byte((uint64_t(text.size()) >> (8 * i)) & 0xFF);
+  std::memcpy(out.data() + 8, text.data(), text.size());
+  for (const SafetensorsEntry& e : entries) out.insert(out.end(), e.data.begin(), e.data.end());
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
+#include "kvtune/runtime_table.h"
 #include "toml_reader.h"
 #include "workload_reader.h"
 
@@ -154,12 +155,74 @@ void read_profile(const std::filesystem::path& path, WorkloadConfig& cfg) {
   top.finish();
 }
 
+// [workload] with source = "cache": the capture at `path` (relative to the file's folder) gives the
+// shape; `layers`, `heads` and `samples` select from it and `tokens` takes a prefix. The keys that
+// describe a synthetic workload have no meaning for a capture and are refused.
+void read_cache_workload(TableReader& w, Scenario& sc) {
+  const toml::node& path_node = w.required("path", "the capture directory (python/kvtune_capture.py --out)");
+  if (!path_node.is_string()) w.fail(path_node, "'path' must be a string: the capture directory");
+  std::filesystem::path dir = *path_node.value<std::string>();
+  if (dir.is_relative()) dir = std::filesystem::path(w.file()).parent_path() / dir;
+  try {
+    sc.capture = open_capture(dir.string());
+  } catch (const InputError& e) {
+    w.fail(path_node, e.what());
+  }
+  const Capture& c = *sc.capture;
+  for (const char* key : {"model", "profile", "head_dim", "num_layers", "kv_heads", "q_per_kv", "queries", "keys",
+                          "values", "queries_profile", "rope", "sinks", "needles", "recency", "calibration",
+                          "overrides"}) {
+    if (w.has(key)) {
+      w.fail(*w.node(key), std::string("'") + key + "' describes a synthetic workload; a capture (source = \"cache\") "
+                           "brings its own keys, values, queries and shape");
+    }
+  }
+  WorkloadConfig& cfg = sc.workload;
+  cfg.head_dim = c.head_dim;
+  cfg.layers = c.model_layers;
+  cfg.kv_heads = c.kv_heads;
+  cfg.q_per_kv = c.q_per_kv();
+  cfg.rope = c.rope;
+  sc.layers = c.layers;
+  if (const toml::node* n = w.node("layers")) {
+    if (!(n->is_string() && *n->value<std::string>() == "all")) {
+      sc.layers = selection(w, "layers", c.model_layers);
+      for (int64_t l : sc.layers) {
+        if (std::find(c.layers.begin(), c.layers.end(), l) == c.layers.end()) {
+          w.fail(*n, "layer " + std::to_string(l) + " was not captured (the capture has layers " +
+                         format_layers(c.layers, ", ") + ")");
+        }
+      }
+    }
+  }
+  sc.heads = selection(w, "heads", c.kv_heads);
+  const std::vector<int64_t> samples = selection(w, "samples", int64_t(c.samples.size()));
+  sc.seeds.assign(samples.begin(), samples.end());
+  int64_t shortest = INT64_MAX;
+  for (int64_t s : samples) shortest = std::min(shortest, c.samples[size_t(s)].tokens);
+  sc.contexts = w.has("tokens") ? contexts(w, 1) : std::vector<int64_t>{0};
+  for (int64_t t : sc.contexts) {
+    if (t > shortest) {
+      w.fail(*w.node("tokens"), "a prefix of " + std::to_string(t) + " tokens is longer than the shortest selected "
+                                "sample (" + std::to_string(shortest) + " tokens)");
+    }
+  }
+  cfg.tokens = sc.contexts.front() == 0 ? shortest : sc.contexts.front();
+}
+
 }  // namespace
 
 namespace detail {
 
 void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup& profiles, Scenario& sc) {
   WorkloadConfig& cfg = sc.workload;
+  if (w.choice("source", "synthetic", {"synthetic", "cache"}) == "cache") {
+    read_cache_workload(w, sc);
+    w.finish();
+    return;
+  }
+  if (w.has("path")) w.fail(*w.node("path"), "'path' is for source = \"cache\" (a capture directory)");
+  if (w.has("samples")) w.fail(*w.node("samples"), "'samples' is for source = \"cache\" (the capture's samples)");
   if (const toml::node* m = w.node("model")) {
     if (!m->is_string()) w.fail(*m, "'model' must be a model preset name (configs/models/NAME.toml)");
     sc.model = *m->value<std::string>();
@@ -248,6 +311,7 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
 }
 
 void validate_workload(const Scenario& sc, const std::string& source_name) {
+  if (sc.capture) return;  // read_cache_workload checked the prefixes against the capture
   for (int64_t tokens : sc.contexts) {
     try {
       validate(workload_at(sc, tokens));
@@ -292,6 +356,11 @@ std::vector<CaseKey> scenario_cases(const Scenario& sc) {
     }
   }
   return out;
+}
+
+Case scenario_case(const Scenario& sc, const CaseKey& key, int64_t tokens) {
+  if (sc.capture) return capture_case(*sc.capture, int64_t(key.seed), key.layer, key.kv_head, tokens);
+  return generate_case(workload_at(sc, tokens), key.seed, key.layer, key.kv_head);
 }
 
 WorkloadConfig workload_at(const Scenario& sc, int64_t tokens) {
@@ -350,14 +419,11 @@ std::vector<EvalResult> evaluate_scenario(const Scenario& sc, const Registry& re
                                           const std::optional<IsolationOptions>& isolate_plugins) {
   EvalPlan plan = build_plan(sc.pairs, registry, sc.topk);
   plan.backend = backend;
-  for (int64_t tokens : sc.contexts) check_plan_shape(plan, tokens, sc.workload.head_dim);
+  for (int64_t tokens : sc.contexts) check_plan_shape(plan, tokens == 0 ? sc.workload.tokens : tokens, sc.workload.head_dim);
   const std::vector<CaseKey> cases = scenario_cases(sc);
   std::vector<EvalResult> runs;
   for (int64_t tokens : sc.contexts) {
-    const WorkloadConfig cfg = workload_at(sc, tokens);
-    const CaseSource source = [&](size_t i) {
-      return generate_case(cfg, cases[i].seed, cases[i].layer, cases[i].kv_head);
-    };
+    const CaseSource source = [&](size_t i) { return scenario_case(sc, cases[i], tokens); };
     runs.push_back(isolate_plugins && plan_uses_plugins(plan)
                        ? evaluate_isolated(plan, cases.size(), source, threads, *isolate_plugins)
                        : evaluate(plan, cases.size(), source, threads));

@@ -217,10 +217,10 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
     plan.pairs.push_back({p.k + " / " + p.v, slot(k_index, plan.k_schemes, p, p.k_scheme, p.k),
                           slot(v_index, plan.v_schemes, p, p.v_scheme, p.v)});
   }
-  const WorkloadConfig cfg = workload_at(spec.scenario, spec.scenario.contexts.front());
   const std::vector<CaseKey> cases = scenario_cases(spec.scenario);
+  const int64_t tokens = spec.scenario.contexts.front();
   const CaseSource source = [&](size_t i) {
-    return generate_case(cfg, cases[i].seed, cases[i].layer, cases[i].kv_head);
+    return scenario_case(spec.scenario, cases[i], tokens);
   };
   // Plugin code runs in a child process: a crash fails this batch's points, not the sweep. A GPU
   // context does not survive fork, so with a GPU backend plugins run in-process.

@@ -813,6 +813,19 @@ std::string profile_statistics(const WorkloadConfig& cfg) {
   return text;
 }
 
+// What a capture's cases come from: its manifest's contents and its layer files' sizes (a capture
+// written again over the same path changes the hash).
+std::string capture_identity(const Capture& c) {
+  std::string text = "\ncapture=" + c.model + "," + c.dtype + "," + std::to_string(c.queries_per_sample) + "," +
+                     list(c.layers);
+  for (const CaptureSample& s : c.samples) text += s.name + ":" + std::to_string(s.tokens) + ",";
+  for (const std::string& f : c.layer_files) {
+    std::error_code ec;
+    text += std::to_string(std::filesystem::file_size(f, ec)) + ",";
+  }
+  return text;
+}
+
 // Everything that determines a point's metrics: the [workload] table as written, the shape a model
 // preset resolved it to (a changed preset file changes the hash), the statistics a model profile
 // resolved it to (only with a profile, so hashes without one are what they were), seeds, layers,
@@ -822,6 +835,7 @@ uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
   if (const toml::node* w = root.get("workload")) serialize(*w, text);
   const WorkloadConfig& cfg = sc.workload;
   if (!sc.profile.empty()) text += profile_statistics(cfg);
+  if (sc.capture) text += capture_identity(*sc.capture);
   text += "\nshape=" + list(std::vector<int64_t>{cfg.head_dim, cfg.layers, cfg.kv_heads, cfg.q_per_kv}) +
           (cfg.rope.enabled ? "rope," + format_real(cfg.rope.theta) + "," +
                                   (cfg.rope.convention == RopeConvention::interleaved ? "interleaved" : "rotate_half")

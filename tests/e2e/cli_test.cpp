@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "capture_fixture.h"
 #include "cli_helpers.h"
 
 namespace kvtune::e2e {
@@ -361,6 +362,36 @@ TEST_F(Cli, ScenarioSaysWhetherItsStatisticsAreGenericOrAModelsProfile) {
   expect_input_error(bad);
   EXPECT_THAT(bad.err, HasSubstr(path("profile-bad.toml").string() + ":7:11: unknown model profile 'qwen9'"));
   EXPECT_THAT(bad.err, HasSubstr("qwen3-0.6b"));  // the available profiles are listed
+}
+
+// `--cache DIR` evaluates every sample, captured layer and KV head of a capture directory
+// (docs/real-caches.md); a directory that is not one is refused with exit 2.
+TEST_F(Cli, SimulateOnACaptureDirectoryEvaluatesItsCases) {
+  testing::write_capture(path("cap"));
+  const RunResult r = run({"simulate", "--cache", path("cap").string(), "--pair", "q8_0/q8_0", "--pair", "q4_0/f16", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json doc = json::parse(r.out);
+  EXPECT_EQ(doc["profile"], "cache");
+  EXPECT_EQ(doc["cases"], 8);  // 2 samples x layers {0, 2} x 2 KV heads
+  EXPECT_EQ(doc["queries_per_case"], 2);
+  EXPECT_EQ(doc["head_dim"], 32);
+  ASSERT_EQ(doc["rows"].size(), 2u);
+  EXPECT_LT(doc["rows"][0]["rel_out_err"]["mean"].get<double>(), doc["rows"][1]["rel_out_err"]["mean"].get<double>());
+
+  const RunResult text = run({"simulate", "--cache", path("cap").string(), "--pair", "q8_0/q8_0"});
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("statistics: a real cache"));
+
+  const RunResult missing = run({"simulate", "--cache", path("nope").string(), "--pair", "q8_0/q8_0"});
+  expect_input_error(missing);
+  EXPECT_THAT(missing.err, HasSubstr("not a capture directory (no manifest.json"));
+  const RunResult no_pair = run({"simulate", "--cache", path("cap").string()});
+  expect_input_error(no_pair);
+  EXPECT_THAT(no_pair.err, HasSubstr("--cache needs at least one --pair"));
+  fs::remove(path("cap") / "layer_002.safetensors");
+  const RunResult broken = run({"simulate", "--cache", path("cap").string(), "--pair", "q8_0/q8_0"});
+  expect_input_error(broken);
+  EXPECT_THAT(broken.err, HasSubstr("layer_002.safetensors: missing (the manifest lists it)"));
 }
 
 TEST_F(Cli, UnknownRopeConventionIsRefusedWithTheChoices) {

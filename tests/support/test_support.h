@@ -8,9 +8,21 @@
 #include <string>
 
 #include "builtin.h"
+#include "kvtune/error.h"
 #include "kvtune/matrix.h"
 
 namespace kvtune::testing {
+
+// The message of the InputError `f` throws; "no error" when it throws none.
+template <typename F>
+std::string input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
 
 inline std::string data_path(const std::string& relative) { return std::string(KVTUNE_TEST_DATA) + "/" + relative; }
 

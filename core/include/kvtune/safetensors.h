@@ -57,4 +57,17 @@ class SafetensorsFile {
   std::vector<unsigned char> read_bytes(uint64_t begin, uint64_t count) const;
 };
 
+// A tensor to write: raw little-endian bytes of `dtype` in row-major order.
+struct SafetensorsEntry {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::vector<std::byte> data;
+};
+
+// The file image of `entries`, in their order, with `metadata` as __metadata__ (omitted when
+// empty); the header is padded with spaces to a multiple of 8 bytes, as the reference
+// implementation does. std::logic_error when an entry's bytes do not match its shape and dtype.
+std::vector<std::byte> safetensors_image(const std::vector<SafetensorsEntry>& entries,
+                                         const std::map<std::string, std::string>& metadata = {});
+
 }  // namespace kvtune

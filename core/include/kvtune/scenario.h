@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvtune/capture.h"
 #include "kvtune/evaluator.h"
 #include "kvtune/model_preset.h"
 #include "kvtune/registry.h"
@@ -30,6 +31,9 @@ struct Scenario {
   // synthetic statistics of the workload's own tables, the same for every model.
   std::string profile;
   WorkloadConfig workload;         // workload.tokens = contexts.front()
+  // `source = "cache"`: the capture the cases come from (docs/real-caches.md). `seeds` then index
+  // its samples, `layers` are captured model layers, and a context of 0 means each sample whole.
+  std::optional<Capture> capture;
   std::vector<int64_t> contexts;   // context lengths to evaluate, each a separate run
   std::vector<uint64_t> seeds{0};
   std::vector<int64_t> layers{0};  // the sampled layers and KV heads (default: all of them)
@@ -72,6 +76,9 @@ std::vector<CaseKey> scenario_cases(const Scenario& scenario);
 
 // The workload at one of the scenario's context lengths.
 WorkloadConfig workload_at(const Scenario& scenario, int64_t tokens);
+
+// Case `key` at one of the scenario's context lengths: generated, or read from its capture.
+Case scenario_case(const Scenario& scenario, const CaseKey& key, int64_t tokens);
 
 // Resolves `model = "NAME"` (a configs/models preset); the default refuses every name.
 using ModelLookup = std::function<ModelPreset(const std::string& name)>;

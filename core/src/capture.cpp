@@ -1,0 +1,218 @@
+#include "kvtune/capture.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "kvtune/error.h"
+#include "kvtune/safetensors.h"
+
+namespace kvtune {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A manifest value with its type checked; InputError names the manifest and the key.
+const json& field(const json& obj, const std::string& key, const std::string& where, json::value_t type) {
+  const std::string what = where + ": '" + key + "'";
+  if (!obj.contains(key)) throw InputError(where + ": no '" + key + "'");
+  const json& v = obj.at(key);
+  const bool ok = type == json::value_t::number_unsigned ? v.is_number_unsigned()
+                  : type == json::value_t::number_float  ? v.is_number()
+                                                         : v.type() == type;
+  if (!ok) {
+    const char* expected = type == json::value_t::number_unsigned ? "a non-negative integer"
+                           : type == json::value_t::number_float  ? "a number"
+                           : type == json::value_t::string        ? "a string"
+                           : type == json::value_t::array         ? "an array"
+                           : type == json::value_t::boolean       ? "true or false"
+                                                                  : "an object";
+    throw InputError(what + " must be " + std::string(expected));
+  }
+  return v;
+}
+
+int64_t count(const json& obj, const std::string& key, const std::string& where, int64_t min) {
+  const uint64_t v = field(obj, key, where, json::value_t::number_unsigned).get<uint64_t>();
+  if (v < uint64_t(min) || v > uint64_t(1) << 40) {
+    throw InputError(where + ": '" + key + "' must be at least " + std::to_string(min) + " (found " + std::to_string(v) + ")");
+  }
+  return static_cast<int64_t>(v);
+}
+
+std::string safetensors_dtype(const std::string& dtype) {
+  return dtype == "float16" ? "F16" : dtype == "bfloat16" ? "BF16" : "F32";
+}
+
+// The layer file's tensor `name` must have this shape and dtype.
+void expect_tensor(const SafetensorsFile& f, const std::string& name, const std::vector<int64_t>& shape,
+                   const std::string& dtype) {
+  const SafetensorsTensor& t = f.get(name);
+  auto text = [](const std::vector<int64_t>& s) {
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+    return out + "]";
+  };
+  if (t.shape != shape) {
+    throw InputError(f.path() + ": tensor '" + name + "' has shape " + text(t.shape) + ", the manifest says " + text(shape));
+  }
+  if (t.dtype != dtype) throw InputError(f.path() + ": tensor '" + name + "' is " + t.dtype + ", the manifest says " + dtype);
+}
+
+}  // namespace
+
+Capture open_capture(const std::string& dir) {
+  const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
+  std::ifstream in(manifest_path);
+  if (!in) {
+    throw InputError(dir + ": not a capture directory (no manifest.json" +
+                     std::string(fs::is_directory(dir) ? ")" : "; the directory does not exist)"));
+  }
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  json m;
+  try {
+    m = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(manifest_path + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+  const std::string& w = manifest_path;
+  if (!m.is_object()) throw InputError(w + ": not a JSON object");
+  if (field(m, "format", w, json::value_t::string) != "kvtune-capture") {
+    throw InputError(w + ": 'format' is not \"kvtune-capture\"");
+  }
+  if (count(m, "version", w, 1) != 1) throw InputError(w + ": capture format version " + m["version"].dump() + "; this kvtune reads version 1");
+  Capture c;
+  c.dir = dir;
+  c.model = m.contains("model") && m["model"].is_string() ? m["model"].get<std::string>() : "";
+  const json& cfg = field(m, "config", w, json::value_t::object);
+  const std::string wc = w + ": config";
+  c.model_layers = count(cfg, "num_hidden_layers", wc, 1);
+  c.q_heads = count(cfg, "num_attention_heads", wc, 1);
+  c.kv_heads = count(cfg, "num_key_value_heads", wc, 1);
+  c.head_dim = count(cfg, "head_dim", wc, 1);
+  if (c.q_heads % c.kv_heads != 0) {
+    throw InputError(wc + ": num_attention_heads " + std::to_string(c.q_heads) + " is not a multiple of num_key_value_heads " +
+                     std::to_string(c.kv_heads));
+  }
+  // RoPE as the capture tool saw it; the keys are stored rotated already, so kvtune only reports
+  // it. A model without a readable rotary embedding has theta null and convention "unknown".
+  const json& theta = cfg.contains("rope_theta") ? cfg["rope_theta"] : json();
+  if (!theta.is_null() && !theta.is_number()) throw InputError(wc + ": 'rope_theta' must be a number or null");
+  const std::string convention = field(cfg, "rope_convention", wc, json::value_t::string).get<std::string>();
+  if (convention != "rotate_half" && convention != "interleaved" && convention != "unknown") {
+    throw InputError(wc + ": 'rope_convention' must be \"rotate_half\", \"interleaved\" or \"unknown\" (found \"" +
+                     convention + "\")");
+  }
+  c.rope.enabled = theta.is_number() && convention != "unknown";
+  if (theta.is_number()) c.rope.theta = theta.get<double>();
+  c.rope.convention = convention == "interleaved" ? RopeConvention::interleaved : RopeConvention::rotate_half;
+  c.dtype = field(m, "dtype", w, json::value_t::string).get<std::string>();
+  if (c.dtype != "float16" && c.dtype != "bfloat16" && c.dtype != "float32") {
+    throw InputError(w + ": 'dtype' must be float16, bfloat16 or float32 (found \"" + c.dtype + "\")");
+  }
+  const json& layers = field(m, "layers", w, json::value_t::array);
+  const json& files = field(m, "layer_files", w, json::value_t::array);
+  if (layers.empty()) throw InputError(w + ": 'layers' is empty");
+  if (files.size() != layers.size()) {
+    throw InputError(w + ": " + std::to_string(layers.size()) + " layers but " + std::to_string(files.size()) + " layer_files");
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (!layers[i].is_number_unsigned() || layers[i].get<uint64_t>() >= uint64_t(c.model_layers)) {
+      throw InputError(w + ": layers[" + std::to_string(i) + "] must be a layer index in 0.." + std::to_string(c.model_layers - 1));
+    }
+    const int64_t l = layers[i].get<int64_t>();
+    if (!c.layers.empty() && l <= c.layers.back()) throw InputError(w + ": 'layers' must be ascending without repeats");
+    c.layers.push_back(l);
+    if (!files[i].is_string() || files[i].get<std::string>().find('/') != std::string::npos) {
+      throw InputError(w + ": layer_files[" + std::to_string(i) + "] must be a file name in the capture directory");
+    }
+    c.layer_files.push_back((fs::path(dir) / files[i].get<std::string>()).string());
+  }
+  const json& samples = field(m, "samples", w, json::value_t::array);
+  if (samples.empty()) throw InputError(w + ": 'samples' is empty");
+  c.queries_per_sample = count(m, "queries_per_sample", w, 1);
+  int64_t total = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const std::string ws = w + ": samples[" + std::to_string(i) + "]";
+    if (!samples[i].is_object()) throw InputError(ws + " must be an object with name and tokens");
+    CaptureSample s;
+    s.name = field(samples[i], "name", ws, json::value_t::string).get<std::string>();
+    s.tokens = count(samples[i], "tokens", ws, 1);
+    if (s.tokens < c.queries_per_sample) {
+      throw InputError(ws + " ('" + s.name + "') has " + std::to_string(s.tokens) + " tokens, fewer than queries_per_sample " +
+                       std::to_string(c.queries_per_sample));
+    }
+    s.first = total;
+    total += s.tokens;
+    c.samples.push_back(s);
+  }
+  c.k_pre_rope = field(m, "k_pre_rope", w, json::value_t::boolean).get<bool>();
+
+  // Every layer file's header against the manifest (the data is read per case).
+  const std::string dt = safetensors_dtype(c.dtype);
+  const int64_t nq = int64_t(c.samples.size()) * c.queries_per_sample;
+  for (const std::string& path : c.layer_files) {
+    if (!fs::exists(path)) throw InputError(path + ": missing (the manifest lists it)");
+    const SafetensorsFile f = SafetensorsFile::open(path);
+    expect_tensor(f, "k", {c.kv_heads, total, c.head_dim}, dt);
+    expect_tensor(f, "v", {c.kv_heads, total, c.head_dim}, dt);
+    expect_tensor(f, "q", {c.q_heads, nq, c.head_dim}, dt);
+    expect_tensor(f, "positions", {total}, "I64");
+    expect_tensor(f, "q_positions", {nq}, "I64");
+    if (c.k_pre_rope) expect_tensor(f, "k_pre_rope", {c.kv_heads, total, c.head_dim}, dt);
+  }
+  return c;
+}
+
+Case capture_case(const Capture& c, int64_t sample, int64_t layer, int64_t kv_head, int64_t tokens) {
+  if (sample < 0 || sample >= int64_t(c.samples.size())) {
+    throw InputError(c.dir + ": sample " + std::to_string(sample) + " is outside the capture's " +
+                     std::to_string(c.samples.size()) + " samples");
+  }
+  const auto at = std::find(c.layers.begin(), c.layers.end(), layer);
+  if (at == c.layers.end()) throw InputError(c.dir + ": layer " + std::to_string(layer) + " was not captured");
+  if (kv_head < 0 || kv_head >= c.kv_heads) {
+    throw InputError(c.dir + ": KV head " + std::to_string(kv_head) + " is outside 0.." + std::to_string(c.kv_heads - 1));
+  }
+  const CaptureSample& s = c.samples[size_t(sample)];
+  const int64_t t = tokens == 0 ? s.tokens : tokens;
+  if (t < 1 || t > s.tokens) {
+    throw InputError(c.dir + ": sample '" + s.name + "' has " + std::to_string(s.tokens) + " tokens; a prefix of " +
+                     std::to_string(t) + " was asked for");
+  }
+  const SafetensorsFile f = SafetensorsFile::open(c.layer_files[size_t(at - c.layers.begin())]);
+  const Matrix k = f.read_matrix("k", kv_head), v = f.read_matrix("v", kv_head);
+  const std::vector<int64_t> positions = f.read_integers("positions");
+  const std::vector<int64_t> q_positions = f.read_integers("q_positions");
+  // The sample's queries are rows [sample * N, (sample + 1) * N) of q; the one at position t - 1,
+  // else the earliest.
+  const int64_t n = c.queries_per_sample, q_first = sample * n;
+  int64_t pick = q_first;
+  for (int64_t i = q_first; i < q_first + n; ++i) {
+    if (q_positions[size_t(i)] == t - 1) pick = i;
+  }
+  Matrix queries(c.q_per_kv(), c.head_dim);
+  for (int64_t g = 0; g < c.q_per_kv(); ++g) {
+    const Matrix q = f.read_matrix("q", kv_head * c.q_per_kv() + g);
+    std::copy_n(q.row(pick), c.head_dim, queries.row(g));
+  }
+  Matrix keys(t, c.head_dim), values(t, c.head_dim);
+  std::copy_n(k.row(s.first), size_t(t * c.head_dim), keys.data());
+  std::copy_n(v.row(s.first), size_t(t * c.head_dim), values.data());
+  Case out = case_from_tensors(std::move(keys), std::move(values), std::move(queries));
+  out.seed = uint64_t(sample);
+  out.layer = layer;
+  out.kv_head = kv_head;
+  out.q_per_kv = c.q_per_kv();
+  for (int64_t i = 0; i < t; ++i) out.positions[size_t(i)] = positions[size_t(s.first + i)];
+  out.query_position = q_positions[size_t(pick)];
+  out.rope = c.rope;
+  out.rope.enabled = false;  // the keys are cached after RoPE already; nothing is to be undone here
+  out.keys_file = out.values_file = f.path();
+  return out;
+}
+
+}  // namespace kvtune

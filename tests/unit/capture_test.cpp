@@ -1,0 +1,142 @@
+// Capture directories (docs/real-caches.md): the manifest and layer headers checked on open, a
+// case read as one (sample, layer, KV head) slice with its GQA query heads, and `[workload] source
+// = "cache"` in scenario files. The capture is written by tests/support/capture_fixture.h.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "capture_fixture.h"
+#include "kvtune/capture.h"
+#include "kvtune/error.h"
+#include "kvtune/scenario.h"
+#include "test_support.h"
+
+namespace kvtune {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::capture_value;
+
+class CaptureDir : public ::testing::Test {
+ protected:
+  fs::path dir_ = fs::temp_directory_path() / ("kvtune-capture-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+  void SetUp() override { fs::remove_all(dir_); }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string error_of(const std::map<std::string, std::string>& edit, const testing::CaptureSpec& spec = {}) {
+    fs::remove_all(dir_);
+    testing::write_capture(dir_, spec, edit);
+    try {
+      open_capture(dir_.string());
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+};
+
+TEST_F(CaptureDir, ACaseIsOneSampleLayerAndHeadWithItsQueryHeads) {
+  testing::write_capture(dir_);
+  const Capture c = open_capture(dir_.string());
+  EXPECT_EQ(c.model, "test/stand-in");
+  EXPECT_EQ(c.layers, (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(c.q_per_kv(), 2);
+  ASSERT_EQ(c.samples.size(), 2u);
+  EXPECT_EQ(c.samples[1].first, 96);
+
+  // Sample "b" (tokens 96..159 of the files), layer 2, KV head 1: query heads 2 and 3.
+  const Case whole = capture_case(c, 1, 2, 1);
+  ASSERT_EQ(whole.keys.rows(), 64);
+  EXPECT_EQ(whole.keys(0, 0), capture_value(0, 2, 1, 96, 0));
+  EXPECT_EQ(whole.keys(63, 31), capture_value(0, 2, 1, 159, 31));
+  EXPECT_EQ(whole.values(5, 7), capture_value(1, 2, 1, 101, 7));
+  ASSERT_EQ(whole.queries.rows(), 2);
+  // The query at position 63 is sample b's last captured row: row 8 + 7 = 15 of q.
+  EXPECT_EQ(whole.query_position, 63);
+  EXPECT_EQ(whole.queries(0, 3), capture_value(2, 2, 2, 15, 3));
+  EXPECT_EQ(whole.queries(1, 3), capture_value(2, 2, 3, 15, 3));
+  EXPECT_EQ(whole.positions.back(), 63);
+  EXPECT_EQ(whole.layer, 2);
+  EXPECT_EQ(whole.kv_head, 1);
+
+  // A prefix that ends where a query was captured (position 58 of sample a is row 2): that query.
+  const Case prefix = capture_case(c, 0, 0, 0, 91);
+  EXPECT_EQ(prefix.keys.rows(), 91);
+  EXPECT_EQ(prefix.query_position, 90);
+  EXPECT_EQ(prefix.queries(0, 0), capture_value(2, 0, 0, 2, 0));
+  // A shorter prefix: the earliest captured query (position 88 of sample a).
+  const Case early = capture_case(c, 0, 0, 0, 40);
+  EXPECT_EQ(early.query_position, 88);
+  EXPECT_EQ(early.queries(1, 0), capture_value(2, 0, 1, 0, 0));
+
+  EXPECT_THAT(testing::input_error([&] { capture_case(c, 0, 1, 0); }), HasSubstr("layer 1 was not captured"));
+  EXPECT_THAT(testing::input_error([&] { capture_case(c, 2, 0, 0); }), HasSubstr("sample 2 is outside the capture's 2 samples"));
+  EXPECT_THAT(testing::input_error([&] { capture_case(c, 1, 0, 0, 65); }), HasSubstr("sample 'b' has 64 tokens"));
+}
+
+// Each disagreement names the file and what disagrees.
+TEST_F(CaptureDir, RefusesCapturesThatDisagreeWithThemselves) {
+  EXPECT_THAT(testing::input_error([&] { open_capture((dir_ / "none").string()); }),
+              HasSubstr("not a capture directory (no manifest.json; the directory does not exist)"));
+  EXPECT_THAT(error_of({{"\"num_key_value_heads\": 2", "\"num_key_value_heads\": 1"}}),
+              HasSubstr("layer_000.safetensors: tensor 'k' has shape [2, 160, 32], the manifest says [1, 160, 32]"));
+  EXPECT_THAT(error_of({{"\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"}}),
+              HasSubstr("num_attention_heads 4 is not a multiple of num_key_value_heads 3"));
+  EXPECT_THAT(error_of({{"\"tokens\": 64", "\"tokens\": 65"}}), HasSubstr("tensor 'k' has shape [2, 160, 32], the manifest says [2, 161, 32]"));
+  EXPECT_THAT(error_of({{"\"tokens\": 64", "\"tokens\": 0"}}), HasSubstr("samples[1]: 'tokens' must be at least 1"));
+  EXPECT_THAT(error_of({{"\"tokens\": 64", "\"tokens\": 4"}}), HasSubstr("samples[1] ('b') has 4 tokens, fewer than queries_per_sample 8"));
+  EXPECT_THAT(error_of({{"\"samples\": [{\"name\": \"a\", \"tokens\": 96}, {\"name\": \"b\", \"tokens\": 64}]", "\"samples\": []"}}),
+              HasSubstr("'samples' is empty"));
+  EXPECT_THAT(error_of({{"layer_002.safetensors", "layer_009.safetensors"}}), HasSubstr("layer_009.safetensors: missing (the manifest lists it)"));
+  EXPECT_THAT(error_of({{"\"layers\": [0, 2]", "\"layers\": [2, 0]"}}), HasSubstr("'layers' must be ascending"));
+  EXPECT_THAT(error_of({{"\"layers\": [0, 2]", "\"layers\": [0, 4]"}}), HasSubstr("layers[1] must be a layer index in 0..3"));
+  EXPECT_THAT(error_of({{"\"version\": 1", "\"version\": 2"}}), HasSubstr("capture format version 2"));
+  EXPECT_THAT(error_of({{"\"dtype\": \"float16\"", "\"dtype\": \"bfloat16\""}}), HasSubstr("tensor 'k' is F16, the manifest says BF16"));
+  EXPECT_THAT(error_of({{"\"rope_convention\": \"rotate_half\"", "\"rope_convention\": \"neox\""}}), HasSubstr("'rope_convention' must be"));
+  EXPECT_THAT(error_of({{"{\n  \"format\"", "[\n  \"format\""}}), HasSubstr("manifest.json: not valid JSON"));
+}
+
+Scenario cache_scenario(const fs::path& dir, const std::string& workload) {
+  const std::string text = "[workload]\nsource = \"cache\"\npath = \"cap\"\n" + workload +
+                           "[[pairs]]\nk = \"f16\"\nv = \"f16\"\n[[pairs]]\nk = \"q4_0\"\nv = \"q8_0\"\n";
+  return parse_scenario(text, (dir / "s.toml").string());
+}
+
+TEST_F(CaptureDir, AScenarioReadsItsCasesFromACapture) {
+  testing::write_capture(dir_ / "cap");
+  const Scenario sc = cache_scenario(dir_, "");
+  ASSERT_TRUE(sc.capture.has_value());
+  EXPECT_EQ(sc.layers, (std::vector<int64_t>{0, 2}));    // the captured layers
+  EXPECT_EQ(sc.heads, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(sc.seeds, (std::vector<uint64_t>{0, 1}));    // the samples
+  EXPECT_EQ(sc.contexts, (std::vector<int64_t>{0}));     // each sample whole
+  const EvalResult r = evaluate_scenario(sc, builtin_registry()).at(0);
+  EXPECT_EQ(r.cases, 8);             // 2 samples x 2 layers x 2 heads
+  EXPECT_EQ(r.queries_per_case, 2);  // one query per query head of the group
+  EXPECT_LT(r.pairs[0].summary(Metric::rel_out_err).mean, 1e-3);  // f16 of f16 values: exact up to the float64 reference
+  EXPECT_GT(r.pairs[1].summary(Metric::rel_out_err).mean, r.pairs[0].summary(Metric::rel_out_err).mean);
+
+  const Scenario picked = cache_scenario(dir_, "layers = [2]\nheads = [1]\nsamples = [1]\ntokens = [32, 64]\n");
+  EXPECT_EQ(picked.contexts, (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(evaluate_scenario(picked, builtin_registry()).size(), 2u);
+
+  auto error = [&](const std::string& w) { return testing::input_error([&] { cache_scenario(dir_, w); }); };
+  EXPECT_THAT(error("layers = [1]\n"), HasSubstr("s.toml:4:10: layer 1 was not captured (the capture has layers 0, 2)"));
+  EXPECT_THAT(error("tokens = 65\n"), HasSubstr("a prefix of 65 tokens is longer than the shortest selected sample (64 tokens)"));
+  EXPECT_THAT(error("samples = [2]\n"), HasSubstr("'samples' entries must be integers in 0..1"));
+  EXPECT_THAT(error("[workload.keys]\noutlier_count = 2\n"), HasSubstr("'keys' describes a synthetic workload"));
+  EXPECT_THAT(error("model = \"llama-3.1-8b\"\n"), HasSubstr("'model' describes a synthetic workload"));
+  EXPECT_THAT(testing::input_error([&] {
+                parse_scenario("[workload]\nsource = \"cache\"\npath = \"nope\"\n[[pairs]]\nk = \"f16\"\nv = \"f16\"\n",
+                               (dir_ / "s.toml").string());
+              }),
+              HasSubstr("s.toml:3:8:"));
+  EXPECT_THAT(testing::input_error([&] {
+                parse_scenario("[workload]\nsamples = [0]\n[[pairs]]\nk = \"f16\"\nv = \"f16\"\n", "s.toml");
+              }),
+              HasSubstr("'samples' is for source = \"cache\""));
+}
+
+}  // namespace
+}  // namespace kvtune
