@@ -17,5 +17,6 @@ Runner add_sweep(CLI::App& app);
 Runner add_merge(CLI::App& app);
 Runner add_recommend(CLI::App& app);
 Runner add_check_plugin(CLI::App& app);
+Runner add_calibrate(CLI::App& app);
 
 }  // namespace kvtune::cli

@@ -144,6 +144,10 @@ AttentionScores key_scores(const Scheme& scheme, const Case& c, const QuantConte
 
 // The scheme to run on this case: calibrated on the case's sample when it has one.
 SchemePtr calibrated(const SchemePtr& scheme, const Case& c, Role role) {
+  const std::optional<double>& loaded = role == Role::key ? c.k_static_scale : c.v_static_scale;
+  if (loaded && scheme->traits().static_scales) {
+    if (SchemePtr fixed = scheme->with_static_scale(*loaded)) return fixed;
+  }
   if (c.calibration.empty()) return scheme;
   const CalibrationSample& s = c.calibration;
   // A per-head scale sees its own head's draws; any other the whole set (a layer-wide one with

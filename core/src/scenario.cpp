@@ -169,6 +169,16 @@ void read_cache_workload(TableReader& w, Scenario& sc) {
     w.fail(path_node, e.what());
   }
   const Capture& c = *sc.capture;
+  if (const toml::node* n = w.node("scales")) {
+    if (!n->is_string()) w.fail(*n, "'scales' must be a string: a k_scale / v_scale file (kvtune calibrate --out)");
+    std::filesystem::path file = *n->value<std::string>();
+    if (file.is_relative()) file = std::filesystem::path(w.file()).parent_path() / file;
+    try {
+      sc.scales = read_checkpoint_kv_scales(file.string());
+    } catch (const InputError& e) {
+      w.fail(*n, e.what());
+    }
+  }
   for (const char* key : {"model", "profile", "head_dim", "num_layers", "kv_heads", "q_per_kv", "queries", "keys",
                           "values", "queries_profile", "rope", "sinks", "needles", "recency", "calibration",
                           "overrides"}) {
@@ -223,6 +233,7 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
   }
   if (w.has("path")) w.fail(*w.node("path"), "'path' is for source = \"cache\" (a capture directory)");
   if (w.has("samples")) w.fail(*w.node("samples"), "'samples' is for source = \"cache\" (the capture's samples)");
+  if (w.has("scales")) w.fail(*w.node("scales"), "'scales' is for source = \"cache\" (scales fitted on a capture)");
   if (const toml::node* m = w.node("model")) {
     if (!m->is_string()) w.fail(*m, "'model' must be a model preset name (configs/models/NAME.toml)");
     sc.model = *m->value<std::string>();
@@ -359,7 +370,14 @@ std::vector<CaseKey> scenario_cases(const Scenario& sc) {
 }
 
 Case scenario_case(const Scenario& sc, const CaseKey& key, int64_t tokens) {
-  if (sc.capture) return capture_case(*sc.capture, int64_t(key.seed), key.layer, key.kv_head, tokens);
+  if (sc.capture) {
+    Case c = capture_case(*sc.capture, int64_t(key.seed), key.layer, key.kv_head, tokens);
+    if (sc.scales) {
+      c.k_static_scale = sc.scales->k(key.layer, key.kv_head);
+      c.v_static_scale = sc.scales->v(key.layer, key.kv_head);
+    }
+    return c;
+  }
   return generate_case(workload_at(sc, tokens), key.seed, key.layer, key.kv_head);
 }
 

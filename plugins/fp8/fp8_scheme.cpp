@@ -94,6 +94,20 @@ class Fp8Scheme final : public Scheme {
     return make_fp8_scheme(fitted);
   }
 
+  std::shared_ptr<const Scheme> with_static_scale(double scale) const override {
+    if (config_.scale != Fp8ScaleMode::calibrated) return nullptr;
+    Fp8Config fixed = config_;
+    fixed.scale = Fp8ScaleMode::fixed;
+    fixed.value = static_cast<float>(scale);
+    return make_fp8_scheme(fixed);
+  }
+
+  std::optional<double> static_scale() const override {
+    if (config_.scale == Fp8ScaleMode::unit) return 1.0;
+    if (config_.scale == Fp8ScaleMode::fixed) return config_.value;
+    return std::nullopt;
+  }
+
   std::optional<DeviceFormat> device_format() const override { return format_; }
 
  private:

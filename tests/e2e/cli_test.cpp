@@ -394,6 +394,37 @@ TEST_F(Cli, SimulateOnACaptureDirectoryEvaluatesItsCases) {
   EXPECT_THAT(broken.err, HasSubstr("layer_002.safetensors: missing (the manifest lists it)"));
 }
 
+// calibrate: static scales fitted on a capture, written as the runtimes load them; a bad request
+// writes nothing and exits 2.
+TEST_F(Cli, CalibrateWritesTheScaleFilesOrNothing) {
+  testing::write_capture(path("cap"));
+  const RunResult r = run({"calibrate", path("cap").string(), "--out", path("scales").string(), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json doc = json::parse(r.out);
+  ASSERT_EQ(doc["layers"].size(), 2u);
+  EXPECT_EQ(doc["layers"][1]["layer"], 2);
+  EXPECT_GT(doc["layers"][1]["k_scale"].get<double>(), 0.0);
+  EXPECT_THAT(doc["sglang_not_written"].get<std::string>(), HasSubstr("every one of the model's 4 layers"));
+  EXPECT_TRUE(fs::exists(path("scales") / "kv_scales.safetensors"));
+  EXPECT_TRUE(fs::exists(path("scales") / "quantization_config.json"));
+  EXPECT_FALSE(fs::exists(path("scales") / "sglang_kv_scales.json"));
+
+  const RunResult again = run({"calibrate", path("cap").string(), "--out", path("scales").string()});
+  expect_input_error(again);
+  EXPECT_THAT(again.err, HasSubstr("exists; give a new directory"));
+  const RunResult unit = run({"calibrate", path("cap").string(), "--k", "fp8", "--out", path("unit").string()});
+  expect_input_error(unit);
+  EXPECT_THAT(unit.err, HasSubstr("has no static scales to fit"));
+  EXPECT_FALSE(fs::exists(path("unit")));
+  const RunResult int8 = run({"calibrate", path("cap").string(), "--v", "q8_0", "--out", path("q8").string()});
+  expect_input_error(int8);
+  EXPECT_THAT(int8.err, HasSubstr("give an fp8 format=e4m3 scheme with scale=calibrated"));
+  EXPECT_FALSE(fs::exists(path("q8")));
+  const RunResult none = run({"calibrate", path("nope").string(), "--out", path("x").string()});
+  expect_input_error(none);
+  EXPECT_THAT(none.err, HasSubstr("not a capture directory"));
+}
+
 TEST_F(Cli, UnknownRopeConventionIsRefusedWithTheChoices) {
   write_text(path("rope.toml"),
              "[workload]\ntokens = 64\nhead_dim = 16\n[workload.rope]\nconvention = \"neox\"\n"

@@ -12,6 +12,7 @@
 
 #include "kvtune/capture.h"
 #include "kvtune/evaluator.h"
+#include "kvtune/kv_scale_files.h"
 #include "kvtune/model_preset.h"
 #include "kvtune/registry.h"
 #include "kvtune/workload.h"
@@ -34,6 +35,9 @@ struct Scenario {
   // `source = "cache"`: the capture the cases come from (docs/real-caches.md). `seeds` then index
   // its samples, `layers` are captured model layers, and a context of 0 means each sample whole.
   std::optional<Capture> capture;
+  // `scales = "FILE"` (a checkpoint_kv_scales file, kv_scale_files.h): the static K/V scales each
+  // case's schemes with static scales apply, per layer (and head), as a runtime loads them.
+  std::optional<LoadedKvScales> scales;
   std::vector<int64_t> contexts;   // context lengths to evaluate, each a separate run
   std::vector<uint64_t> seeds{0};
   std::vector<int64_t> layers{0};  // the sampled layers and KV heads (default: all of them)

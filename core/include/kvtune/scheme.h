@@ -100,6 +100,15 @@ class Scheme : public std::enable_shared_from_this<Scheme> {
   // themselves.
   virtual std::shared_ptr<const Scheme> calibrate(ConstMatrixView sample, const QuantContext& ctx) const;
 
+  // The one static scale the scheme applies to every element (x ≈ code × scale), as a runtime
+  // loads it from a checkpoint's k_scale / v_scale: fp8 with scale=unit (1) or static (its value).
+  // nullopt for every other scheme (dynamic or per-block scales, calibrated but not yet fitted,
+  // wrappers that rotate or split the rows).
+  virtual std::optional<double> static_scale() const { return std::nullopt; }
+  // A copy that applies `scale` as its static scale, as a runtime applies a loaded k_scale /
+  // v_scale; nullptr for schemes without static scales (traits().static_scales false).
+  virtual std::shared_ptr<const Scheme> with_static_scale(double /*scale*/) const { return nullptr; }
+
   // Key schemes that estimate q·k without reconstructing k override both. logits is [Nq, T]:
   // logits(i, j) = q_i · k_j (no 1/sqrt(D) factor).
   virtual bool estimates_logits() const { return false; }

@@ -157,6 +157,9 @@ struct Case {
   std::vector<int64_t> outlier_channels;  // the channels that were scaled
   RopeConfig rope;                        // what turned keys_pre_rope into keys (disabled: none)
   CalibrationSample calibration;
+  // Static scales loaded for this case's layer and head (a k_scale / v_scale file, as a runtime
+  // loads it): a scheme with static scales applies them instead of fitting on `calibration`.
+  std::optional<double> k_static_scale, v_static_scale;
   // The .npy files a case_from_tensors case was read from (empty when generated), so errors about
   // the data can name the file.
   std::string keys_file, values_file;
