@@ -3,7 +3,6 @@
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "kvtune/error.h"
 #include "kvtune/safetensors.h"
@@ -23,6 +22,18 @@ std::vector<std::byte> f32_bytes(const std::vector<double>& values) {
 }
 
 bool per_head(const CaptureScales& s) { return s.granularity == ScaleGranularity::head; }
+
+// (N, 'k' or 'v') for a tensor named model.layers.N.self_attn.k_scale or v_scale.
+std::optional<std::pair<int64_t, char>> scale_tensor(const std::string& name) {
+  const std::string head = "model.layers.", tail = ".self_attn.?_scale";
+  if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0) return std::nullopt;
+  const size_t digits_end = name.size() - tail.size();
+  const std::string digits = name.substr(head.size(), digits_end - head.size());
+  if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const std::string rest = name.substr(digits_end);
+  if (rest != ".self_attn.k_scale" && rest != ".self_attn.v_scale") return std::nullopt;
+  return std::make_pair(std::stoll(digits), rest[11]);
+}
 
 }  // namespace
 
@@ -94,12 +105,11 @@ LoadedKvScales read_checkpoint_kv_scales(const std::string& path) {
   const SafetensorsFile f = SafetensorsFile::open(path);
   LoadedKvScales out;
   out.path = path;
-  static const std::regex name(R"(model\.layers\.(\d+)\.self_attn\.([kv])_scale)");
   std::map<int64_t, LoadedKvScales::Layer> layers;
   for (const SafetensorsTensor& t : f.tensors()) {
-    std::smatch m;
-    if (!std::regex_match(t.name, m, name)) continue;
-    const int64_t layer = std::stoll(m[1].str());
+    const std::optional<std::pair<int64_t, char>> which = scale_tensor(t.name);
+    if (!which) continue;
+    const int64_t layer = which->first;
     const bool heads = t.shape.size() == 3;
     if (!(heads ? t.shape[1] == 1 && t.shape[2] == 1 : t.shape == std::vector<int64_t>{1})) {
       throw InputError(path + ": tensor '" + t.name + "' must have shape [1] or [kv_heads, 1, 1]");
@@ -110,7 +120,7 @@ LoadedKvScales read_checkpoint_kv_scales(const std::string& path) {
       if (!(x > 0.0f)) throw InputError(path + ": tensor '" + t.name + "' holds a scale that is not > 0");
       v.push_back(x);
     }
-    (m[2] == "k" ? layers[layer].k : layers[layer].v) = v;
+    (which->second == 'k' ? layers[layer].k : layers[layer].v) = v;
   }
   if (layers.empty()) throw InputError(path + ": no model.layers.N.self_attn.k_scale / v_scale tensors");
   for (auto& [layer, l] : layers) {

@@ -158,23 +158,25 @@ void read_profile(const std::filesystem::path& path, WorkloadConfig& cfg) {
 // [workload] with source = "cache": the capture at `path` (relative to the file's folder) gives the
 // shape; `layers`, `heads` and `samples` select from it and `tokens` takes a prefix. The keys that
 // describe a synthetic workload have no meaning for a capture and are refused.
+// A path a file gives: relative to the file's own folder.
+std::string beside(const TableReader& w, const toml::node& n) {
+  const std::filesystem::path p = *n.value<std::string>();
+  return (p.is_relative() ? std::filesystem::path(w.file()).parent_path() / p : p).string();
+}
+
 void read_cache_workload(TableReader& w, Scenario& sc) {
   const toml::node& path_node = w.required("path", "the capture directory (python/kvtune_capture.py --out)");
   if (!path_node.is_string()) w.fail(path_node, "'path' must be a string: the capture directory");
-  std::filesystem::path dir = *path_node.value<std::string>();
-  if (dir.is_relative()) dir = std::filesystem::path(w.file()).parent_path() / dir;
   try {
-    sc.capture = open_capture(dir.string());
+    sc.capture = open_capture(beside(w, path_node));
   } catch (const InputError& e) {
     w.fail(path_node, e.what());
   }
   const Capture& c = *sc.capture;
   if (const toml::node* n = w.node("scales")) {
     if (!n->is_string()) w.fail(*n, "'scales' must be a string: a k_scale / v_scale file (kvtune calibrate --out)");
-    std::filesystem::path file = *n->value<std::string>();
-    if (file.is_relative()) file = std::filesystem::path(w.file()).parent_path() / file;
     try {
-      sc.scales = read_checkpoint_kv_scales(file.string());
+      sc.scales = read_checkpoint_kv_scales(beside(w, *n));
     } catch (const InputError& e) {
       w.fail(*n, e.what());
     }
@@ -218,6 +220,16 @@ void read_cache_workload(TableReader& w, Scenario& sc) {
     }
   }
   cfg.tokens = sc.contexts.front() == 0 ? shortest : sc.contexts.front();
+  // Every selected layer and head must have its scales before anything runs.
+  if (sc.scales) {
+    try {
+      for (int64_t l : sc.layers) {
+        for (int64_t h : sc.heads) sc.scales->k(l, h), sc.scales->v(l, h);
+      }
+    } catch (const InputError& e) {
+      w.fail(*w.node("scales"), e.what());
+    }
+  }
 }
 
 }  // namespace

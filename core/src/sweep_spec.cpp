@@ -836,6 +836,14 @@ uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
   const WorkloadConfig& cfg = sc.workload;
   if (!sc.profile.empty()) text += profile_statistics(cfg);
   if (sc.capture) text += capture_identity(*sc.capture);
+  if (sc.scales) {
+    text += "\nscales=";
+    for (const auto& [layer, l] : sc.scales->layers) {
+      text += std::to_string(layer) + ":";
+      for (double x : l.k) text += format_real(x) + ",";
+      for (double x : l.v) text += format_real(x) + ",";
+    }
+  }
   text += "\nshape=" + list(std::vector<int64_t>{cfg.head_dim, cfg.layers, cfg.kv_heads, cfg.q_per_kv}) +
           (cfg.rope.enabled ? "rope," + format_real(cfg.rope.theta) + "," +
                                   (cfg.rope.convention == RopeConvention::interleaved ? "interleaved" : "rotate_half")

@@ -13,6 +13,7 @@
 #include "kvtune/error.h"
 #include "kvtune/numeric/half.h"
 #include "kvtune/safetensors.h"
+#include "test_support.h"
 
 namespace kvtune {
 namespace {
@@ -33,16 +34,6 @@ std::string raw(const std::vector<T>& values) {
   std::string s(values.size() * sizeof(T), '\0');
   std::memcpy(s.data(), values.data(), s.size());
   return s;
-}
-
-template <typename F>
-std::string input_error_of(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 class Safetensors : public ::testing::Test {
@@ -101,7 +92,7 @@ TEST_F(Safetensors, ReadsEveryDtypeSlicesAndMetadata) {
   EXPECT_EQ(d.rows(), 1);
   EXPECT_EQ(d(0, 0), static_cast<float>(0.1));
   EXPECT_EQ(f.read_integers("positions"), i64);
-  EXPECT_THAT(input_error_of([&] { f.get("q"); }), HasSubstr("no tensor 'q' (the file has: k, v, w, d, positions)"));
+  EXPECT_THAT(testing::input_error([&] { f.get("q"); }), HasSubstr("no tensor 'q' (the file has: k, v, w, d, positions)"));
 }
 
 TEST_F(Safetensors, RefusesHeadersThatLieOrDoNotFit) {
