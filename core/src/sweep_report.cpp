@@ -79,7 +79,9 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
 const char* objective_text(Objective o) { return o == Objective::min_bits ? "min_bits" : "min_error"; }
 
 int64_t evaluated_context(const SweepSpec& spec) {
-  return spec.scenario.contexts.empty() ? spec.scenario.workload.tokens : spec.scenario.contexts.front();
+  // Context 0 (a capture's whole samples): its shortest selected sample.
+  return spec.scenario.contexts.empty() || spec.scenario.contexts.front() == 0 ? spec.scenario.workload.tokens
+                                                                                : spec.scenario.contexts.front();
 }
 
 // The context the memory figures are for (analyze_sweep's choice).
@@ -343,7 +345,9 @@ Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& record
   add(doc, Block::text, "spec: " + spec.source + " (hash " + hex(spec.hash) + ")");
   add(doc, Block::text,
       "workload: model " + (spec.model ? spec.model->name : std::string("none")) + " (statistics: " +
-          (spec.scenario.profile.empty() ? std::string("generic, the same for every model") : "profile " + spec.scenario.profile) +
+          (spec.scenario.capture ? "a real cache, " + spec.scenario.capture->dir
+           : spec.scenario.profile.empty() ? std::string("generic, the same for every model")
+                                           : "profile " + spec.scenario.profile) +
           "), " +
           std::to_string(evaluated_context(spec)) + " tokens, " + plural(scenario_cases(spec.scenario).size(), "case") +
           "; " + std::to_string(n.evaluated) + " of " + std::to_string(spec.points.size()) + " points evaluated, " +
@@ -817,7 +821,9 @@ std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRec
 
   json doc = {{"name", spec.name}, {"source", spec.source}, {"spec_hash", hex(spec.hash)}};
   doc["workload"] = {{"model", spec.model ? json(spec.model->name) : json(nullptr)},
-                     {"profile", spec.scenario.profile.empty() ? json("generic") : json(spec.scenario.profile)},
+                     {"profile", spec.scenario.capture ? json("cache")
+                                 : spec.scenario.profile.empty() ? json("generic")
+                                                                 : json(spec.scenario.profile)},
                      {"tokens", evaluated_context(spec)},
                      {"cases", scenario_cases(spec.scenario).size()}};
   doc["objective"] = objective_text(b.objective);

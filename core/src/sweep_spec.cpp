@@ -1019,7 +1019,9 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
 
   TableReader search = top.table("search");
   const int64_t max_points = search.integer("max_points", kDefaultMaxPoints, 1, int64_t(1) << 40);
-  const Shape shape{registry, sc.contexts.front(), sc.workload.head_dim, sc.workload.rope.enabled, max_points,
+  // A capture's whole samples (context 0) are checked at its shortest selected sample.
+  const int64_t tokens = sc.contexts.front() == 0 ? sc.workload.tokens : sc.contexts.front();
+  const Shape shape{registry, tokens, sc.workload.head_dim, sc.workload.rope.enabled, max_points,
                     context.progress};
   const std::string pairing = search.choice("pairing", "cartesian", {"cartesian", "matched", "independent"});
   spec.pairing = pairing == "matched"       ? Pairing::matched

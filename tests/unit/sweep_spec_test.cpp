@@ -12,6 +12,7 @@
 #include "kvtune/error.h"
 #include "kvtune/sweep.h"
 #include "kvtune/sweep_report.h"
+#include "capture_fixture.h"
 #include "test_support.h"
 
 namespace kvtune {
@@ -326,6 +327,25 @@ TEST(SweepSpec, AProfileOverrideReplacesTheTemplatesGenericStatistics) {
   EXPECT_NE(profiled.hash, generic.hash);
   ov.profile = "qwen9";
   EXPECT_THROW(parse_sweep(text, path, context(), ov), InputError);
+}
+
+// A sweep on a capture (docs/real-caches.md): its candidates are checked at the shortest sample,
+// and the hash follows the capture and the scales it loads.
+TEST(SweepSpec, ASweepOnACaptureChecksItsShapeAndHashesTheCapture) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kvtune-sweep-capture";
+  std::filesystem::remove_all(dir);
+  testing::write_capture(dir / "cap");
+  const std::string text = "[workload]\nsource = \"cache\"\npath = \"cap\"\n[search]\nk = [\"q8_0\", \"q4_0\"]\nv = [\"q8_0\"]\n";
+  const SweepSpec s = parse_sweep(text, (dir / "s.toml").string(), context());
+  ASSERT_TRUE(s.scenario.capture.has_value());
+  EXPECT_EQ(s.points.size(), 2u);
+  EXPECT_EQ(s.scenario.workload.tokens, 64);  // the shortest sample
+  testing::CaptureSpec longer;
+  longer.samples = {{"a", 96}, {"b", 80}};
+  std::filesystem::remove_all(dir / "cap");
+  testing::write_capture(dir / "cap", longer);
+  EXPECT_NE(parse_sweep(text, (dir / "s.toml").string(), context()).hash, s.hash);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(SweepSpec, RefusesBadTensorParallelNamingFileLineAndColumn) {
