@@ -18,5 +18,6 @@ Runner add_merge(CLI::App& app);
 Runner add_recommend(CLI::App& app);
 Runner add_check_plugin(CLI::App& app);
 Runner add_calibrate(CLI::App& app);
+Runner add_profile(CLI::App& app);
 
 }  // namespace kvtune::cli

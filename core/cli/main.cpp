@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   add(kvtune::cli::add_schemes, "schemes", "list every scheme family with its parameters and their domains");
   add(kvtune::cli::add_check_plugin, "check-plugin", "run the conformance checks on every scheme of a plugin");
   add(kvtune::cli::add_calibrate, "calibrate", "fit static K/V scales on a capture and write the files runtimes load");
+  add(kvtune::cli::add_profile, "profile", "condense a capture into a model profile the synthetic workload draws from");
   add(kvtune::cli::add_memory, "memory", "KV-cache bytes per token and per sequence, and how many sequences fit a GPU");
   try {
     app.parse(argc, argv);

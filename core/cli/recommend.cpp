@@ -1,15 +1,20 @@
-// kvtune recommend --model NAME [--profile NAME] --ctx N [--max-rel-err E] [--min-needle-hit H] [--gpu-mem SIZE|NxSIZE]
+// kvtune recommend (--model NAME [--profile NAME] | --cache DIR) --ctx N [--max-rel-err E] [--min-needle-hit H] [--gpu-mem SIZE|NxSIZE]
 //                  [--weights SIZE] [--sequences S] [--gpus N] [--runtime R[@VERSION]...] [--eval-ctx N]
 //                  [--out DIR] [--resume] [--jobs N] [--json]
 // The common question as a sweep: the embedded template (sweeps/recommend.toml) read with the
 // model, the context, the budget and the runtimes as typed overrides, then run like `kvtune sweep`.
+// With --cache the cases are a capture's (docs/real-caches.md) and the model shape its manifest's.
 #include <unistd.h>
 
+#include <climits>
+#include <filesystem>
 #include <iostream>
+#include <numeric>
 #include <optional>
 
 #include "commands.h"
 #include "embedded_scenarios.h"
+#include "kvtune/capture.h"
 #include "kvtune/error.h"
 #include "kvtune/memory.h"
 #include "plugins.h"
@@ -22,6 +27,7 @@ namespace {
 struct RecommendOptions {
   std::string model;
   std::string profile;
+  std::string cache;
   int64_t ctx = 0;
   std::optional<double> max_rel_err, min_needle_hit;
   std::string gpu_mem, weights;
@@ -41,7 +47,8 @@ constexpr int64_t kDefaultEvalContext = 32768;
 
 // The same command with --resume, for the user to paste after an interrupt.
 std::string resume_command(const RecommendOptions& o) {
-  std::string cmd = "kvtune recommend --model " + o.model + " --ctx " + std::to_string(o.ctx);
+  std::string cmd = "kvtune recommend " + (o.cache.empty() ? "--model " + o.model : "--cache " + o.cache) +
+                    " --ctx " + std::to_string(o.ctx);
   if (!o.profile.empty()) cmd += " --profile " + o.profile;
   if (o.max_rel_err) cmd += " --max-rel-err " + std::to_string(*o.max_rel_err);
   if (o.min_needle_hit) cmd += " --min-needle-hit " + std::to_string(*o.min_needle_hit);
@@ -55,21 +62,41 @@ std::string resume_command(const RecommendOptions& o) {
 }
 
 // The template's values replaced by the command's, as typed overrides (no TOML text is written).
-SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& preset,
+SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& preset, const Capture* capture,
                              const std::vector<RuntimeTable>& tables) {
   SweepOverrides ov;
   ov.name = "recommend: " + (preset.title.empty() ? preset.name : preset.title) + " at " + std::to_string(o.ctx) +
             " tokens";
-  ov.model = preset.name;
-  if (!o.profile.empty()) ov.profile = o.profile;
-  ov.tokens = o.eval_ctx.value_or(std::min(o.ctx, kDefaultEvalContext));
   // The first, middle and last layer: outliers and sinks differ most across depth.
-  const int64_t last = preset.shape.layers - 1;
-  std::vector<int64_t> layers = {0};
-  for (int64_t l : {last / 2, last}) {
-    if (l > layers.back()) layers.push_back(l);
+  std::vector<int64_t> candidates(size_t(preset.shape.layers));
+  std::iota(candidates.begin(), candidates.end(), int64_t(0));
+  if (capture) {
+    ov.cache = std::filesystem::absolute(o.cache).string();
+    candidates = capture->layers;
+    // Each sample whole, or its first --eval-ctx (else --ctx) tokens where the samples are longer.
+    int64_t shortest = INT64_MAX;
+    for (const CaptureSample& s : capture->samples) shortest = std::min(shortest, s.tokens);
+    if (o.eval_ctx) {
+      ov.tokens = *o.eval_ctx;
+    } else if (o.ctx < shortest) {
+      ov.tokens = o.ctx;
+    }
+  } else {
+    ov.model = preset.name;
+    if (!o.profile.empty()) ov.profile = o.profile;
+    ov.tokens = o.eval_ctx.value_or(std::min(o.ctx, kDefaultEvalContext));
+  }
+  std::vector<int64_t> layers = {candidates.front()};
+  const size_t last = candidates.size() - 1;
+  for (size_t i : {last / 2, last}) {
+    if (candidates[i] > layers.back()) layers.push_back(candidates[i]);
   }
   ov.layers = layers;
+  // The template judges each point with its 1 or 2 most damaged layers kept at bf16; one sampled
+  // layer must stay quantized.
+  std::vector<int64_t> exempt;
+  for (int64_t n = 1; n <= 2 && n < int64_t(layers.size()); ++n) exempt.push_back(n);
+  ov.exempt_layers = exempt;
   std::vector<BudgetTerm> terms;
   if (o.max_rel_err) terms.push_back({Metric::rel_out_err, Statistic::mean, BoundKind::at_most, *o.max_rel_err});
   if (o.min_needle_hit) terms.push_back({Metric::needle_hit, Statistic::mean, BoundKind::at_least, *o.min_needle_hit});
@@ -77,7 +104,8 @@ SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& prese
   if (!o.gpu_mem.empty()) {
     // Without --weights the model's parameter count at 2 bytes each (bf16 weights, as published).
     if (o.weights.empty() && preset.parameters == 0) {
-      throw InputError("--gpu-mem: the preset '" + preset.name + "' gives no parameter count; pass --weights SIZE");
+      throw InputError(capture ? "--gpu-mem: a capture gives no parameter count; pass --weights SIZE"
+                               : "--gpu-mem: the preset '" + preset.name + "' gives no parameter count; pass --weights SIZE");
     }
     MemoryFit fit;
     const GpuMemory gpu = parse_gpu_memory(o.gpu_mem, "--gpu-mem");
@@ -114,13 +142,19 @@ SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& prese
 }
 
 int recommend(const RecommendOptions& o) {
-  const ModelPreset preset = resolve_model_preset(o.model);
+  if (o.model.empty() == o.cache.empty()) throw InputError("give either --model NAME or --cache DIR");
+  if (!o.cache.empty() && !o.profile.empty()) {
+    throw InputError("--profile describes a synthetic workload; a capture (--cache) brings its own statistics");
+  }
+  std::optional<Capture> capture;
+  if (!o.cache.empty()) capture = open_capture(o.cache);
+  const ModelPreset preset = capture ? capture_model(*capture) : resolve_model_preset(o.model);
   if (o.eval_ctx && *o.eval_ctx > o.ctx) {
     throw InputError("--eval-ctx " + std::to_string(*o.eval_ctx) + " is longer than --ctx " + std::to_string(o.ctx));
   }
   const SweepContext context = sweep_context();
   const SweepSpec spec = parse_sweep(kRecommendTemplate, "kvtune recommend (sweeps/recommend.toml)", context,
-                                     overrides_for(o, preset, context.runtime_tables));
+                                     overrides_for(o, preset, capture ? &*capture : nullptr, context.runtime_tables));
   SweepRunOptions run;
   run.out_dir = o.out;
   run.resume = o.resume;
@@ -133,8 +167,9 @@ int recommend(const RecommendOptions& o) {
   }
   const std::optional<std::vector<SweepRecord>> records = run_interruptible(spec, run, resume_command(o));
   if (!records) return kInterruptedStatus;
-  if (!o.json && spec.scenario.contexts.front() < o.ctx) {
-    std::cout << "simulated at " << spec.scenario.contexts.front() << " tokens (--eval-ctx); memory at " << o.ctx
+  if (!o.json && spec.scenario.workload.tokens < o.ctx) {
+    std::cout << "simulated at " << spec.scenario.workload.tokens
+              << (capture ? " tokens (the capture's samples)" : " tokens (--eval-ctx)") << "; memory at " << o.ctx
               << " tokens\n";
   }
   report(spec, *records, o.out, o.json);
@@ -145,7 +180,9 @@ int recommend(const RecommendOptions& o) {
 
 Runner add_recommend(CLI::App& app) {
   auto o = std::make_shared<RecommendOptions>();
-  app.add_option("--model", o->model, "model preset name (configs/models) or preset file")->required();
+  app.add_option("--model", o->model, "model preset name (configs/models) or preset file");
+  app.add_option("--cache", o->cache,
+                 "a capture directory (python/kvtune_capture.py): its cases and its model's shape instead of --model");
   app.add_option("--profile", o->profile,
                  "model profile (configs/profiles) or profile file: the model family's key/value statistics "
                  "(default: the template's generic ones)");

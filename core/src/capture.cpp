@@ -109,6 +109,20 @@ Capture open_capture(const std::string& dir) {
   c.rope.enabled = theta.is_number() && convention != "unknown";
   if (theta.is_number()) c.rope.theta = theta.get<double>();
   c.rope.convention = convention == "interleaved" ? RopeConvention::interleaved : RopeConvention::rotate_half;
+  if (cfg.contains("sliding_window") && !cfg["sliding_window"].is_null()) {
+    c.sliding_window = count(cfg, "sliding_window", wc, 1);
+  }
+  if (cfg.contains("sliding_layers")) {
+    for (const json& l : field(cfg, "sliding_layers", wc, json::value_t::array)) {
+      if (!l.is_number_unsigned() || l.get<uint64_t>() >= uint64_t(c.model_layers)) {
+        throw InputError(wc + ": 'sliding_layers' must hold layer indices in 0.." + std::to_string(c.model_layers - 1));
+      }
+      c.sliding_layers.push_back(l.get<int64_t>());
+    }
+  }
+  if (!c.sliding_layers.empty() && c.sliding_window == 0) {
+    throw InputError(wc + ": 'sliding_layers' are given but 'sliding_window' is null");
+  }
   c.dtype = field(m, "dtype", w, json::value_t::string).get<std::string>();
   if (c.dtype != "float16" && c.dtype != "bfloat16" && c.dtype != "float32") {
     throw InputError(w + ": 'dtype' must be float16, bfloat16 or float32 (found \"" + c.dtype + "\")");
@@ -167,6 +181,17 @@ Capture open_capture(const std::string& dir) {
   return c;
 }
 
+ModelPreset capture_model(const Capture& c) {
+  ModelPreset p;
+  p.name = p.title = c.model.empty() ? fs::path(c.dir).filename().string() : c.model;
+  p.source = (fs::path(c.dir) / "manifest.json").string();
+  p.shape = {c.model_layers, c.kv_heads, c.head_dim, c.sliding_window, int64_t(c.sliding_layers.size())};
+  p.q_heads = c.q_heads;
+  p.rope_theta = c.rope.theta;
+  p.rope_convention = c.rope.convention;
+  return p;
+}
+
 Case capture_case(const Capture& c, int64_t sample, int64_t layer, int64_t kv_head, int64_t tokens) {
   if (sample < 0 || sample >= int64_t(c.samples.size())) {
     throw InputError(c.dir + ": sample " + std::to_string(sample) + " is outside the capture's " +
@@ -184,7 +209,7 @@ Case capture_case(const Capture& c, int64_t sample, int64_t layer, int64_t kv_he
                      std::to_string(t) + " was asked for");
   }
   const SafetensorsFile f = SafetensorsFile::open(c.layer_files[size_t(at - c.layers.begin())]);
-  const Matrix k = f.read_matrix("k", kv_head), v = f.read_matrix("v", kv_head);
+  Matrix keys = f.read_rows("k", kv_head, s.first, t), values = f.read_rows("v", kv_head, s.first, t);
   const std::vector<int64_t> positions = f.read_integers("positions");
   const std::vector<int64_t> q_positions = f.read_integers("q_positions");
   // The sample's queries are rows [sample * N, (sample + 1) * N) of q; the one at position t - 1,
@@ -196,12 +221,9 @@ Case capture_case(const Capture& c, int64_t sample, int64_t layer, int64_t kv_he
   }
   Matrix queries(c.q_per_kv(), c.head_dim);
   for (int64_t g = 0; g < c.q_per_kv(); ++g) {
-    const Matrix q = f.read_matrix("q", kv_head * c.q_per_kv() + g);
-    std::copy_n(q.row(pick), c.head_dim, queries.row(g));
+    const Matrix q = f.read_rows("q", kv_head * c.q_per_kv() + g, pick, 1);
+    std::copy_n(q.row(0), c.head_dim, queries.row(g));
   }
-  Matrix keys(t, c.head_dim), values(t, c.head_dim);
-  std::copy_n(k.row(s.first), size_t(t * c.head_dim), keys.data());
-  std::copy_n(v.row(s.first), size_t(t * c.head_dim), values.data());
   Case out = case_from_tensors(std::move(keys), std::move(values), std::move(queries));
   out.seed = uint64_t(sample);
   out.layer = layer;

@@ -181,6 +181,11 @@ std::vector<unsigned char> SafetensorsFile::read_bytes(uint64_t begin, uint64_t 
 }
 
 Matrix SafetensorsFile::read_matrix(const std::string& name, int64_t index) const {
+  return read_rows(name, index, 0, -1);
+}
+
+// count < 0: every row (read_matrix).
+Matrix SafetensorsFile::read_rows(const std::string& name, int64_t index, int64_t first, int64_t count) const {
   const SafetensorsTensor& t = get(name);
   const std::string what = path_ + ": tensor '" + name + "'";
   const int width = dtype_width(t.dtype);
@@ -195,10 +200,17 @@ Matrix SafetensorsFile::read_matrix(const std::string& name, int64_t index) cons
   }
   const int64_t rows = rank == 1 ? 1 : t.shape[rank - 2], cols = t.shape[rank - 1];
   if (rows < 1 || cols < 1) throw InputError(what + ": empty tensor, shape " + shape_text(t.shape));
-  const uint64_t bytes = uint64_t(rows) * uint64_t(cols) * uint64_t(width);
-  const std::vector<unsigned char> raw = read_bytes(t.begin + (rank == 3 ? uint64_t(index) * bytes : 0), bytes);
-  Matrix m(rows, cols);
-  for (int64_t i = 0; i < rows * cols; ++i) {
+  const uint64_t slice = uint64_t(rows) * uint64_t(cols) * uint64_t(width);
+  if (count < 0) count = rows - first;
+  if (first < 0 || count < 1 || first + count > rows) {
+    throw InputError(what + ": rows " + std::to_string(first) + ".." + std::to_string(first + count - 1) +
+                     " are outside its " + std::to_string(rows) + " rows");
+  }
+  const uint64_t row_bytes = uint64_t(cols) * uint64_t(width);
+  const std::vector<unsigned char> raw =
+      read_bytes(t.begin + (rank == 3 ? uint64_t(index) * slice : 0) + uint64_t(first) * row_bytes, uint64_t(count) * row_bytes);
+  Matrix m(count, cols);
+  for (int64_t i = 0; i < count * cols; ++i) {
     const unsigned char* p = raw.data() + size_t(i) * size_t(width);
     float v = 0.0f;
     if (t.dtype == "F16" || t.dtype == "BF16") {
@@ -212,12 +224,12 @@ Matrix SafetensorsFile::read_matrix(const std::string& name, int64_t index) cons
       std::memcpy(&d, p, 8);
       v = static_cast<float>(d);
       if (std::isfinite(d) && !std::isfinite(v)) {
-        throw InputError(what + ": value " + std::to_string(d) + " at flat index " + std::to_string(i) + " overflows float32");
+        throw InputError(what + ": value " + std::to_string(d) + " at flat index " + std::to_string(first * cols + i) + " overflows float32");
       }
     }
     if (!std::isfinite(v)) {
       std::string at = "[" + (rank == 3 ? std::to_string(index) + ", " : "") +
-                       (rank >= 2 ? std::to_string(i / cols) + ", " : "") + std::to_string(i % cols) + "]";
+                       (rank >= 2 ? std::to_string(first + i / cols) + ", " : "") + std::to_string(i % cols) + "]";
       throw InputError(what + ": non-finite value (" + std::string(std::isnan(v) ? "NaN" : "Inf") + ") at " + at);
     }
     m.data()[i] = v;

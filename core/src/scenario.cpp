@@ -1,5 +1,7 @@
 #include "kvtune/scenario.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <numeric>
@@ -151,8 +153,39 @@ void read_profile(const std::filesystem::path& path, WorkloadConfig& cfg) {
   top.string("name", "");
   top.string("description", "");
   top.string("source", "");
+  // num_layers: the model the profile was measured on. Its overrides name that model's layers and
+  // are mapped by relative depth onto a workload with another layer count.
+  const int64_t workload_layers = cfg.layers, profile_layers = top.integer("num_layers", cfg.layers, 1, 4096);
+  const size_t before = cfg.overrides.size();
+  cfg.layers = profile_layers;
   read_statistics(top, cfg, int64_t(1) << 24);
+  cfg.layers = workload_layers;
+  if (profile_layers != workload_layers) {
+    for (size_t i = before; i < cfg.overrides.size(); ++i) {
+      std::vector<int64_t> mapped;
+      for (int64_t l : cfg.overrides[i].layers) {
+        const int64_t m = profile_layers == 1 ? 0
+                                              : std::llround(double(l) * double(workload_layers - 1) /
+                                                             double(profile_layers - 1));
+        if (std::find(mapped.begin(), mapped.end(), m) == mapped.end()) mapped.push_back(m);
+      }
+      cfg.overrides[i].layers = mapped;
+    }
+  }
+  // [measured]: what `kvtune profile` recorded for people; the generator draws nothing from it.
+  if (const toml::node* m = top.node("measured"); m != nullptr && !m->is_table()) {
+    top.fail(*m, "'measured' must be a table (kvtune profile's per-layer figures)");
+  }
   top.finish();
+}
+
+// [workload.needles]: depths, mass, per_query.
+void read_needles(TableReader& w, NeedleProfile& needles) {
+  TableReader n = w.table("needles");
+  needles.depths = n.reals("depths", 0.0, 1.0);
+  needles.mass = n.real("mass", needles.mass, 1e-6, 0.999);
+  needles.per_query = n.integer("per_query", 1, 1, 64);
+  n.finish();
 }
 
 // [workload] with source = "cache": the capture at `path` (relative to the file's folder) gives the
@@ -182,8 +215,7 @@ void read_cache_workload(TableReader& w, Scenario& sc) {
     }
   }
   for (const char* key : {"model", "profile", "head_dim", "num_layers", "kv_heads", "q_per_kv", "queries", "keys",
-                          "values", "queries_profile", "rope", "sinks", "needles", "recency", "calibration",
-                          "overrides"}) {
+                          "values", "queries_profile", "rope", "sinks", "recency", "calibration", "overrides"}) {
     if (w.has(key)) {
       w.fail(*w.node(key), std::string("'") + key + "' describes a synthetic workload; a capture (source = \"cache\") "
                            "brings its own keys, values, queries and shape");
@@ -220,6 +252,13 @@ void read_cache_workload(TableReader& w, Scenario& sc) {
     }
   }
   cfg.tokens = sc.contexts.front() == 0 ? shortest : sc.contexts.front();
+  // Needles go into the real keys as into synthetic ones (plant_needles), past the first token.
+  read_needles(w, cfg.needles);
+  const int64_t needed = kCaptureSinkTokens + cfg.needles.per_query + 1;
+  if (!cfg.needles.depths.empty() && cfg.tokens < needed) {
+    w.fail(*w.node("needles"), std::to_string(cfg.needles.per_query) + " needle(s) per query need " +
+                                   std::to_string(needed) + " tokens; the cases have " + std::to_string(cfg.tokens));
+  }
   // Every selected layer and head must have its scales before anything runs.
   if (sc.scales) {
     try {
@@ -280,7 +319,9 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
     sc.profile = *p->value<std::string>();
     try {
       if (!profiles) throw InputError("model profiles are not available here");
-      read_profile(profiles(sc.profile), cfg);
+      // A profile file (kvtune profile --out) is found beside the file that names it.
+      const bool is_file = sc.profile.find('/') != std::string::npos || sc.profile.ends_with(".toml");
+      read_profile(profiles(is_file ? beside(w, *p) : sc.profile), cfg);
     } catch (const InputError& e) {
       w.fail(*p, e.what());
     }
@@ -301,11 +342,7 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
     w.fail(w.has("rope") ? *w.node("rope") : *w.node("head_dim"), "RoPE needs an even head_dim");
   }
 
-  TableReader n = w.table("needles");
-  cfg.needles.depths = n.reals("depths", 0.0, 1.0);
-  cfg.needles.mass = n.real("mass", cfg.needles.mass, 1e-6, 0.999);
-  cfg.needles.per_query = n.integer("per_query", 1, 1, 64);
-  n.finish();
+  read_needles(w, cfg.needles);
 
   TableReader c = w.table("calibration");
   cfg.calibration.tokens = c.integer("tokens", 0, 0, int64_t(1) << 24);
@@ -347,6 +384,9 @@ void validate_workload(const Scenario& sc, const std::string& source_name) {
 
 void read_seeds(TableReader& top, Scenario& sc) {
   const toml::node* seeds = top.node("seeds");
+  if (seeds != nullptr && sc.capture) {
+    top.fail(*seeds, "a capture's cases are its samples: select them with [workload] samples, not 'seeds'");
+  }
   if (seeds != nullptr) {
     if (seeds->is_integer()) {
       const int64_t count = top.integer("seeds", 1, 1, 1 << 20);
@@ -384,6 +424,7 @@ std::vector<CaseKey> scenario_cases(const Scenario& sc) {
 Case scenario_case(const Scenario& sc, const CaseKey& key, int64_t tokens) {
   if (sc.capture) {
     Case c = capture_case(*sc.capture, int64_t(key.seed), key.layer, key.kv_head, tokens);
+    plant_needles(c, sc.workload.needles, kCaptureSinkTokens);
     if (sc.scales) {
       c.k_static_scale = sc.scales->k(key.layer, key.kv_head);
       c.v_static_scale = sc.scales->v(key.layer, key.kv_head);

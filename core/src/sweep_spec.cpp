@@ -563,7 +563,8 @@ SweepBudget read_budget(TableReader b, const SweepSpec& spec) {
     if (!fit->is_table())
       b.fail(*fit, "'fit' must be a table { gpu_mem = \"80GiB\", weights = \"16GB\", ctx, sequences, tensor_parallel }");
     if (!spec.model) {
-      b.fail(*fit, "'fit' needs [workload] model = \"NAME\": the cache's size depends on the model's layers and heads");
+      b.fail(*fit, "'fit' needs [workload] model = \"NAME\" (or a capture): the cache's size depends on the model's layers "
+                   "and heads");
     }
     TableReader f = b.table("fit");
     MemoryFit m;
@@ -865,6 +866,20 @@ bool apply_overrides(toml::table& root, const SweepOverrides& o) {
   bool changed = false;
   if (o.name) root.insert_or_assign("name", *o.name), changed = true;
   if (o.model) table_at("workload").insert_or_assign("model", *o.model), changed = true;
+  if (o.cache) {
+    // The capture replaces the synthetic workload: its shape, statistics and samples.
+    toml::table& w = table_at("workload");
+    for (const char* key : {"model", "profile", "head_dim", "num_layers", "kv_heads", "q_per_kv", "queries", "keys",
+                            "values", "queries_profile", "rope", "sinks", "recency", "calibration", "overrides"}) {
+      w.erase(key);
+    }
+    w.insert_or_assign("source", "cache");
+    w.insert_or_assign("path", *o.cache);
+    w.erase("tokens");  // each sample whole unless the caller gives a prefix
+    root.erase("seeds");
+    root.erase("seed_start");
+    changed = true;
+  }
   if (o.profile) {
     // The profile replaces the file's own statistics (which would otherwise win over it).
     toml::table& w = table_at("workload");
@@ -877,6 +892,16 @@ bool apply_overrides(toml::table& root, const SweepOverrides& o) {
     toml::array layers;
     for (int64_t l : *o.layers) layers.push_back(l);
     table_at("workload").insert_or_assign("layers", std::move(layers));
+    changed = true;
+  }
+  if (o.exempt_layers) {
+    toml::table& search = table_at("search");
+    search.erase("exempt_layers");
+    if (!o.exempt_layers->empty()) {
+      toml::array counts;
+      for (int64_t n : *o.exempt_layers) counts.push_back(n);
+      search.insert_or_assign("exempt_layers", std::move(counts));
+    }
     changed = true;
   }
   if (o.terms) {
@@ -1004,6 +1029,7 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   sc.topk = metrics.integer("topk", sc.topk, 1, 1 << 20);
   metrics.finish();
   if (!sc.model.empty()) spec.model = context.models(sc.model);  // resolved once already: cannot fail now
+  if (sc.capture) spec.model = capture_model(*sc.capture);         // the captured model's shape
 
   // The file's plugins join the registry before any candidate is made.
   spec.plugins = overrides.plugins ? *overrides.plugins : plugin_paths(top, source_name);

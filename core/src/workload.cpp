@@ -159,26 +159,25 @@ std::vector<double> needle_direction(const Matrix& queries, int64_t i) {
   return r;
 }
 
-// Plants the needles of every query row: picks free tokens at the row's depths, then moves each
-// needle key along the row's needle direction until the row's needles hold `mass` of its
-// reference attention in equal shares, and writes the pre-RoPE keys back.
-void plant_needles(Case& c, const WorkloadConfig& cfg) {
+}  // namespace
+
+void plant_needles(Case& c, const NeedleProfile& needles, int64_t protected_leading) {
   const int64_t t = c.keys.rows(), d = c.keys.cols();
-  const auto& depths = cfg.needles.depths;
+  const auto& depths = needles.depths;
   c.needles.clear();
   c.needle_depths = depths;
   if (depths.empty()) return;
   std::vector<bool> taken(static_cast<size_t>(t), false);
-  for (int64_t j = 0; j < std::min(cfg.sinks.count, t); ++j) taken[j] = true;
+  for (int64_t j = 0; j < std::min(protected_leading, t); ++j) taken[j] = true;
   const double inv_sqrt_d = 1.0 / std::sqrt(double(d));
-  const double share = cfg.needles.mass / double(cfg.needles.per_query);
+  const double share = needles.mass / double(needles.per_query);
   std::vector<double> l(static_cast<size_t>(t));
   for (int64_t i = 0; i < c.queries.rows(); ++i) {
     const float* q = c.queries.row(i);
     if (dot(q, q, d) == 0.0) continue;  // a zero query attends uniformly: no key can be made to stand out
     std::vector<Needle> mine;
-    for (int64_t n = 0; n < cfg.needles.per_query; ++n) {
-      const int64_t depth = (i * cfg.needles.per_query + n) % static_cast<int64_t>(depths.size());
+    for (int64_t n = 0; n < needles.per_query; ++n) {
+      const int64_t depth = (i * needles.per_query + n) % static_cast<int64_t>(depths.size());
       int64_t pos = std::clamp<int64_t>(std::llround(depths[depth] * double(t - 1)), 0, t - 1);
       for (int64_t step = 0; step < t && taken[pos]; ++step) pos = (pos + 1) % t;
       if (taken[pos]) break;  // more needles than free tokens
@@ -200,11 +199,13 @@ void plant_needles(Case& c, const WorkloadConfig& cfg) {
       for (int64_t e = 0; e < d; ++e) k[e] = static_cast<float>(k[e] + step * r[e]);
       std::copy(k, k + d, c.keys_pre_rope.row(n.token));
       const int64_t p = c.positions[n.token];
-      apply_rope({c.keys_pre_rope.row(n.token), 1, d}, std::span<const int64_t>(&p, 1), cfg.rope, /*inverse=*/true);
+      apply_rope({c.keys_pre_rope.row(n.token), 1, d}, std::span<const int64_t>(&p, 1), c.rope, /*inverse=*/true);
     }
     c.needles.insert(c.needles.end(), mine.begin(), mine.end());
   }
 }
+
+namespace {
 
 // Adds the recency component (RecencyProfile) along a drawn direction u: g·u to every query and
 // g·exp(-age/tokens)·u to every non-sink key, with g² / sqrt(D) = strength. Applied to the cached
@@ -515,7 +516,7 @@ Case generate(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t k
 
   if (cfg.recency.strength > 0.0) add_recency(c, cfg, rng);
   if (cfg.sinks.count > 0) tilt_queries_toward_sinks(c, cfg.sinks);
-  plant_needles(c, cfg);
+  plant_needles(c, cfg.needles, cfg.sinks.count);
 
   const CalibrationProfile& cal = cfg.calibration;
   if (cal.tokens > 0) {

@@ -425,6 +425,62 @@ TEST_F(Cli, CalibrateWritesTheScaleFilesOrNothing) {
   EXPECT_THAT(none.err, HasSubstr("not a capture directory"));
 }
 
+// profile: a capture condensed into a profile file a scenario names; a bad request writes nothing.
+TEST_F(Cli, ProfileWritesAProfileAScenarioCanUse) {
+  testing::write_capture(path("cap"));
+  const RunResult r = run({"profile", path("cap").string(), "--out", path("fitted.toml").string(), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json doc = json::parse(r.out);
+  ASSERT_EQ(doc["layers"].size(), 2u);
+  EXPECT_EQ(doc["layers"][1]["layer"], 2);
+  EXPECT_GT(doc["layers"][0]["key_scale"].get<double>(), 0.0);
+  // The profile drives a synthetic workload of another layer count (its overrides mapped by depth).
+  write_text(path("use.toml"),
+             "[workload]\nprofile = \"fitted.toml\"\ntokens = 128\nhead_dim = 32\nnum_layers = 8\nkv_heads = 2\n"
+             "q_per_kv = 2\n[[pairs]]\nk = \"q8_0\"\nv = \"q8_0\"\n");
+  const RunResult use = run({"simulate", path("use.toml").string(), "--json"});
+  ASSERT_EQ(use.status, 0) << use.err;
+  EXPECT_EQ(json::parse(use.out)["profile"], "fitted.toml");
+
+  const RunResult again = run({"profile", path("cap").string(), "--out", path("fitted.toml").string()});
+  expect_input_error(again);
+  EXPECT_THAT(again.err, HasSubstr("exists; give a new file"));
+  const RunResult ext = run({"profile", path("cap").string(), "--out", path("fitted.json").string()});
+  expect_input_error(ext);
+  EXPECT_THAT(ext.err, HasSubstr("a profile file ends in .toml"));
+  const RunResult layer = run({"profile", path("cap").string(), "--layers", "1", "--out", path("l1.toml").string()});
+  expect_input_error(layer);
+  EXPECT_THAT(layer.err, HasSubstr("layer 1 was not captured"));
+  EXPECT_FALSE(fs::exists(path("l1.toml")));
+  const RunResult shortp = run({"profile", path("cap").string(), "--tokens", "20", "--out", path("s.toml").string()});
+  expect_input_error(shortp);
+  EXPECT_THAT(shortp.err, HasSubstr("a profile needs at least 32"));
+  const RunResult none = run({"profile", path("nope").string(), "--out", path("n.toml").string()});
+  expect_input_error(none);
+  EXPECT_THAT(none.err, HasSubstr("not a capture directory"));
+}
+
+// recommend --cache: the capture's cases and its model's shape (memory per layer and KV head).
+TEST_F(Cli, RecommendOnACaptureUsesItsShape) {
+  testing::write_capture(path("cap"));
+  const RunResult r = run({"recommend", "--cache", path("cap").string(), "--ctx", "4096", "--gpu-mem", "1GiB",
+                           "--weights", "512MiB", "--runtime", "vllm", "--out", path("rec").string(), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json doc = json::parse(r.out);
+  EXPECT_EQ(doc["workload"]["model"], "test/stand-in");
+  EXPECT_EQ(doc["workload"]["profile"], "cache");
+  EXPECT_EQ(doc["workload"]["cases"], 4);   // 2 samples x the first and last captured layer x KV head 0
+  EXPECT_EQ(doc["workload"]["tokens"], 64);  // each sample whole: the shortest checks the candidates
+  EXPECT_EQ(doc["budget"]["fit"]["ctx"], 4096);
+  const RunResult both = run({"recommend", "--cache", path("cap").string(), "--model", "llama-3.1-8b", "--ctx", "64",
+                              "--max-rel-err", "0.1"});
+  expect_input_error(both);
+  EXPECT_THAT(both.err, HasSubstr("give either --model NAME or --cache DIR"));
+  const RunResult weights = run({"recommend", "--cache", path("cap").string(), "--ctx", "64", "--gpu-mem", "1GiB"});
+  expect_input_error(weights);
+  EXPECT_THAT(weights.err, HasSubstr("a capture gives no parameter count; pass --weights SIZE"));
+}
+
 TEST_F(Cli, UnknownRopeConventionIsRefusedWithTheChoices) {
   write_text(path("rope.toml"),
              "[workload]\ntokens = 64\nhead_dim = 16\n[workload.rope]\nconvention = \"neox\"\n"

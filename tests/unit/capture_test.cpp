@@ -138,5 +138,60 @@ TEST_F(CaptureDir, AScenarioReadsItsCasesFromACapture) {
               HasSubstr("'samples' is for source = \"cache\""));
 }
 
+// Needles go into a capture's keys as into a synthetic case's: each query row's needle holds the
+// stated share of its reference attention, never on the first token (the model's sink).
+TEST_F(CaptureDir, NeedlesArePlantedIntoTheRealKeys) {
+  testing::write_capture(dir_ / "cap");
+  const Scenario sc = cache_scenario(dir_, "[workload.needles]\ndepths = [0.0, 0.5]\nmass = 0.6\n");
+  const Case c = scenario_case(sc, scenario_cases(sc).front(), 0);
+  ASSERT_EQ(c.needles.size(), 2u);  // one per query row (2 query heads), depths alternating
+  EXPECT_EQ(c.needles[0].token, 1);  // depth 0 moves past the protected first token
+  EXPECT_EQ(c.needles[1].token, 48);  // depth 0.5 of 96 tokens: round(0.5 * 95)
+  for (const Needle& n : c.needles) {
+    const float* q = c.queries.row(n.query);
+    std::vector<double> l(size_t(c.keys.rows()));
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < c.keys.rows(); ++j) {
+      double d = 0.0;
+      for (int64_t e = 0; e < c.keys.cols(); ++e) d += double(q[e]) * c.keys(j, e);
+      mx = std::max(mx, l[j] = d / std::sqrt(double(c.keys.cols())));
+    }
+    double z = 0.0;
+    for (double v : l) z += std::exp(v - mx);
+    EXPECT_NEAR(std::exp(l[n.token] - mx) / z, 0.6, 1e-4) << "query row " << n.query;
+  }
+  const EvalResult r = evaluate_scenario(sc, builtin_registry()).at(0);
+  EXPECT_EQ(r.pairs[0].samples[size_t(Metric::needle_hit)].size(), 16u);  // 8 cases x 2 rows
+  EXPECT_EQ(r.pairs[0].summary(Metric::needle_hit).mean, 1.0);
+  EXPECT_THAT(testing::input_error([&] { cache_scenario(dir_, "tokens = 2\n[workload.needles]\ndepths = [0.5]\n"); }),
+              HasSubstr("1 needle(s) per query need 3 tokens; the cases have 2"));
+  // The capture's samples are its cases: a top-level seeds list has nothing to select.
+  EXPECT_THAT(testing::input_error([&] {
+                parse_scenario("seeds = 2\n[workload]\nsource = \"cache\"\npath = \"cap\"\n[[pairs]]\nk = \"f16\"\nv = \"f16\"\n",
+                               (dir_ / "s.toml").string());
+              }),
+              HasSubstr("s.toml:1:9: a capture's cases are its samples"));
+}
+
+// The captured model as a preset: the shape the memory model needs, from the manifest.
+TEST_F(CaptureDir, TheCapturedModelGivesTheMemoryShape) {
+  testing::write_capture(dir_ / "cap", {}, {{"\"rope_convention\": \"rotate_half\"}",
+                                             "\"rope_convention\": \"rotate_half\", \"sliding_window\": 16, "
+                                             "\"sliding_layers\": [1, 3]}"}});
+  const ModelPreset p = capture_model(open_capture((dir_ / "cap").string()));
+  EXPECT_EQ(p.name, "test/stand-in");
+  EXPECT_EQ(p.shape.layers, 4);
+  EXPECT_EQ(p.shape.kv_heads, 2);
+  EXPECT_EQ(p.shape.head_dim, 32);
+  EXPECT_EQ(p.shape.sliding_window, 16);
+  EXPECT_EQ(p.shape.sliding_layers, 2);
+  EXPECT_EQ(p.q_heads, 4);
+  EXPECT_THAT(error_of({{"\"rope_convention\": \"rotate_half\"}",
+                        "\"rope_convention\": \"rotate_half\", \"sliding_window\": 16, \"sliding_layers\": [7]}"}}),
+              HasSubstr("config: 'sliding_layers' must hold layer indices in 0..3"));
+  EXPECT_THAT(error_of({{"\"rope_convention\": \"rotate_half\"}", "\"rope_convention\": \"rotate_half\", \"sliding_layers\": [1]}"}}),
+              HasSubstr("'sliding_layers' are given but 'sliding_window' is null"));
+}
+
 }  // namespace
 }  // namespace kvtune

@@ -8,10 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "kvtune/model_preset.h"
 #include "kvtune/rope.h"
 #include "kvtune/workload.h"
 
 namespace kvtune {
+
+// Needles planted into a capture's keys avoid its first token: the attention sink nearly every
+// decoder keeps at position 0 (Xiao et al. 2023, "Efficient Streaming Language Models with
+// Attention Sinks", arXiv 2309.17453, fig. 2), whose key a needle must not replace.
+inline constexpr int64_t kCaptureSinkTokens = 1;
 
 struct CaptureSample {
   std::string name;
@@ -30,12 +36,19 @@ struct Capture {
   std::vector<CaptureSample> samples;
   int64_t queries_per_sample = 0;
   bool k_pre_rope = false;
+  // Sliding-window layers from the model's config (0 and empty: none); optional in the manifest.
+  int64_t sliding_window = 0;
+  std::vector<int64_t> sliding_layers;
   int64_t q_per_kv() const { return q_heads / kv_heads; }
 };
 
 // Reads DIR/manifest.json and checks each layer file's header against it (the tensors' names,
 // shapes and dtype, the token count). Throws InputError naming the file and what disagrees.
 Capture open_capture(const std::string& dir);
+
+// The captured model as a preset: its shape for the memory model (layers, KV heads, head_dim, the
+// sliding-window layers), its query heads and RoPE. The parameter count is unknown (0).
+ModelPreset capture_model(const Capture& capture);
 
 // The case of (sample, layer, KV head): the sample's first `tokens` keys and values (0: all of
 // them) and, for each of the q_per_kv query heads of the KV head, the captured query at position

@@ -45,6 +45,9 @@ class SafetensorsFile {
   // are converted to float32 and must be finite (InputError with the file, the tensor and the
   // element's index otherwise, as for .npy).
   Matrix read_matrix(const std::string& name, int64_t index = -1) const;
+  // Rows [first, first + count) of what read_matrix returns, read without the rest (a capture's
+  // case is one sample's rows of one head). InputError when the range is outside the rows.
+  Matrix read_rows(const std::string& name, int64_t index, int64_t first, int64_t count) const;
   // An integer tensor (I32, I64) of rank 1.
   std::vector<int64_t> read_integers(const std::string& name) const;
 

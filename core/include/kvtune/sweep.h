@@ -161,11 +161,15 @@ inline constexpr int64_t kDefaultMaxPoints = 100000;
 struct SweepOverrides {
   std::optional<std::string> name;
   std::optional<std::string> model;                 // [workload] model
+  // [workload] source = "cache", path = this (absolute): the capture replaces the synthetic
+  // workload's shape and statistics tables, and the file's seeds (the capture's samples are cases).
+  std::optional<std::string> cache;
   // [workload] profile; the file's own statistics tables (keys, values, queries_profile, sinks,
   // recency, overrides) are dropped so that the profile's apply.
   std::optional<std::string> profile;
   std::optional<int64_t> tokens;                    // [workload] tokens
   std::optional<std::vector<int64_t>> layers;       // [workload] layers
+  std::optional<std::vector<int64_t>> exempt_layers;  // [search] exempt_layers (empty: none)
   std::optional<std::vector<BudgetTerm>> terms;     // [budget] error terms
   std::optional<MemoryFit> fit;                     // [budget] fit
   std::optional<std::vector<RuntimeTarget>> runtimes;

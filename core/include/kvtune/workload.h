@@ -174,6 +174,13 @@ WorkloadConfig layer_config(const WorkloadConfig& config, int64_t layer);
 // Throws InputError when layer or kv_head is outside the workload's counts.
 Case generate_case(const WorkloadConfig& config, uint64_t seed, int64_t layer = 0, int64_t kv_head = 0);
 
+// Plants the needles of every query row of `c` (generate_case does it for a synthetic case; a
+// capture's case gets them the same way): picks free tokens at the row's depths, never among the
+// first `protected_leading` (the sinks), then moves each needle key along the part of the row's
+// query orthogonal to the other rows until the row's needles hold `mass` of its reference
+// attention in equal shares; keys_pre_rope follows through c.rope's inverse.
+void plant_needles(Case& c, const NeedleProfile& needles, int64_t protected_leading);
+
 // A case from given tensors (no RoPE, no needles): keys [T, D], values [T, D], queries [Nq, D].
 Case case_from_tensors(Matrix keys, Matrix values, Matrix queries);
 
