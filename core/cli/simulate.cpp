@@ -95,6 +95,7 @@ int run(const SimulateOptions& o) {
   std::vector<EvalResult> runs;
   std::string name;
   std::string statistics;  // what the workload's key/value statistics stand for (scenarios only)
+  std::string capture_dir;  // the capture a scenario read its cases from
   if (tensors) {
     if (!o.file.empty()) throw InputError("give either a scenario file or --k/--v/--q tensors, not both");
     if (o.k_path.empty() || o.v_path.empty() || o.q_path.empty()) {
@@ -131,6 +132,7 @@ int run(const SimulateOptions& o) {
                              cpu ? std::optional<IsolationOptions>(IsolationOptions{}) : std::nullopt);
     name = sc.name;
     statistics = sc.capture ? "cache" : sc.profile.empty() ? "generic" : sc.profile;
+    if (sc.capture) capture_dir = sc.capture->dir;
   }
   if (!o.needle_csv.empty()) {
     const std::string csv = needle_csv(runs);
@@ -148,7 +150,7 @@ int run(const SimulateOptions& o) {
     std::cout << "statistics: generic synthetic keys and values, the same for every model (a preset sets only the "
                  "shape; [workload] profile = NAME gives a model's own)\n";
   } else if (statistics == "cache") {
-    std::cout << "statistics: a real cache (" << o.cache << ")\n";
+    std::cout << "statistics: a real cache (" << capture_dir << ")\n";
   } else if (!statistics.empty()) {
     std::cout << "statistics: model profile " << statistics << "\n";
   }

@@ -287,7 +287,10 @@ SweepAnalysis analyze_sweep(const SweepSpec& spec, const std::vector<SweepRecord
   // budget, else at the evaluated context.
   std::optional<MemoryModel> memory;
   if (spec.model) {
-    int64_t context = spec.scenario.contexts.empty() ? spec.scenario.workload.tokens : spec.scenario.contexts.front();
+    // A capture's whole samples (context 0) are counted at the shortest, as they are checked.
+    int64_t context = spec.scenario.contexts.empty() || spec.scenario.contexts.front() == 0
+                          ? spec.scenario.workload.tokens
+                          : spec.scenario.contexts.front();
     if (spec.budget.fit && spec.budget.fit->ctx > 0) context = spec.budget.fit->ctx;
     memory.emplace(spec.model->shape, context, spec);
   }

@@ -15,6 +15,10 @@ inline nlohmann::ordered_json note_json(const SweepNote& n) {
       j["grid"] = n.where;
       j["dropped"] = n.dropped;
       break;
+    case SweepNote::Kind::list_dropped:
+      j["search"] = n.where;
+      j["dropped"] = n.dropped;
+      break;
     case SweepNote::Kind::constraints_dropped:
       j["dropped"] = n.dropped;
       j["of"] = n.of;

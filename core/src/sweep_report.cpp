@@ -745,6 +745,9 @@ std::string note_text(const SweepNote& n) {
     case SweepNote::Kind::grid_dropped:
       return "[[search.grid]] at " + n.where + ": skip_invalid dropped " + std::to_string(n.dropped) +
              " candidate(s), e.g. " + reasons;
+    case SweepNote::Kind::list_dropped:
+      return "[search] at " + n.where + ": skip_invalid dropped " + std::to_string(n.dropped) +
+             " k/v/both candidate(s) the workload cannot take, e.g. " + reasons;
     case SweepNote::Kind::constraints_dropped:
       return "[search.constraints] dropped " + std::to_string(n.dropped) + " of " + std::to_string(n.of) +
              " pairs (k_bits_at_least_v_bits: " + std::to_string(n.by_order) + ", max_pair_bits: " +

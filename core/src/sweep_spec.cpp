@@ -197,7 +197,9 @@ std::string shape_problem(const Scheme& scheme, Role role, const Shape& shape) {
 
 // ---- [search]: explicit lists and grids ----
 
-void read_list(TableReader& s, const std::string& key, const Shape& shape, std::vector<Base>* k, std::vector<Base>* v) {
+// `lists`: the [search] skip_invalid record the entries drop into (null: an unfit entry is an error).
+void read_list(TableReader& s, const std::string& key, const Shape& shape, GridInfo* lists, std::vector<Base>* k,
+               std::vector<Base>* v) {
   const toml::node* n = s.node(key);
   if (n == nullptr) return;
   const toml::array* a = n->as_array();
@@ -205,7 +207,7 @@ void read_list(TableReader& s, const std::string& key, const Shape& shape, std::
   for (const toml::node& e : *a) {
     if (!e.is_string()) s.fail(e, "'" + key + "' entries must be scheme spec strings");
     const std::string at = where(s.file(), e.source());
-    const Base base{make_at(shape.registry, *e.value<std::string>(), at)->spec(), at, e.source().begin, nullptr};
+    const Base base{make_at(shape.registry, *e.value<std::string>(), at)->spec(), at, e.source().begin, lists};
     if (k) k->push_back(base);
     if (v) v->push_back(base);
   }
@@ -986,6 +988,7 @@ const char* pairing_name(Pairing pairing) {
 const char* note_kind_name(SweepNote::Kind kind) {
   switch (kind) {
     case SweepNote::Kind::grid_dropped: return "grid_dropped";
+    case SweepNote::Kind::list_dropped: return "list_dropped";
     case SweepNote::Kind::constraints_dropped: return "constraints_dropped";
     case SweepNote::Kind::option_dropped: return "option_dropped";
   }
@@ -1058,9 +1061,13 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
                                  : search_node         ? where(source_name, search_node->source())
                                                        : source_name;
   std::vector<Base> k_bases, v_bases;
-  read_list(search, "k", shape, &k_bases, nullptr);
-  read_list(search, "v", shape, nullptr, &v_bases);
-  read_list(search, "both", shape, &k_bases, &v_bases);
+  // skip_invalid: the k/v/both entries the workload's shape cannot take (a ggml type at head_dim
+  // 16) are dropped and noted instead of refused, so one list serves many models (recommend).
+  GridInfo lists{.where = pairing_at, .skip_invalid = search.boolean("skip_invalid", false)};
+  GridInfo* skip = lists.skip_invalid ? &lists : nullptr;
+  read_list(search, "k", shape, skip, &k_bases, nullptr);
+  read_list(search, "v", shape, skip, nullptr, &v_bases);
+  read_list(search, "both", shape, skip, &k_bases, &v_bases);
   std::vector<std::unique_ptr<GridInfo>> grids;
   if (const toml::node* list_node = search.node("grid")) {
     const toml::array* a = list_node->as_array();
@@ -1093,6 +1100,10 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   spec.k_candidates = expand_role(std::move(k_bases), Role::key, k_axes, shape, spec.schemes);
   spec.v_candidates = expand_role(std::move(v_bases), Role::value, v_axes, shape, spec.schemes);
   spec.schemes.emplace("none", registry.make("none"));
+  if (lists.dropped > 0) {
+    spec.notes.push_back(
+        {.kind = SweepNote::Kind::list_dropped, .where = lists.where, .dropped = lists.dropped, .reasons = lists.examples});
+  }
   for (const auto& grid : grids) {
     if (grid->dropped == 0) continue;
     spec.notes.push_back({.kind = SweepNote::Kind::grid_dropped,

@@ -92,6 +92,7 @@ SweepPoint make_point(const Registry& registry, std::string_view k, std::string_
 struct SweepNote {
   enum class Kind {
     grid_dropped,         // skip_invalid dropped `dropped` combinations of the grid at `where`
+    list_dropped,         // [search] skip_invalid dropped `dropped` k/v/both entries the shape cannot take
     constraints_dropped,  // [search.constraints] dropped `dropped` of `of` pairs
     option_dropped,       // runtime `where` ("name version"): option `option` cannot take the workload
   };
