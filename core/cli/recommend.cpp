@@ -168,9 +168,10 @@ int recommend(const RecommendOptions& o) {
   const std::optional<std::vector<SweepRecord>> records = run_interruptible(spec, run, resume_command(o));
   if (!records) return kInterruptedStatus;
   if (!o.json && spec.scenario.workload.tokens < o.ctx) {
+    // Memory is counted at --ctx only with a memory budget (MemoryFit::ctx); else where simulated.
     std::cout << "simulated at " << spec.scenario.workload.tokens
-              << (capture ? " tokens (the capture's samples)" : " tokens (--eval-ctx)") << "; memory at " << o.ctx
-              << " tokens\n";
+              << (capture ? " tokens (the capture's samples)" : " tokens (--eval-ctx)")
+              << (spec.budget.fit ? "; memory at " + std::to_string(o.ctx) + " tokens" : std::string()) << "\n";
   }
   report(spec, *records, o.out, o.json);
   return 0;
