@@ -19,3 +19,14 @@ if(KVTUNE_SANITIZE)
   # compile much faster than -O2 -g. Later flags win, so these override the build type's.
   add_compile_options(-O1 -g1)
 endif()
+
+if(KVTUNE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "KVTUNE_FUZZ needs clang (libFuzzer): CXX=clang++ (scripts/fuzz sets it)")
+  endif()
+  # Every library the targets link is instrumented for coverage and checked by ASan and UBSan; the
+  # fuzz targets themselves add -fsanitize=fuzzer (fuzz/CMakeLists.txt).
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+                      -O1 -g1)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -75,7 +75,7 @@ Capture open_capture(const std::string& dir) {
   json m;
   try {
     m = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past double
     throw InputError(manifest_path + ": not valid JSON (" + std::string(e.what()) + ")");
   }
   const std::string& w = manifest_path;

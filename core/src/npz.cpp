@@ -15,6 +15,10 @@ namespace {
 // A member larger than this is refused before it is inflated (a corrupt size must not allocate
 // terabytes): 4 GiB, what one zlib call takes (its lengths are 32-bit).
 constexpr uint64_t kMaxMemberBytes = 0xFFFFFFFFull;
+// Deflate expands at most 1032:1 (zlib's "Technical Details", https://zlib.net/zlib_tech.html):
+// a member claiming more from its compressed bytes is corrupt, and is refused before its claimed
+// size is allocated (found by fuzz/fuzz_npz.cpp: 632 bytes claiming gigabytes).
+constexpr uint64_t kMaxDeflateRatio = 1032;
 
 class Reader {
  public:
@@ -129,6 +133,10 @@ NpzFile NpzFile::open(const std::string& path) {
     }
     if (m.size > kMaxMemberBytes || m.compressed > kMaxMemberBytes) throw InputError(what + ": " + std::to_string(m.size) + " bytes exceeds the cap of 4 GiB per array");
     if (method == 0 && m.compressed != m.size) throw InputError(what + ": a stored member whose sizes disagree");
+    if (method == 8 && m.size > (m.compressed + 1) * kMaxDeflateRatio) {
+      throw InputError(what + ": " + std::to_string(m.size) + " bytes cannot inflate from " + std::to_string(m.compressed) +
+                       " (deflate expands at most " + std::to_string(kMaxDeflateRatio) + "x)");
+    }
     m.name = name.substr(0, name.size() - 4);
     if (!seen.insert(m.name).second) throw InputError(path + ": array '" + m.name + "' appears twice");
     m.method = uint16_t(method);

@@ -385,6 +385,10 @@ PluginInfo load_plugin_unnamed(Registry& registry, const std::string& path, cons
 
 }  // namespace
 
+FamilyInfo plugin_family(const kvtune_family* table, const std::string& path, size_t index, const std::string& origin) {
+  return family_of(table, path, index, origin);
+}
+
 PluginInfo load_plugin(Registry& registry, const std::string& path, const std::string& origin) {
   try {
     return load_plugin_unnamed(registry, path, origin);

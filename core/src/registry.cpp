@@ -98,7 +98,8 @@ SchemePtr Registry::make(std::string_view spec_text) const {
   std::map<std::string, std::string> values;
   std::vector<std::pair<std::string, std::string>> policy_values;
   for (const auto& [key, value] : parsed.params) {
-    auto named = [&](const ParamDomain& p) { return p.name == key; };
+    // A named copy: clang before 16 cannot capture a structured binding.
+    auto named = [&name = key](const ParamDomain& p) { return p.name == name; };
     if (const auto d = std::find_if(policy.begin(), policy.end(), named); d != policy.end()) {
       policy_values.emplace_back(key, validate_value(spec, *d, value));
       continue;

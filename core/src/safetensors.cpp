@@ -112,7 +112,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   json doc;
   try {
     doc = json::parse(header);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past double
     throw InputError(path + ": the header is not valid JSON (" + std::string(e.what()) + ")");
   }
   if (!doc.is_object()) throw InputError(path + ": the header is not a JSON object");

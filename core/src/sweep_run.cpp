@@ -143,7 +143,7 @@ ResultsFile parse_results(const std::string& path) {
     json j;
     try {
       j = json::parse(text.begin() + static_cast<std::ptrdiff_t>(at), text.begin() + static_cast<std::ptrdiff_t>(end));
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past double
       throw InputError(where + ": not a JSON line (" + e.what() + ")");
     }
     if (!j.is_object()) throw InputError(where + ": expected a JSON object");

@@ -95,6 +95,9 @@ TEST_F(CaptureDir, RefusesCapturesThatDisagreeWithThemselves) {
   EXPECT_THAT(error_of({{"\"dtype\": \"float16\"", "\"dtype\": \"bfloat16\""}}), HasSubstr("tensor 'k' is F16, the manifest says BF16"));
   EXPECT_THAT(error_of({{"\"rope_convention\": \"rotate_half\"", "\"rope_convention\": \"neox\""}}), HasSubstr("'rope_convention' must be"));
   EXPECT_THAT(error_of({{"{\n  \"format\"", "[\n  \"format\""}}), HasSubstr("manifest.json: not valid JSON"));
+  // A number past double's range (found by fuzz/fuzz_capture_manifest.cpp: nlohmann throws
+  // out_of_range, not parse_error, for it).
+  EXPECT_THAT(error_of({{"\"rope_theta\": 10000.0", "\"rope_theta\": 1e999999"}}), HasSubstr("manifest.json: not valid JSON"));
 }
 
 Scenario cache_scenario(const fs::path& dir, const std::string& workload) {

@@ -133,6 +133,13 @@ TEST_F(NpzCorrupt, EachCorruptionIsNamed) {
   dtype[descr + 2] = 'i';
   fix_first_crc(dtype);
   EXPECT_THAT(error_of(dtype, "k"), HasSubstr("bad.npz: array 'k': unsupported dtype '<i2'"));
+  // A deflated member claiming more than deflate can expand to (1032:1) is refused before its
+  // claimed size is allocated: k's uncompressed size set to 4 000 000 000 in the directory.
+  std::string claim = deflated;
+  const size_t dcd = claim.find(std::string("PK\x01\x02", 4));
+  ASSERT_NE(dcd, std::string::npos);
+  for (int i = 0; i < 4; ++i) claim[dcd + 24 + size_t(i)] = char((4000000000u >> (8 * i)) & 0xFF);
+  EXPECT_THAT(error_of(claim), HasSubstr("member 'k.npy': 4000000000 bytes cannot inflate from"));
 }
 
 }  // namespace

@@ -104,6 +104,7 @@ TEST_F(Safetensors, RefusesHeadersThatLieOrDoNotFit) {
   huge[3] = char(0x10);  // 2^28 bytes: above the 100 MB cap
   EXPECT_THAT(error_of(huge + "{}"), HasSubstr("exceeds the cap of 100000000 bytes"));
   EXPECT_THAT(error_of(image("{\"t\":", "")), HasSubstr("the header is not valid JSON"));
+  EXPECT_THAT(error_of(image("{\"t\":1e999999}", "")), HasSubstr("the header is not valid JSON"));  // out_of_range
   EXPECT_THAT(error_of(image("[1]", "")), HasSubstr("the header is not a JSON object"));
   EXPECT_THAT(error_of(image(R"({"t":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", "ab")),
               HasSubstr("tensor 't': unsupported dtype 'F8_E4M3'"));

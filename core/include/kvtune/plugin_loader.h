@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kvtune/isolation.h"
+#include "kvtune/plugin_abi.h"
 #include "kvtune/registry.h"
 
 namespace kvtune {
@@ -32,6 +33,11 @@ struct PluginInfo {
 // ("--plugin", "KVTUNE_PLUGIN_PATH", "a sweep file's plugins"; empty: unknown): refusals start
 // with "ORIGIN: ", and its schemes' traits().plugin_origin is "ORIGIN PATH", for messages.
 PluginInfo load_plugin(Registry& registry, const std::string& path, const std::string& origin = "");
+
+// The check load_plugin makes of one family table a plugin's describe() returned (its struct
+// sizes, name, parameter domains), as the FamilyInfo the registry takes; InputError naming `path`
+// and the family's index. Public for the fuzz target of the tables (fuzz/fuzz_plugin_tables.cpp).
+FamilyInfo plugin_family(const kvtune_family* table, const std::string& path, size_t index, const std::string& origin);
 
 // load_plugin for each path, in order.
 std::vector<PluginInfo> load_plugins(Registry& registry, const std::vector<std::string>& paths,
