@@ -175,7 +175,9 @@ NpyArray NpzFile::read(const std::string& name) const {
   const std::vector<unsigned char> raw = r.bytes(m->data, m->compressed, what);
   std::vector<std::byte> npy(static_cast<size_t>(m->size));
   if (m->method == 0) {
-    std::memcpy(npy.data(), raw.data(), raw.size());
+    // An empty member has no buffer to copy from (memcpy's null pointer is undefined even for 0
+    // bytes; found by fuzz/fuzz_npz.cpp); parse_npy refuses it below.
+    if (!raw.empty()) std::memcpy(npy.data(), raw.data(), raw.size());
   } else {
     z_stream z{};
     if (inflateInit2(&z, -MAX_WBITS) != Z_OK) throw InputError(what + ": cannot start inflating");
