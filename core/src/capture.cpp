@@ -181,6 +181,16 @@ Capture open_capture(const std::string& dir) {
   return c;
 }
 
+WorkloadConfig capture_shape(const Capture& c) {
+  WorkloadConfig w;
+  w.head_dim = c.head_dim;
+  w.layers = c.model_layers;
+  w.kv_heads = c.kv_heads;
+  w.q_per_kv = c.q_per_kv();
+  w.rope = c.rope;
+  return w;
+}
+
 ModelPreset capture_model(const Capture& c) {
   ModelPreset p;
   p.name = p.title = c.model.empty() ? fs::path(c.dir).filename().string() : c.model;

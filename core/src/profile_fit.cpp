@@ -426,11 +426,7 @@ FittedProfile fit_profile(const Capture& c, const ProfileFitOptions& o) {
 
   // The profile: medians over the layers, and per layer what overrides can say.
   WorkloadConfig& w = out.workload;
-  w.head_dim = c.head_dim;
-  w.layers = c.model_layers;
-  w.kv_heads = c.kv_heads;
-  w.q_per_kv = c.q_per_kv();
-  w.rope = c.rope;
+  w = capture_shape(c);
   const auto& L = out.layers;
   w.keys.distribution = mode_of(L, &LayerMeasurement::key_distribution);
   w.keys.scale = median_of(L, &LayerMeasurement::key_scale);

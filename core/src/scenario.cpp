@@ -214,19 +214,14 @@ void read_cache_workload(TableReader& w, Scenario& sc) {
       w.fail(*n, e.what());
     }
   }
-  for (const char* key : {"model", "profile", "head_dim", "num_layers", "kv_heads", "q_per_kv", "queries", "keys",
-                          "values", "queries_profile", "rope", "sinks", "recency", "calibration", "overrides"}) {
+  for (const char* key : detail::kSyntheticWorkloadKeys) {
     if (w.has(key)) {
       w.fail(*w.node(key), std::string("'") + key + "' describes a synthetic workload; a capture (source = \"cache\") "
                            "brings its own keys, values, queries and shape");
     }
   }
   WorkloadConfig& cfg = sc.workload;
-  cfg.head_dim = c.head_dim;
-  cfg.layers = c.model_layers;
-  cfg.kv_heads = c.kv_heads;
-  cfg.q_per_kv = c.q_per_kv();
-  cfg.rope = c.rope;
+  cfg = capture_shape(c);
   sc.layers = c.layers;
   if (const toml::node* n = w.node("layers")) {
     if (!(n->is_string() && *n->value<std::string>() == "all")) {

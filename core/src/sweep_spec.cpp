@@ -871,10 +871,7 @@ bool apply_overrides(toml::table& root, const SweepOverrides& o) {
   if (o.cache) {
     // The capture replaces the synthetic workload: its shape, statistics and samples.
     toml::table& w = table_at("workload");
-    for (const char* key : {"model", "profile", "head_dim", "num_layers", "kv_heads", "q_per_kv", "queries", "keys",
-                            "values", "queries_profile", "rope", "sinks", "recency", "calibration", "overrides"}) {
-      w.erase(key);
-    }
+    for (const char* key : detail::kSyntheticWorkloadKeys) w.erase(key);
     w.insert_or_assign("source", "cache");
     w.insert_or_assign("path", *o.cache);
     w.erase("tokens");  // each sample whole unless the caller gives a prefix

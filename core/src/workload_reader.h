@@ -22,4 +22,11 @@ void read_seeds(TableReader& top, Scenario& sc);
 // Reads the top-level `backend` (one of kEvalBackends) into sc.backend.
 void read_backend(TableReader& top, Scenario& sc);
 
+// The [workload] keys that describe a synthetic workload: a capture (source = "cache") brings its
+// own shape and statistics, so the scenario reader refuses them beside it and a sweep override
+// to a capture drops them.
+inline constexpr const char* kSyntheticWorkloadKeys[] = {
+    "model", "profile", "head_dim", "num_layers", "kv_heads", "q_per_kv", "queries", "keys", "values",
+    "queries_profile", "rope", "sinks", "recency", "calibration", "overrides"};
+
 }  // namespace kvtune::detail

@@ -43,6 +43,7 @@
 #include "kvtune/evaluator.h"
 #include "kvtune/model_preset.h"
 #include "kvtune/scenario.h"
+#include "rank_correlation.h"
 #include "test_support.h"
 
 namespace kvtune {
@@ -243,34 +244,6 @@ std::vector<Prediction> predict(const Model& model, const std::vector<Pair>& pai
   return out;
 }
 
-// Average ranks (ties share their mean rank), then Pearson on the ranks.
-std::vector<double> ranks(const std::vector<double>& x) {
-  std::vector<size_t> order(x.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
-  std::vector<double> r(x.size());
-  for (size_t i = 0; i < order.size();) {
-    size_t j = i;
-    while (j + 1 < order.size() && x[order[j + 1]] == x[order[i]]) ++j;
-    for (size_t t = i; t <= j; ++t) r[order[t]] = 0.5 * double(i + j) + 1.0;
-    i = j + 1;
-  }
-  return r;
-}
-
-double spearman(const std::vector<double>& a, const std::vector<double>& b) {
-  const std::vector<double> ra = ranks(a), rb = ranks(b);
-  const double ma = std::accumulate(ra.begin(), ra.end(), 0.0) / double(ra.size());
-  const double mb = std::accumulate(rb.begin(), rb.end(), 0.0) / double(rb.size());
-  double sab = 0, saa = 0, sbb = 0;
-  for (size_t i = 0; i < ra.size(); ++i) {
-    sab += (ra[i] - ma) * (rb[i] - mb);
-    saa += (ra[i] - ma) * (ra[i] - ma);
-    sbb += (rb[i] - mb) * (rb[i] - mb);
-  }
-  return sab / std::sqrt(saa * sbb);
-}
-
 // A printed line and a test property, so the figure is seen whether the test passes or not.
 void report(const std::string& key, double value, const std::string& what) {
   char text[32];
@@ -342,7 +315,7 @@ TEST(Fidelity, Llama3PairsRankAsPublished) {
         t.pairs[i].k.c_str(), t.pairs[i].v.c_str(), t.kld[i], t.pred[i].damage, t.pred[i].rel_out_err,
         t.pred[i].attn_kl);
   }
-  const double rho = spearman(damage, t.kld);
+  const double rho = testing::spearman(damage, t.kld);
   report("pr7412_spearman", rho, "Spearman rho, kvtune damage vs published KLD - floor, 8 pairs (band: >= 0.9)");
   EXPECT_GE(rho, 0.9);
 }
@@ -381,7 +354,7 @@ TEST(Fidelity, KeysAreMoreSensitiveThanValuesOnTinyLlama) {
     std::printf("fidelity: KVSplit %-5s/%-5s published PPL change %+.2f %%  kvtune damage %.4g  rel_out_err %.4g\n",
                 pairs[i].k.c_str(), pairs[i].v.c_str(), change[i], pred[i].damage, pred[i].rel_out_err);
   }
-  report("kvsplit_spearman", spearman(damage, change),
+  report("kvsplit_spearman", testing::spearman(damage, change),
          "Spearman rho over the 4 pairs (not asserted: direction-only data)");
   const double pub = published(table, "PPL_change_vs_fp16", "q4_0", "q8_0", "none") /
                      published(table, "PPL_change_vs_fp16", "q8_0", "q4_0", "none");

@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "builtin.h"
+#include "rank_correlation.h"
 #include "generated_capture.h"
 #include "kvtune/profile_fit.h"
 #include "kvtune/scenario.h"
@@ -153,33 +154,6 @@ TEST(ProfileFit, RecoversAConstantMassivePairInTheSlowBand) {
   EXPECT_TRUE(p.workload.keys.outlier_pairs);
 }
 
-// Average ranks, then Pearson on the ranks.
-double spearman(const std::vector<double>& a, const std::vector<double>& b) {
-  auto ranks = [](const std::vector<double>& x) {
-    std::vector<size_t> order(x.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](size_t i, size_t j) { return x[i] < x[j]; });
-    std::vector<double> r(x.size());
-    for (size_t i = 0; i < order.size();) {
-      size_t j = i;
-      while (j + 1 < order.size() && x[order[j + 1]] == x[order[i]]) ++j;
-      for (size_t t = i; t <= j; ++t) r[order[t]] = 0.5 * double(i + j) + 1.0;
-      i = j + 1;
-    }
-    return r;
-  };
-  const std::vector<double> ra = ranks(a), rb = ranks(b);
-  const double ma = std::accumulate(ra.begin(), ra.end(), 0.0) / double(ra.size());
-  const double mb = std::accumulate(rb.begin(), rb.end(), 0.0) / double(rb.size());
-  double sab = 0, saa = 0, sbb = 0;
-  for (size_t i = 0; i < ra.size(); ++i) {
-    sab += (ra[i] - ma) * (rb[i] - mb);
-    saa += (ra[i] - ma) * (ra[i] - ma);
-    sbb += (rb[i] - mb) * (rb[i] - mb);
-  }
-  return sab / std::sqrt(saa * sbb);
-}
-
 const char* kGrid =
     "[[pairs]]\nk = \"q8_0\"\nv = \"q8_0\"\n"
     "[[pairs]]\nk = \"q4_0\"\nv = \"q8_0\"\n"
@@ -216,7 +190,7 @@ TEST(ProfileFit, AProfileRanksAGridLikeTheCaptureItCameFrom) {
             "layers = \"all\"\nheads = \"all\"\n[workload.rope]\ntheta = 500000.0\n",
         name);
     fs::remove_all(dir);
-    const double rho = spearman(on_capture, on_profile);
+    const double rho = testing::spearman(on_capture, on_profile);
     report(std::string(name) + ".spearman", rho);
     for (size_t i = 0; i < on_capture.size(); ++i) {
       std::printf("profile_fit:   pair %zu  capture %.4g  profile %.4g\n", i, on_capture[i], on_profile[i]);

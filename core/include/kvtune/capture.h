@@ -50,6 +50,10 @@ Capture open_capture(const std::string& dir);
 // sliding-window layers), its query heads and RoPE. The parameter count is unknown (0).
 ModelPreset capture_model(const Capture& capture);
 
+// A workload of the capture's shape (head_dim, layers, KV heads, GQA group, RoPE); its statistics
+// are the defaults.
+WorkloadConfig capture_shape(const Capture& capture);
+
 // The case of (sample, layer, KV head): the sample's first `tokens` keys and values (0: all of
 // them) and, for each of the q_per_kv query heads of the KV head, the captured query at position
 // tokens - 1 when one was captured there (the attention the model computed), else the sample's
