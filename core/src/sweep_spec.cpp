@@ -27,6 +27,7 @@ namespace {
 
 
 using detail::TableReader;
+using detail::integer_of;
 using detail::where;
 
 // `plugins = [...]`: shared-library paths, a relative one taken from the sweep file's folder.
@@ -127,8 +128,8 @@ std::string param_value(const TableReader& t, const toml::node& n, const ParamDo
       if (!n.is_boolean()) t.fail(n, what + "is a flag: write true (set) or false (not set)");
       return *n.value<bool>() ? d.name : "";
     case ParamDomain::Kind::integer: {
-      const auto v = n.value<int64_t>();
-      if (!n.is_integer() || !v) t.fail(n, what + "must be an integer (" + d.describe() + ")");
+      const auto v = integer_of(n);
+      if (!v) t.fail(n, what + "must be an integer (" + d.describe() + ")");
       return integer_value(t, n, *v, d, zero_is_default);
     }
     case ParamDomain::Kind::choice: {
@@ -523,7 +524,7 @@ std::vector<SweepPoint> search_points(const SweepSpec& spec, const Constraints& 
 // A size, or with `gpus` also "NxSIZE" (N GPUs of SIZE each, N returned there).
 uint64_t size_value(const TableReader& t, const toml::node& n, const std::string& what,
                     std::optional<int64_t>* gpus = nullptr) {
-  if (const auto bytes = n.value<int64_t>(); n.is_integer() && bytes && *bytes > 0)
+  if (const auto bytes = integer_of(n); bytes && *bytes > 0)
     return static_cast<uint64_t>(*bytes);
   if (!n.is_string()) t.fail(n, "'" + what + "' must be a size such as \"80GiB\" or a byte count");
   try {
@@ -665,8 +666,8 @@ LayerExemptionSearch read_exemption(TableReader& search, const Scenario& sc, con
                         std::to_string(sampled) + "): the exempt layers are chosen among the sampled ones by their damage");
   }
   for (const toml::node& e : *a) {
-    const auto v = e.value<int64_t>();
-    if (!e.is_integer() || !v || *v < 1 || *v >= sampled) {
+    const auto v = integer_of(e);
+    if (!v || *v < 1 || *v >= sampled) {
       search.fail(e, "'exempt_layers' entries must be integers in 1.." + std::to_string(sampled - 1) +
                          " (layers to exempt among the " + std::to_string(sampled) + " sampled; one must stay quantized)");
     }
@@ -759,7 +760,7 @@ void serialize(const toml::node& n, std::string& out) {
     const std::string s = *n.value<std::string>();
     out += '"' + std::to_string(s.size()) + ':' + s;
   } else if (n.is_integer()) {
-    out += std::to_string(*n.value<int64_t>());
+    out += std::to_string(*integer_of(n));
   } else if (n.is_floating_point()) {
     out += 'f' + format_real(*n.value<double>());
   } else if (n.is_boolean()) {

@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -23,6 +24,14 @@ inline std::string where(const std::string& file, const toml::source_region& r) 
   return file + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
 }
 
+// A TOML integer, or nothing for any other node. toml++'s value<int64_t>() also converts a float
+// node, and for one outside int64's range that conversion is undefined behaviour (found by
+// fuzz_scenario: `layers = [1.5e26]`); a key that wants an integer takes only an integer.
+inline std::optional<int64_t> integer_of(const toml::node& n) {
+  if (const auto* i = n.as_integer()) return i->get();
+  return std::nullopt;
+}
+
 // Reads one TOML table, checking types and ranges, and refuses keys it was not asked about.
 class TableReader {
  public:
@@ -38,8 +47,8 @@ class TableReader {
   int64_t integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) {
     const toml::node* n = node(key);
     if (n == nullptr) return fallback;
-    const auto v = n->value<int64_t>();
-    if (!n->is_integer() || !v || *v < min || *v > max) {
+    const auto v = integer_of(*n);
+    if (!v || *v < min || *v > max) {
       fail(*n, "'" + key + "' must be an integer in " + std::to_string(min) + ".." + std::to_string(max));
     }
     return *v;
@@ -88,8 +97,8 @@ class TableReader {
     const toml::array* a = n->as_array();
     if (a == nullptr) fail(*n, "'" + key + "' must be an array of integers");
     for (const toml::node& e : *a) {
-      const auto v = e.value<int64_t>();
-      if (!e.is_integer() || *v < min || *v > max) {
+      const auto v = integer_of(e);
+      if (!v || *v < min || *v > max) {
         fail(e, "'" + key + "' entries must be integers in " + std::to_string(min) + ".." + std::to_string(max));
       }
       out.push_back(*v);

@@ -276,7 +276,7 @@ bool valid_format(const DeviceFormat& f, int32_t head_dim) {
       // 16 or 32 channels per scale, dividing head_dim; 4 or 8 bits as the kind stores.
       return (f.group == 16 || f.group == 32) && head_dim % f.group == 0 &&
              f.bits == (f.kind == CodecKind::mxfp8 ? 8 : 4) && f.static_scale >= 0.0f &&
-             f.static_scale <= 3.402823466e38f;
+             f.static_scale <= 3.402823466e38f && !(f.ties_away && f.kind == CodecKind::mxfp8);
   }
   return false;  // a CodecKind this file does not know
 }

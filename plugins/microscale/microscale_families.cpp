@@ -1,5 +1,6 @@
 // Block-scaled float caches, as GPU runtimes store them: `mxfp4` (E2M1, an E8M0 scale per 32
-// channels, or per 16 with block=16: SGLang's fp4_mx_block16), `mxfp8` (E4M3, E8M0 per 32) and
+// channels, or per 16 with block=16: SGLang's fp4_mx_block16, whose ties round away from zero with
+// round=away), `mxfp8` (E4M3, E8M0 per 32) and
 // `nvfp4` (E2M1, an E4M3 scale per 16 and a float32 scale per block of tokens, fitted as it is
 // quantized, calibrated on a sample, or given). The codec is kvtune/codecs/microscale.h; the byte
 // layout and the per-block steps are codec::packed_layout of the scheme's device_format()
@@ -30,6 +31,7 @@ struct MicroConfig {
   int32_t block = 32;
   TensorScale scale = TensorScale::dynamic;  // nvfp4 only
   float value = 0.0f;                        // nvfp4 scale=static: the per-tensor scale
+  bool ties_away = false;                    // mxfp4 round=away
 };
 
 const std::vector<ParamDomain>& mxfp4_domains() {
@@ -37,6 +39,9 @@ const std::vector<ParamDomain>& mxfp4_domains() {
       {.name = "block", .kind = ParamDomain::Kind::choice,
        .help = "channels per E8M0 scale: 32 (OCP MX) or 16 (SGLang's fp4_mx_block16)",
        .default_value = "32", .choices = {"32", "16"}},
+      {.name = "round", .kind = ParamDomain::Kind::choice,
+       .help = "E2M1 ties: even (OCP MX, CUDA's conversion) or away from zero (SGLang's fp4_mx_block16)",
+       .default_value = "even", .choices = {"even", "away"}},
   };
   return d;
 }
@@ -58,6 +63,7 @@ std::string canonical_spec(const MicroConfig& c) {
   if (c.kind == CodecKind::mxfp4) {
     std::map<std::string, std::string> v;
     if (c.block != 32) v["block"] = std::to_string(c.block);
+    if (c.ties_away) v["round"] = "away";
     return SchemeParams("mxfp4", mxfp4_domains(), std::move(v)).canonical();
   }
   std::map<std::string, std::string> v = {
@@ -144,6 +150,7 @@ class MicroScheme final : public Scheme {
     f.group = c.block;
     f.scale_type = ScaleType::f32;
     if (c.scale == TensorScale::fixed) f.static_scale = c.value;
+    f.ties_away = c.ties_away;
     return f;
   }
 
@@ -189,8 +196,10 @@ void register_microscale_families(Registry& registry) {
   };
   add("mxfp4", "OCP MXFP4: E2M1 codes with a power-of-two (E8M0) scale per 32 channels (or 16)", mxfp4_domains(),
       [](const SchemeParams& p) -> SchemePtr {
-        return std::make_shared<MicroScheme>(
-            MicroConfig{.family = "mxfp4", .kind = CodecKind::mxfp4, .block = p.choice("block") == "16" ? 16 : 32});
+        return std::make_shared<MicroScheme>(MicroConfig{.family = "mxfp4",
+                                                         .kind = CodecKind::mxfp4,
+                                                         .block = p.choice("block") == "16" ? 16 : 32,
+                                                         .ties_away = p.choice("round") == "away"});
       });
   add("mxfp8", "OCP MXFP8: E4M3 codes with a power-of-two (E8M0) scale per 32 channels", {},
       [](const SchemeParams&) -> SchemePtr {

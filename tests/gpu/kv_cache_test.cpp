@@ -72,7 +72,7 @@ std::vector<std::string> device_specs() {
   }
   for (const char* spec :
        {"q8_0", "q8_0:variant=x86", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "f16", "bf16", "f32", "mxfp4",
-        "mxfp4:block=16", "mxfp8", "nvfp4", "nvfp4:scale=static,value=0.004"}) {
+        "mxfp4:block=16", "mxfp4:block=16,round=away", "mxfp8", "nvfp4", "nvfp4:scale=static,value=0.004"}) {
     specs.emplace_back(spec);
   }
   return specs;

@@ -313,6 +313,10 @@ TEST(Scenario, RefusesBadLayersOverridesAndCalibration) {
   using ::testing::HasSubstr;
   EXPECT_THAT(error_of("num_layers = 4\nlayers = [0, 4]\n"), HasSubstr("b.toml:5:14: 'layers' entries must be integers in 0..3"));
   EXPECT_THAT(error_of("layers = \"some\"\n"), HasSubstr("b.toml:4:10: 'layers' must be \"all\" or an array"));
+  // A float past int64's range where an integer belongs is refused, not converted (toml++'s own
+  // conversion of it is undefined behaviour; fuzz/regressions/scenario keeps the input).
+  EXPECT_THAT(error_of("num_layers = 4\nlayers = [0, 1.5e26]\n"), HasSubstr("b.toml:5:14: 'layers' entries must be integers in 0..3"));
+  EXPECT_THAT(error_of("queries = -1.5e26\n"), HasSubstr("b.toml:4:11: 'queries' must be an integer in 1..65536"));
   EXPECT_THAT(error_of("num_layers = 4\nlayers = [1, 1]\n"), HasSubstr("b.toml:5:10: 'layers' lists 1 twice"));
   EXPECT_THAT(error_of("num_layers = 2\n[[workload.overrides]]\nlayers = [2]\n"),
               HasSubstr("b.toml:6:11: 'layers' entries must be integers in 0..1"));

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "kvtune/numeric/bits.h"
@@ -96,7 +97,6 @@ TEST(Microscale, Nvfp4TwoLevelScalesByHand) {
   EXPECT_EQ(micro_quantize(1e-9f, nvfp4_block_scale(0x00, g), MicroElement::e2m1), 0x0);
 }
 
-#if KVTUNE_HAVE_CUDA_HEADERS
 // Every E2M1 value and midpoint with its float neighbours, the E8M0 powers of two and theirs,
 // specials and both zeros; then random bit patterns, half of them within 2^-30 .. 2^30.
 std::vector<float> hard_values() {
@@ -128,6 +128,48 @@ std::vector<float> hard_values() {
   return v;
 }
 
+// Hand-computed (SGLang's fp4_mx_block16 compares |x| with the bounds using >=): the four midpoints
+// whose even neighbour is the smaller one go up; the other three already went up; the rest as even.
+TEST(Microscale, E2M1TiesAwayTakeTheLargerMagnitude) {
+  const std::pair<float, uint8_t> cases[] = {
+      {0.0f, 0x0},  {0.2499f, 0x0}, {0.25f, 0x1}, {0.75f, 0x2},  {1.25f, 0x3},  {1.2499f, 0x2}, {1.75f, 0x4},
+      {2.5f, 0x5},  {3.5f, 0x6},    {5.0f, 0x7},  {4.9999f, 0x6}, {6.0f, 0x7},  {1e30f, 0x7},   {kInf, 0x7},
+      {-0.0f, 0x8}, {-0.25f, 0x9},  {-1.25f, 0xb}, {-2.5f, 0xd}, {-5.0f, 0xf}, {-kInf, 0xf},   {1e-40f, 0x0},
+  };
+  for (const auto& [x, code] : cases) EXPECT_EQ(f32_to_e2m1_ties_away(x), code) << x;
+  EXPECT_EQ(f32_to_e2m1_ties_away(bits_float(0x7fc00000u)), 0x7);
+  EXPECT_EQ(f32_to_e2m1_ties_away(bits_float(0xffc00000u)), 0x7);
+}
+
+// Over the same 100 000+ inputs as the CUDA comparison: the code is the nearest E2M1 value by
+// distance computed in double, a tie taking the larger magnitude (a reference that shares nothing
+// with the bounds), and it differs from round-to-even only at |x| = 0.25, 1.25, 2.5 and 5.
+TEST(Microscale, E2M1TiesAwayIsNearestWithTiesUpOverManyValues) {
+  const std::vector<float> values = hard_values();
+  ASSERT_GE(values.size(), 100000u);
+  std::set<float> differ;
+  for (float x : values) {
+    const uint8_t got = f32_to_e2m1_ties_away(x);
+    if (std::isnan(x)) {
+      ASSERT_EQ(got, 0x7);
+      continue;
+    }
+    const double a = std::fabs(static_cast<double>(x));
+    uint8_t best = 0;
+    for (uint8_t c = 1; c < 8; ++c) {
+      if (std::fabs(a - e2m1_to_f32(c)) <= std::fabs(a - e2m1_to_f32(best))) best = c;
+    }
+    const uint8_t want = static_cast<uint8_t>((std::signbit(x) ? 0x8u : 0u) | best);
+    ASSERT_EQ(got, want) << std::hexfloat << x;
+    if (got != f32_to_e2m1(x)) {
+      differ.insert(x);
+      ASSERT_TRUE(a == 0.25 || a == 1.25 || a == 2.5 || a == 5.0) << std::hexfloat << x;
+    }
+  }
+  EXPECT_EQ(differ.size(), 8u);  // the four midpoints, each with both signs
+}
+
+#if KVTUNE_HAVE_CUDA_HEADERS
 TEST(Microscale, E2M1MatchesCudaHostConversionBitForBit) {
   const std::vector<float> values = hard_values();
   ASSERT_GE(values.size(), 100000u);

@@ -83,6 +83,7 @@ const std::vector<Case>& cases() {
       {"none"},
       {"mxfp4"},
       {"mxfp4:block=16"},
+      {"mxfp4:block=16,round=away"},
       {"mxfp8"},
       {"nvfp4"},
       {"nvfp4:scale=static,value=0.004"},  // small blocks' E4M3 scales underflow to 0
@@ -305,6 +306,33 @@ TEST(PackedLayout, SpecListCoversEveryDeviceFormatOption) {
   EXPECT_EQ(fp8_modes.count({false, false}), 2u);  // unit
   EXPECT_EQ(fp8_modes.count({true, true}), 4u);    // static, and calibrated once calibrate() ran
   EXPECT_EQ(fp8_modes.count({true, false}), 6u);   // dynamic, and calibrated before calibrate()
+}
+
+// SGLang's fp4_mx_block16 by hand (kvfp4_tensor.py FP4MXBlock16KVQuantizeUtil: the block's scale
+// 2^ceil(log2(amax / 6)), codes from the E2M1 bounds compared with >=): amax 6 gives the scale 1, so
+// every midpoint is a tie; round=away takes the larger magnitude, the default the even code.
+TEST(PackedLayout, Mxfp4RoundAwayQuantizesABlockAsSglangDoes) {
+  const std::vector<float> row = {6.0f, 0.25f, 1.25f, 2.5f, 5.0f, -0.25f, -1.25f, -2.5f,
+                                  -5.0f, 0.75f, 1.75f, 3.5f, 0.0f, -0.0f, 0.5f, 3.0f};
+  const std::vector<float> away = {6.0f, 0.5f, 1.5f, 3.0f, 6.0f, -0.5f, -1.5f, -3.0f,
+                                   -6.0f, 1.0f, 2.0f, 4.0f, 0.0f, -0.0f, 0.5f, 3.0f};
+  const std::vector<float> even = {6.0f, 0.0f, 1.0f, 2.0f, 4.0f, -0.0f, -1.0f, -2.0f,
+                                   -4.0f, 1.0f, 2.0f, 4.0f, 0.0f, -0.0f, 0.5f, 3.0f};
+  const ConstMatrixView x{row.data(), 1, 16};
+  for (const auto& [spec, want] : {std::pair{"mxfp4:block=16,round=away", away}, std::pair{"mxfp4:block=16", even}}) {
+    const SchemePtr s = make_scheme(spec);
+    EXPECT_EQ(s->device_format()->ties_away, std::string(spec).find("away") != std::string::npos);
+    const std::vector<std::byte> packed = s->quantize(x, {});
+    EXPECT_EQ(std::to_integer<uint8_t>(packed[0]), 127) << spec;  // E8M0 of 2^0
+    Matrix y(1, 16);
+    s->dequantize(packed, {}, y);
+    for (int c = 0; c < 16; ++c) {
+      EXPECT_EQ(float_bits(y(0, c)), float_bits(want[size_t(c)])) << spec << " channel " << c;
+    }
+  }
+  EXPECT_EQ(make_scheme("mxfp4:round=even")->spec(), "mxfp4");
+  EXPECT_EQ(make_scheme("mxfp4:round=away,block=16")->spec(), "mxfp4:block=16,round=away");
+  EXPECT_EQ(make_scheme("mxfp4:round=away")->footprint(64, 128), make_scheme("mxfp4")->footprint(64, 128));
 }
 
 TEST(PackedLayout, DeviceFormatsDescribeTheirSchemes) {

@@ -218,18 +218,28 @@ TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
   EXPECT_TRUE(has(int8->settings.cli, "--int8-kv-cache"));
   EXPECT_TRUE(has(int8->settings.cli, "--page-size 1"));
   EXPECT_FALSE(int8->settings.verified);  // its first release is unknown
-  // The block-scaled floats are emulated now (kvtune/codecs/microscale.h), unverified.
-  for (const auto& [name, spec] :
-       {std::pair<std::string, std::string>{"fp4_e2m1", "mxfp4:block=16"},
-        {"fp4_mx_block16", "mxfp4:block=16"},
-        {"nvfp4, no checkpoint scales", canonical("nvfp4:scale=static,value=1")},  // global scale 1.0 without one
-        {"nvfp4, checkpoint scales", "nvfp4:scale=calibrated"},
-        {"mxfp8", "mxfp8"}}) {
-    const RuntimeOption* o = find(view, name);
-    ASSERT_NE(o, nullptr) << name;
-    EXPECT_EQ(o->k_spec, spec);
-    EXPECT_FALSE(o->settings.verified) << name;
-    EXPECT_FALSE(lists_not_emulated(view, name));
+  // The block-scaled floats are emulated now (kvtune/codecs/microscale.h), unverified. SGLang's own FP4
+  // quantizer rounds E2M1 ties away from zero (kvfp4_tensor.py); mxfp8, nvfp4 and fp4_mx_block16 are
+  // absent from server_args.py's choices at v0.5.12.post1 and listed from 0.5.13 (assumed).
+  const std::vector<std::pair<std::string, std::string>> newer = {
+      {"fp4_mx_block16", "mxfp4:block=16,round=away"},
+      {"nvfp4, no checkpoint scales", canonical("nvfp4:scale=static,value=1")},  // global scale 1.0 without one
+      {"nvfp4, checkpoint scales", "nvfp4:scale=calibrated"},
+      {"mxfp8", "mxfp8"}};
+  for (const std::string version : {"0.5.11", "0.5.12", "0.5.13", "0.5.14"}) {
+    const RuntimeView v = runtime_options(t, version);
+    const RuntimeOption* fp4 = find(v, "fp4_e2m1");
+    ASSERT_NE(fp4, nullptr) << version;
+    EXPECT_EQ(fp4->k_spec, "mxfp4:block=16,round=away");
+    const bool listed = version >= std::string("0.5.13");
+    for (const auto& [name, spec] : newer) {
+      const RuntimeOption* o = find(v, name);
+      ASSERT_EQ(o != nullptr, listed) << name << " at " << version;
+      if (o == nullptr) continue;
+      EXPECT_EQ(o->k_spec, spec);
+      EXPECT_FALSE(o->settings.verified) << name;
+      EXPECT_FALSE(lists_not_emulated(v, name));
+    }
   }
   // bf16 forces a bfloat16 cache; auto follows an FP8-KV checkpoint (configure_kv_cache_dtype).
   const RuntimeOption* bf16 = find(view, "bf16 (--kv-cache-dtype bf16)");
@@ -239,8 +249,9 @@ TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
   ASSERT_NE(fp8kv, nullptr);
   EXPECT_EQ(fp8kv->k_spec, "fp8:format=e4m3,scale=calibrated");
   EXPECT_TRUE(any_contains(fp8kv->settings.needs, "kv_cache_quant_algo = FP8"));
-  EXPECT_TRUE(any_contains(find(view, "nvfp4, checkpoint scales")->settings.needs, "amax / (6 * 448)"));
-  EXPECT_TRUE(any_contains(find(view, "fp4_mx_block16")->settings.caveats, "ties away from zero"));
+  const RuntimeView later = runtime_options(t, "0.5.13");
+  EXPECT_TRUE(any_contains(find(later, "nvfp4, checkpoint scales")->settings.needs, "amax / (6 * 448)"));
+  EXPECT_TRUE(any_contains(find(later, "fp4_mx_block16")->settings.caveats, "model dtype"));
   // Newer releases refuse fp4_e2m1; the table says so while its last release is unknown.
   EXPECT_TRUE(any_contains(find(view, "fp4_e2m1")->settings.caveats, "fp4_e2m1 is deprecated"));
   EXPECT_TRUE(runtime_options(t, "0.5.13").beyond_checked);
@@ -261,6 +272,12 @@ TEST(RuntimeVersionsServing, TensorrtLlmAutoFollowsTheCheckpoint) {
     ASSERT_NE(nvfp4, nullptr) << version;
     EXPECT_EQ(nvfp4->k_spec, "nvfp4:scale=calibrated");
     EXPECT_FALSE(nvfp4->settings.needs.empty());
+    // dtype='nvfp4' on a checkpoint without KV scales keeps the tensor scales at 1.0 (linear.py).
+    const RuntimeOption* unscaled = find(view, "nvfp4, checkpoint without KV scales");
+    ASSERT_NE(unscaled, nullptr) << version;
+    EXPECT_EQ(unscaled->k_spec, canonical("nvfp4:scale=static,value=1"));
+    EXPECT_TRUE(unscaled->settings.needs.empty());
+    EXPECT_FALSE(unscaled->settings.verified);
   }
   EXPECT_TRUE(runtime_options(t, "1.4.0").beyond_checked);
 }

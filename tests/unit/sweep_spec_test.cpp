@@ -353,7 +353,7 @@ TEST(SweepSpec, RefusesBadTensorParallelNamingFileLineAndColumn) {
     return error_of("[search]\nboth = [\"q8_0\"]\n[workload]\nmodel = \"llama-3.1-70b\"\n[budget]\nfit = " + fit +
                     "\n");
   };
-  for (const char* bad : {"0", "\"8\"", "2.5", "-1", "4097"}) {
+  for (const char* bad : {"0", "\"8\"", "2.5", "-1", "4097", "1.5e26", "-1e300"}) {
     EXPECT_THAT(error_with(std::string(R"({ gpu_mem = "80GiB", tensor_parallel = )") + bad + " }"),
                 HasSubstr("s.toml:6:46: 'tensor_parallel' must be an integer in 1..4096"))
         << bad;

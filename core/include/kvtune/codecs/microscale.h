@@ -65,6 +65,21 @@ KVTUNE_HD uint8_t f32_to_e2m1(float f) {
   return static_cast<uint8_t>(sign | m);
 }
 
+// Round to nearest with ties away from zero onto the same values: every midpoint takes the larger
+// magnitude (each bound compared with >=), as SGLang's fp4_mx_block16 quantizer picks its codes
+// (kvfp4_tensor.py, cited in configs/runtimes/sglang.toml). Saturation, NaN and the zero's sign as
+// f32_to_e2m1; the two differ only at |x| = 0.25, 1.25, 2.5 and 5.
+KVTUNE_HD uint8_t f32_to_e2m1_ties_away(float f) {
+  const uint32_t x = float_bits(f);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return 0x7u;
+  const uint8_t sign = static_cast<uint8_t>((x >> 28) & 0x8u);
+  const float a = bits_float(ax);
+  const uint8_t m = static_cast<uint8_t>((a >= 0.25f) + (a >= 0.75f) + (a >= 1.25f) + (a >= 1.75f) + (a >= 2.5f) +
+                                         (a >= 3.5f) + (a >= 5.0f));
+  return static_cast<uint8_t>(sign | m);
+}
+
 KVTUNE_HD float e8m0_to_f32(uint8_t code) {
   if (code == kE8M0NaNCode) return bits_float(0x7fffffffu);
   if (code == 0) return bits_float(0x00400000u);  // 2^-127, a float32 subnormal
@@ -87,8 +102,10 @@ enum class MicroElement : uint8_t { e2m1, e4m3 };
 
 KVTUNE_HD float micro_element_max(MicroElement e) { return e == MicroElement::e2m1 ? kE2M1MaxFinite : kFp8E4M3MaxFinite; }
 
-KVTUNE_HD uint8_t micro_element_code(float x, MicroElement e) {
-  return e == MicroElement::e2m1 ? f32_to_e2m1(x) : f32_to_fp8_e4m3(x);
+// `ties_away` applies to E2M1 only (DeviceFormat::ties_away; E4M3 always rounds ties to even).
+KVTUNE_HD uint8_t micro_element_code(float x, MicroElement e, bool ties_away = false) {
+  if (e == MicroElement::e4m3) return f32_to_fp8_e4m3(x);
+  return ties_away ? f32_to_e2m1_ties_away(x) : f32_to_e2m1(x);
 }
 
 KVTUNE_HD float micro_element_value(uint8_t code, MicroElement e) {
@@ -116,8 +133,8 @@ KVTUNE_HD uint8_t nvfp4_block_code(float amax_block, float global) {
 KVTUNE_HD float nvfp4_block_scale(uint8_t block_code, float global) { return fp8_e4m3_to_f32(block_code) * global; }
 
 // An element of a block with scale S; a zero scale (a block code that rounded to 0) stores zeros.
-KVTUNE_HD uint8_t micro_quantize(float x, float scale, MicroElement e) {
-  return micro_element_code(scale > 0.0f ? x / scale : 0.0f, e);
+KVTUNE_HD uint8_t micro_quantize(float x, float scale, MicroElement e, bool ties_away = false) {
+  return micro_element_code(scale > 0.0f ? x / scale : 0.0f, e, ties_away);
 }
 
 KVTUNE_HD float micro_dequantize(uint8_t code, float scale, MicroElement e) { return micro_element_value(code, e) * scale; }

@@ -434,7 +434,7 @@ KVTUNE_HD void encode_unit(const PackedLayout& L, uint8_t* packed, int64_t u, co
       }
       const float scale = micro_scale(L, packed, u);
       for (int64_t j = 0; j < b; ++j) {
-        const uint8_t q = micro_quantize(x(t, c0 + j), scale, e);
+        const uint8_t q = micro_quantize(x(t, c0 + j), scale, e, f.ties_away);
         if (f.bits == 8) {
           packed[L.code_offset + i0 + j] = q;
         } else if (j % 2 == 0) {
