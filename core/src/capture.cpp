@@ -188,6 +188,8 @@ WorkloadConfig capture_shape(const Capture& c) {
   w.kv_heads = c.kv_heads;
   w.q_per_kv = c.q_per_kv();
   w.rope = c.rope;
+  w.sliding_window = c.sliding_window;
+  w.sliding_layers = c.sliding_layers;
   return w;
 }
 
@@ -218,8 +220,12 @@ Case capture_case(const Capture& c, int64_t sample, int64_t layer, int64_t kv_he
     throw InputError(c.dir + ": sample '" + s.name + "' has " + std::to_string(s.tokens) + " tokens; a prefix of " +
                      std::to_string(t) + " was asked for");
   }
+  // On a sliding-window layer the decoding token attends to the last sliding_window tokens only.
+  const bool slides = c.sliding_window > 0 && t > c.sliding_window &&
+                      std::find(c.sliding_layers.begin(), c.sliding_layers.end(), layer) != c.sliding_layers.end();
+  const int64_t skip = slides ? t - c.sliding_window : 0, kept = t - skip;
   const SafetensorsFile f = SafetensorsFile::open(c.layer_files[size_t(at - c.layers.begin())]);
-  Matrix keys = f.read_rows("k", kv_head, s.first, t), values = f.read_rows("v", kv_head, s.first, t);
+  Matrix keys = f.read_rows("k", kv_head, s.first + skip, kept), values = f.read_rows("v", kv_head, s.first + skip, kept);
   const std::vector<int64_t> positions = f.read_integers("positions");
   const std::vector<int64_t> q_positions = f.read_integers("q_positions");
   // The sample's queries are rows [sample * N, (sample + 1) * N) of q; the one at position t - 1,
@@ -239,7 +245,7 @@ Case capture_case(const Capture& c, int64_t sample, int64_t layer, int64_t kv_he
   out.layer = layer;
   out.kv_head = kv_head;
   out.q_per_kv = c.q_per_kv();
-  for (int64_t i = 0; i < t; ++i) out.positions[size_t(i)] = positions[size_t(s.first + i)];
+  for (int64_t i = 0; i < kept; ++i) out.positions[size_t(i)] = positions[size_t(s.first + skip + i)];
   out.query_position = q_positions[size_t(pick)];
   out.rope = c.rope;
   out.rope.enabled = false;  // the keys are cached after RoPE already; nothing is to be undone here

@@ -266,7 +266,8 @@ EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& s
   result.backend = plan.backend ? plan.backend->name() : "cpu";
   result.cases = static_cast<int64_t>(case_count);
   if (case_count > 0) {
-    result.tokens = shapes[0][0];
+    // The longest case: a sliding-window layer's cases hold only their window.
+    for (const auto& shape : shapes) result.tokens = std::max(result.tokens, shape[0]);
     result.head_dim = shapes[0][1];
     result.queries_per_case = shapes[0][2];
   }

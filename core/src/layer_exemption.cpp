@@ -96,13 +96,47 @@ SweepRecord exempt_record(const SweepRecord& base, const SweepRecord& baseline, 
   return r;
 }
 
+SweepRecord sliding_window_record(const SweepRecord& base, const SweepRecord& baseline,
+                                  const std::vector<int64_t>& sampled_sliding, int64_t sliding_layers,
+                                  int64_t model_layers, const std::string& exempt) {
+  if (sampled_sliding.empty() || sampled_sliding.size() >= base.layers.size() || sliding_layers < 1 ||
+      sliding_layers >= model_layers) {
+    throw std::logic_error("sliding_window_record: needs some sampled layers that slide and some that do not");
+  }
+  SweepRecord r = base;
+  r.exempt_layers = sampled_sliding;
+  r.exempt = exempt;
+  r.exempt_pattern = "sliding_window";
+  r.origin = base.origin + " (sliding-window layers kept at " + exempt + ")";
+  for (LayerSummary& l : r.layers) {
+    if (std::find(sampled_sliding.begin(), sampled_sliding.end(), l.layer) == sampled_sliding.end()) continue;
+    const LayerSummary* e = find_layer(baseline, l.layer);
+    if (e == nullptr) throw std::logic_error("sliding_window_record: the baseline has no summary of layer " + std::to_string(l.layer));
+    l.metrics = e->metrics;
+  }
+  for (size_t m = 0; m < kMetricCount; ++m) r.metrics[m] = combine(r.layers, m, kMetricInfo[m].higher_is_better);
+  const double n = static_cast<double>(sliding_layers), total = static_cast<double>(model_layers);
+  r.k_bits = ((total - n) * base.k_bits + n * baseline.k_bits) / total;
+  r.v_bits = ((total - n) * base.v_bits + n * baseline.v_bits) / total;
+  return r;
+}
+
 int64_t model_layer_count(const SweepSpec& spec) {
   return spec.model ? spec.model->shape.layers : spec.scenario.workload.layers;
 }
 
+std::string exempt_layers_text(const SweepRecord& r) {
+  if (r.exempt_pattern.empty()) return format_layers(r.exempt_layers);
+  return r.exempt_pattern + " (sampled: " + format_layers(r.exempt_layers) + ")";
+}
+
+int64_t model_sliding_layer_count(const SweepSpec& spec) {
+  return spec.model ? spec.model->shape.sliding_layers : int64_t(spec.scenario.workload.sliding_layers.size());
+}
+
 std::vector<SweepRecord> with_layer_exemptions(const SweepSpec& spec, std::vector<SweepRecord> records) {
   const LayerExemptionSearch& e = spec.exemption;
-  if (e.counts.empty()) return records;
+  if (!e.any()) return records;
   const auto baseline = std::find_if(records.begin(), records.end(), [&](const SweepRecord& r) {
     return r.ok && !r.derived() && r.k == e.spec && r.v == e.spec && !r.layers.empty();
   });
@@ -111,7 +145,9 @@ std::vector<SweepRecord> with_layer_exemptions(const SweepSpec& spec, std::vecto
   const Metric metric = exemption_metric(spec.budget);
   const int64_t model_layers = model_layer_count(spec);
   const size_t evaluated = records.size();
-  records.reserve(evaluated * (1 + e.counts.size()));  // `r` below stays valid while records grow
+  const std::vector<int64_t>& slides = spec.scenario.workload.sliding_layers;
+  const int64_t model_sliding = model_sliding_layer_count(spec);
+  records.reserve(evaluated * (2 + e.counts.size()));  // `r` below stays valid while records grow
   for (size_t i = 0; i < evaluated; ++i) {
     const SweepRecord& r = records[i];
     if (!r.ok || r.derived() || r.layers.empty() || (r.k == e.spec && r.v == e.spec)) continue;
@@ -120,6 +156,16 @@ std::vector<SweepRecord> with_layer_exemptions(const SweepSpec& spec, std::vecto
       if (layers.empty() || model_layers < static_cast<int64_t>(r.layers.size())) continue;
       records.push_back(exempt_record(records[i], base_line, layers, model_layers, e.spec));
     }
+    if (!e.sliding_window) continue;
+    std::vector<int64_t> sampled_sliding;
+    for (const LayerSummary& l : r.layers) {
+      if (std::find(slides.begin(), slides.end(), l.layer) != slides.end()) sampled_sliding.push_back(l.layer);
+    }
+    if (sampled_sliding.empty() || sampled_sliding.size() == r.layers.size() || model_sliding < 1 ||
+        model_sliding >= model_layers) {
+      continue;
+    }
+    records.push_back(sliding_window_record(records[i], base_line, sampled_sliding, model_sliding, model_layers, e.spec));
   }
   return records;
 }

@@ -44,11 +44,19 @@ ModelPreset parse_model_preset(std::string_view text, const std::string& source_
   if (p.shape.sliding_window > 0) {
     // Hugging Face: layer i slides unless (i + 1) % pattern == 0, so a pattern of N leaves every
     // N-th layer global; without a pattern the window applies to every layer (Mistral v0.1).
-    p.shape.sliding_layers =
-        p.sliding_window_pattern == 0 ? p.shape.layers : p.shape.layers - p.shape.layers / p.sliding_window_pattern;
+    p.shape.sliding_layers = static_cast<int64_t>(sliding_layer_indices(p).size());
   }
   r.finish();
   return p;
+}
+
+std::vector<int64_t> sliding_layer_indices(const ModelPreset& p) {
+  std::vector<int64_t> out;
+  if (p.shape.sliding_window == 0) return out;
+  for (int64_t i = 0; i < p.shape.layers; ++i) {
+    if (p.sliding_window_pattern == 0 || (i + 1) % p.sliding_window_pattern != 0) out.push_back(i);
+  }
+  return out;
 }
 
 ModelPreset load_model_preset(const fs::path& path) {

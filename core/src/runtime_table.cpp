@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <stdexcept>
 #include <system_error>
 
 #include "kvtune/error.h"
@@ -186,6 +187,14 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
       require(r, t, "spec", path, "the kvtune spec the exempt layers keep for K and V, e.g. \"bf16\"");
       e.name = r.string("name", "");
       e.k_spec = e.v_spec = spec(r, "spec", registry);
+      e.attention_types = strings(r, "attention_types");
+      for (size_t i = 0; i < e.attention_types.size(); ++i) {
+        const std::string& a = e.attention_types[i];
+        if (std::none_of(kExemptAttentionTypes.begin(), kExemptAttentionTypes.end(), [&](const char* k) { return a == k; })) {
+          r.fail(*r.node("attention_types")->as_array()->get(i),
+                 "'attention_types' entries must be one of: sliding_window (found '" + a + "')");
+        }
+      }
       break;
   }
   e.since = version(r, "since", scheme);
@@ -453,7 +462,7 @@ RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
   }
   for (const RuntimeEntry& e : t.layer_exemptions) {
     if (is_active(e) && !view.layer_exemption) {
-      view.layer_exemption = RuntimeOption{e.name, e.k_spec, e.v_spec, e.settings, {e.origin}};
+      view.layer_exemption = RuntimeOption{e.name, e.k_spec, e.v_spec, e.settings, {e.origin}, e.attention_types};
     }
   }
   return view;
@@ -468,11 +477,12 @@ std::string format_layers(const std::vector<int64_t>& layers, std::string_view s
   return out;
 }
 
-RuntimeOption with_exempt_layers(const RuntimeOption& option, const RuntimeOption& exemption,
-                                 const std::vector<int64_t>& layers) {
-  // In kLayersPlaceholders' order.
-  const std::array<std::string, 3> lists = {format_layers(layers), format_layers(layers, " "),
-                                            format_layers(layers, ", ", "\"")};
+namespace {
+
+// `option` with the exemption's settings, its placeholders filled with `lists` (in
+// kLayersPlaceholders' order); `what` names the exempt layers in the option's name.
+RuntimeOption with_exempt(const RuntimeOption& option, const RuntimeOption& exemption,
+                          const std::array<std::string, 3>& lists, const std::string& what) {
   auto fill = [&](std::string text) {
     for (size_t p = 0; p < kLayersPlaceholders.size(); ++p) {
       const std::string_view key = kLayersPlaceholders[p];
@@ -483,13 +493,32 @@ RuntimeOption with_exempt_layers(const RuntimeOption& option, const RuntimeOptio
     return text;
   };
   RuntimeOption out = option;
-  out.name += " + layers " + lists[0] + " kept at " + exemption.k_spec + " (" + exemption.name + ")";
+  out.name += " + " + what + " kept at " + exemption.k_spec + " (" + exemption.name + ")";
   RuntimeSettings extra = exemption.settings;
   for (std::string& c : extra.cli) c = fill(c);
   extra.python = fill(extra.python);
   merge(out.settings, extra);
   append_unique(out.origins, exemption.origins);
   return out;
+}
+
+}  // namespace
+
+RuntimeOption with_exempt_layers(const RuntimeOption& option, const RuntimeOption& exemption,
+                                 const std::vector<int64_t>& layers) {
+  return with_exempt(option, exemption,
+                     {format_layers(layers), format_layers(layers, " "), format_layers(layers, ", ", "\"")},
+                     "layers " + format_layers(layers));
+}
+
+RuntimeOption with_exempt_attention_type(const RuntimeOption& option, const RuntimeOption& exemption,
+                                         const std::string& attention_type) {
+  if (std::find(exemption.attention_types.begin(), exemption.attention_types.end(), attention_type) ==
+      exemption.attention_types.end()) {
+    throw std::logic_error("with_exempt_attention_type: the exemption does not take '" + attention_type + "'");
+  }
+  return with_exempt(option, exemption, {attention_type, attention_type, "\"" + attention_type + "\""},
+                     attention_type + " layers");
 }
 
 }  // namespace kvtune

@@ -270,6 +270,21 @@ void read_cache_workload(TableReader& w, Scenario& sc) {
 
 namespace detail {
 
+// `sliding_window` and `sliding_layers` (a preset's, else none): which layers attend to only the last
+// sliding_window tokens. A preset's layers beyond an explicit num_layers are dropped.
+void read_sliding_window(TableReader& w, WorkloadConfig& cfg) {
+  std::erase_if(cfg.sliding_layers, [&](int64_t l) { return l >= cfg.layers; });
+  cfg.sliding_window = w.integer("sliding_window", cfg.sliding_window, 0, int64_t(1) << 40);
+  if (w.has("sliding_layers")) cfg.sliding_layers = w.distinct_integers("sliding_layers", 0, cfg.layers - 1);
+  if ((cfg.sliding_window > 0) != !cfg.sliding_layers.empty()) {
+    const toml::node* at = w.node("sliding_window") ? w.node("sliding_window") : w.node("sliding_layers");
+    const std::string what = "a sliding window of " + std::to_string(cfg.sliding_window) + " tokens needs the layers that slide, and they need a window (" +
+                             std::to_string(cfg.sliding_layers.size()) + " sliding layers)";
+    if (at != nullptr) w.fail(*at, what);
+    throw InputError(w.file() + ": " + what);
+  }
+}
+
 void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup& profiles, Scenario& sc) {
   WorkloadConfig& cfg = sc.workload;
   if (w.choice("source", "synthetic", {"synthetic", "cache"}) == "cache") {
@@ -298,6 +313,8 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
     cfg.rope.enabled = true;
     cfg.rope.theta = preset.rope_theta;
     cfg.rope.convention = preset.rope_convention;
+    cfg.sliding_window = preset.shape.sliding_window;
+    cfg.sliding_layers = sliding_layer_indices(preset);
   }
   sc.contexts = contexts(w, cfg.tokens);
   cfg.tokens = sc.contexts.front();
@@ -306,6 +323,7 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
   cfg.layers = w.integer("num_layers", cfg.layers, 1, 4096);
   cfg.kv_heads = w.integer("kv_heads", cfg.kv_heads, 1, 1024);
   cfg.q_per_kv = w.integer("q_per_kv", cfg.q_per_kv, 1, 1024);
+  read_sliding_window(w, cfg);
   sc.layers = selection(w, "layers", cfg.layers);
   sc.heads = selection(w, "heads", cfg.kv_heads);
   const int64_t max_sinks = *std::min_element(sc.contexts.begin(), sc.contexts.end()) - 1;
@@ -419,7 +437,8 @@ std::vector<CaseKey> scenario_cases(const Scenario& sc) {
 Case scenario_case(const Scenario& sc, const CaseKey& key, int64_t tokens) {
   if (sc.capture) {
     Case c = capture_case(*sc.capture, int64_t(key.seed), key.layer, key.kv_head, tokens);
-    plant_needles(c, sc.workload.needles, kCaptureSinkTokens);
+    // The sinks are the sequence's first tokens: a sliding layer's window may have left them behind.
+    plant_needles(c, sc.workload.needles, c.positions.front() == 0 ? kCaptureSinkTokens : 0);
     if (sc.scales) {
       c.k_static_scale = sc.scales->k(key.layer, key.kv_head);
       c.v_static_scale = sc.scales->v(key.layer, key.kv_head);

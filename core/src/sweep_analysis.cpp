@@ -30,6 +30,7 @@ class MemoryModel {
   MemoryEstimate estimate(const SweepRecord& r) {
     const MemoryEstimate base = estimate(r.k, r.v);
     if (!r.derived()) return base;
+    if (r.exempt_pattern == "sliding_window") return sliding_exempt(r, base);
     const MemoryEstimate exempt = estimate(r.exempt, r.exempt);
     const auto layers = static_cast<uint64_t>(shape_.layers), n = static_cast<uint64_t>(r.exempt_layers.size());
     MemoryEstimate out = base;
@@ -48,6 +49,23 @@ class MemoryModel {
   int64_t context() const { return context_; }
 
  private:
+  // Every sliding layer at the exempt dtype over its window, every other layer at the record's
+  // pair over the whole context: each kind counted exactly with its own storage.
+  MemoryEstimate sliding_exempt(const SweepRecord& r, const MemoryEstimate& base) {
+    const ModelShape global = {shape_.layers - shape_.sliding_layers, shape_.kv_heads, shape_.head_dim, 0, 0};
+    const ModelShape sliding = {shape_.sliding_layers, shape_.kv_heads, shape_.head_dim, shape_.sliding_window,
+                                shape_.sliding_layers};
+    MemoryEstimate out = base;
+    out.total_bytes = estimate_memory(global, context_, storage(r.k), storage(r.v)).total_bytes +
+                      estimate_memory(sliding, context_, storage(r.exempt), storage(r.exempt)).total_bytes;
+    const MemoryEstimate exempt = estimate(r.exempt, r.exempt);
+    const double l = double(shape_.layers), e = double(shape_.sliding_layers);
+    out.k_bits = ((l - e) * base.k_bits + e * exempt.k_bits) / l;
+    out.v_bits = ((l - e) * base.v_bits + e * exempt.v_bits) / l;
+    out.bytes_per_token = double(out.total_bytes) / double(context_);
+    return out;
+  }
+
   const RoleStorage& storage(const std::string& spec) {
     auto it = cache_.find(spec);
     if (it == cache_.end()) it = cache_.emplace(spec, scheme_storage(spec_.scheme(spec))).first;
@@ -176,7 +194,14 @@ RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRec
         for (size_t r = 0; r < records.size(); ++r) {
           const SweepRecord& d = records[r];
           if (!d.derived() || d.k != o.k_spec || d.v != o.v_spec || d.exempt != ex->k_spec) continue;
-          exempted.push_back(with_exempt_layers(o, *ex, d.exempt_layers));
+          if (d.exempt_pattern.empty()) {
+            exempted.push_back(with_exempt_layers(o, *ex, d.exempt_layers));
+          } else if (std::find(ex->attention_types.begin(), ex->attention_types.end(), d.exempt_pattern) !=
+                     ex->attention_types.end()) {
+            exempted.push_back(with_exempt_attention_type(o, *ex, d.exempt_pattern));
+          } else {  // the pattern spelled as the model's layer indices
+            exempted.push_back(with_exempt_layers(o, *ex, spec.scenario.workload.sliding_layers));
+          }
           candidates.emplace_back(r, &exempted.back());
         }
       }

@@ -142,7 +142,7 @@ std::vector<std::string> budget_terms(const SweepSpec& spec) {
 Line pair_line(const std::string& lead, const SweepRecord& r) {
   Line line = {{lead + "K "}, code(r.k), {", V "}, code(r.v)};
   if (r.derived()) {
-    for (Span s : {Span{", layers "}, code(format_layers(r.exempt_layers)), Span{" kept at "}, code(r.exempt)}) {
+    for (Span s : {Span{", layers "}, code(exempt_layers_text(r)), Span{" kept at "}, code(r.exempt)}) {
       line.push_back(std::move(s));
     }
   }
@@ -225,7 +225,7 @@ void add_excess(Doc& doc, const RecordVerdict& v) {
 
 Table frontier_table(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis) {
   Table t;
-  const bool exemptions = !spec.exemption.counts.empty();
+  const bool exemptions = spec.exemption.any();
   t.header = {"k", "v"};
   if (exemptions) t.header.push_back("exempt layers");
   for (const char* h : {"k_bits", "v_bits", "bits", "rel_out_err", "attn_kl_p95", "needle_hit"}) t.header.push_back(h);
@@ -237,7 +237,7 @@ Table frontier_table(const SweepSpec& spec, const std::vector<SweepRecord>& reco
     const RecordVerdict& v = analysis.verdicts[i];
     const Summary& needle = r.metric(Metric::needle_hit);
     std::vector<std::string> row = {r.k, r.v};
-    if (exemptions) row.push_back(r.derived() ? format_layers(r.exempt_layers) + " at " + r.exempt : "-");
+    if (exemptions) row.push_back(r.derived() ? exempt_layers_text(r) + " at " + r.exempt : "-");
     row.insert(row.end(), {fmt(r.k_bits),
                                     fmt(r.v_bits),
                                     fmt(r.bits()),
@@ -390,6 +390,11 @@ Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& record
           "* an exempt layer (kept at " + spec.exemption.spec + " for one model layer of the " +
               fmt(double(model_layer_count(spec)) / double(spec.scenario.layers.size())) +
               " it stands for; derived p95 values are bounds)");
+    }
+    if (spec.exemption.sliding_window) {
+      add(doc, Block::text,
+          "* with sliding_window: a sampled sliding-window layer, kept at " + spec.exemption.spec +
+              " with every sliding layer of the model");
     }
   }
 
@@ -619,6 +624,7 @@ json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, 
   }
   p["metrics"] = std::move(metrics);
   p["exempt_layers"] = r.exempt_layers;
+  p["exempt_pattern"] = r.exempt_pattern.empty() ? json(nullptr) : json(r.exempt_pattern);
   p["exempt"] = r.derived() ? json(r.exempt) : json(nullptr);
   p["p95_is_bound"] = r.derived();
   json layers = json::array();
@@ -866,7 +872,7 @@ std::string frontier_csv(const SweepSpec& /*spec*/, const std::vector<SweepRecor
                                              needle.count ? fmt(needle.mean, "%.9g") : "",
                                              v.memory ? fmt(v.memory->bytes_per_token, "%.9g") : "",
                                              v.feasible ? "true" : "false",
-                                             r.derived() ? csv_field(format_layers(r.exempt_layers) + " at " + r.exempt) : ""};
+                                             r.derived() ? csv_field(exempt_layers_text(r) + " at " + r.exempt) : ""};
     out += join(fields, ",") + "\n";
   }
   return out;

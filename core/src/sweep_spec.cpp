@@ -79,6 +79,9 @@ struct Shape {
   bool rope;
   int64_t max_points;
   const ExpandProgress& progress;
+  // The window a sampled sliding-window layer's cases hold when it is shorter than `tokens`, else 0:
+  // a scheme must take that length too.
+  int64_t window = 0;
 };
 
 // Refuses an expansion of `count` items before it is made.
@@ -190,6 +193,10 @@ SchemePtr make_at(const Registry& registry, const std::string& spec, const std::
 // Empty when the scheme can run on the workload as one `role`, else why not.
 std::string shape_problem(const Scheme& scheme, Role role, const Shape& shape) {
   std::string why = scheme.check_shape(shape.tokens, shape.head_dim);
+  if (why.empty() && shape.window > 0) {
+    why = scheme.check_shape(shape.window, shape.head_dim);
+    if (!why.empty()) why += " (the " + std::to_string(shape.window) + "-token window of the sampled sliding-window layers)";
+  }
   if (why.empty() && role == Role::key && !shape.rope && scheme.traits().needs_rope) {
     why = "'" + scheme.spec() + "': rope_stage=pre needs a workload with RoPE ([workload.rope] or a model)";
   }
@@ -647,16 +654,29 @@ std::vector<Target> read_targets(TableReader& top) {
 
 // [search] exempt_layers = [N, ...] and exempt_spec: N of the sampled layers may be exempt, so N
 // must leave at least one sampled layer quantized.
+// The exemption with its spec canonical (checked at exempt_spec's position).
+LayerExemptionSearch with_canonical_exempt_spec(TableReader& search, const Shape& shape, LayerExemptionSearch out) {
+  if (!out.any()) return out;
+  try {
+    out.spec = make_at(shape.registry, out.spec, "[search] exempt_spec")->spec();
+  } catch (const InputError& e) {
+    search.fail(*search.node("exempt_spec"), e.what());
+  }
+  return out;
+}
+
 LayerExemptionSearch read_exemption(TableReader& search, const Scenario& sc, const Shape& shape) {
   LayerExemptionSearch out;
   const std::string exempt_at = search.has("exempt_spec") ? where(search.file(), search.node("exempt_spec")->source()) : "";
   out.spec = search.string("exempt_spec", out.spec);
+  out.sliding_window = search.boolean("exempt_sliding_window", false);
   const toml::node* n = search.node("exempt_layers");
   if (n == nullptr) {
-    if (!exempt_at.empty()) {
-      throw InputError(exempt_at + ": 'exempt_spec' needs [search] exempt_layers = [N, ...] (how many layers to exempt)");
+    if (!exempt_at.empty() && !out.sliding_window) {
+      throw InputError(exempt_at + ": 'exempt_spec' needs [search] exempt_layers = [N, ...] (how many layers to exempt) "
+                                   "or exempt_sliding_window = true");
     }
-    return out;
+    return with_canonical_exempt_spec(search, shape, out);
   }
   const int64_t sampled = static_cast<int64_t>(sc.layers.size());
   const toml::array* a = n->as_array();
@@ -673,17 +693,12 @@ LayerExemptionSearch read_exemption(TableReader& search, const Scenario& sc, con
     }
     if (std::find(out.counts.begin(), out.counts.end(), *v) == out.counts.end()) out.counts.push_back(*v);
   }
-  try {
-    out.spec = make_at(shape.registry, out.spec, "[search] exempt_spec")->spec();
-  } catch (const InputError& e) {
-    search.fail(*search.node("exempt_spec"), e.what());
-  }
-  return out;
+  return with_canonical_exempt_spec(search, shape, out);
 }
 
 // The exemption's baseline pair (exempt_spec for K and V): the exempt layers' damage comes from it.
 void add_exemption_baseline(SweepSpec& spec) {
-  if (spec.exemption.counts.empty()) return;
+  if (!spec.exemption.any()) return;
   const std::string& e = spec.exemption.spec;
   for (const SweepPoint& p : spec.points) {
     if (p.k == e && p.v == e) return;
@@ -1048,8 +1063,13 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   const int64_t max_points = search.integer("max_points", kDefaultMaxPoints, 1, int64_t(1) << 40);
   // A capture's whole samples (context 0) are checked at its shortest selected sample.
   const int64_t tokens = sc.contexts.front() == 0 ? sc.workload.tokens : sc.contexts.front();
+  const std::vector<int64_t>& slides = sc.workload.sliding_layers;
+  const bool samples_sliding = std::any_of(sc.layers.begin(), sc.layers.end(), [&](int64_t l) {
+    return std::find(slides.begin(), slides.end(), l) != slides.end();
+  });
+  const int64_t window = samples_sliding && sc.workload.sliding_window < tokens ? sc.workload.sliding_window : 0;
   const Shape shape{registry, tokens, sc.workload.head_dim, sc.workload.rope.enabled, max_points,
-                    context.progress};
+                    context.progress, window};
   const std::string pairing = search.choice("pairing", "cartesian", {"cartesian", "matched", "independent"});
   spec.pairing = pairing == "matched"       ? Pairing::matched
                  : pairing == "independent" ? Pairing::independent

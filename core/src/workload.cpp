@@ -2,6 +2,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <utility>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -284,6 +285,15 @@ CalibrationSample slice_sample(const Case& c, int64_t first, int64_t count) {
 CalibrationSample calibration_set(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t kv_head,
                                   int64_t skip);
 
+// Keeps the last `n` tokens of `c` (keys before and after RoPE, values, positions).
+void keep_last_tokens(Case& c, int64_t n) {
+  const int64_t first = c.keys.rows() - n;
+  c.keys_pre_rope = copy_of(std::as_const(c.keys_pre_rope).view().row_range(first, n));
+  c.keys = copy_of(std::as_const(c.keys).view().row_range(first, n));
+  c.values = copy_of(std::as_const(c.values).view().row_range(first, n));
+  c.positions.erase(c.positions.begin(), c.positions.begin() + first);
+}
+
 // Rows [first, first + count) of `c` appended to `out` at row `at`.
 void append_rows(CalibrationSample& out, int64_t at, const Case& c, int64_t first, int64_t count) {
   const size_t d = static_cast<size_t>(c.keys.cols());
@@ -364,6 +374,11 @@ void validate_layer(const WorkloadConfig& cfg) {
 
 }  // namespace
 
+bool windowed(const WorkloadConfig& cfg, int64_t layer) {
+  return cfg.sliding_window > 0 && cfg.tokens > cfg.sliding_window &&
+         std::find(cfg.sliding_layers.begin(), cfg.sliding_layers.end(), layer) != cfg.sliding_layers.end();
+}
+
 WorkloadConfig layer_config(const WorkloadConfig& cfg, int64_t layer) {
   WorkloadConfig out = cfg;
   out.overrides.clear();
@@ -405,6 +420,16 @@ void validate(const WorkloadConfig& cfg) {
     throw InputError("workload: recency strength must be >= 0 and its decay tokens > 0");
   }
   if (cfg.calibration.tokens < 0) throw InputError("workload: calibration tokens must be >= 0");
+  if (cfg.sliding_window < 0 || (cfg.sliding_window > 0) != !cfg.sliding_layers.empty()) {
+    throw InputError("workload: a sliding window (>= 1 token) and the layers that slide go together (window " +
+                     std::to_string(cfg.sliding_window) + ", " + std::to_string(cfg.sliding_layers.size()) + " layers)");
+  }
+  for (int64_t layer : cfg.sliding_layers) {
+    if (layer < 0 || layer >= cfg.layers) {
+      throw InputError("workload: sliding layer " + std::to_string(layer) + " is outside 0.." +
+                       std::to_string(cfg.layers - 1));
+    }
+  }
   const bool tilts = !cfg.needles.depths.empty() || cfg.sinks.count > 0 ||
                      std::any_of(cfg.overrides.begin(), cfg.overrides.end(), [](const LayerOverride& o) {
                        return o.sink_count.value_or(0) > 0;
@@ -516,11 +541,20 @@ Case generate(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t k
 
   if (cfg.recency.strength > 0.0) add_recency(c, cfg, rng);
   if (cfg.sinks.count > 0) tilt_queries_toward_sinks(c, cfg.sinks);
-  plant_needles(c, cfg.needles, cfg.sinks.count);
-
   const CalibrationProfile& cal = cfg.calibration;
-  if (cal.tokens > 0) {
-    const int64_t skip = cal.include_sinks ? 0 : cfg.sinks.count;
+  const int64_t skip = cal.include_sinks ? 0 : cfg.sinks.count;
+  int64_t protected_leading = cfg.sinks.count;
+  if (fresh_draw == 0 && windowed(cfg, layer)) {
+    // A calibration tool observes every key the model writes, the window's past included: its
+    // sample is taken before the case is cut to the tokens the decoding token attends to.
+    if (cal.tokens > 0 && cal.source == CalibrationSource::same) c.calibration = slice_sample(c, skip, cal.tokens);
+    const int64_t cut = t - cfg.sliding_window;
+    keep_last_tokens(c, cfg.sliding_window);
+    protected_leading = std::max<int64_t>(0, cfg.sinks.count - cut);
+  }
+  plant_needles(c, cfg.needles, protected_leading);
+
+  if (cal.tokens > 0 && c.calibration.empty()) {
     if (cal.source == CalibrationSource::same) {
       c.calibration = slice_sample(c, skip, cal.tokens);
     } else {

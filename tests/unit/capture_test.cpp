@@ -176,6 +176,24 @@ TEST_F(CaptureDir, NeedlesArePlantedIntoTheRealKeys) {
               HasSubstr("s.toml:1:9: a capture's cases are its samples"));
 }
 
+// A sliding layer of the capture attends to its last sliding_window tokens: its case keeps those
+// rows (with their positions and the same query); the other captured layer keeps the whole prefix.
+TEST_F(CaptureDir, ASlidingLayerKeepsTheLastWindowOfThePrefix) {
+  testing::write_capture(dir_, {}, {{"\"rope_convention\": \"rotate_half\"}",
+                                     "\"rope_convention\": \"rotate_half\", \"sliding_window\": 16, "
+                                     "\"sliding_layers\": [2]}"}});
+  const Capture c = open_capture(dir_.string());
+  const Case windowed = capture_case(c, 1, 2, 1);  // sample b: tokens 96..159 of the files
+  ASSERT_EQ(windowed.keys.rows(), 16);
+  EXPECT_EQ(windowed.keys(0, 0), capture_value(0, 2, 1, 96 + 48, 0));
+  EXPECT_EQ(windowed.values(15, 7), capture_value(1, 2, 1, 159, 7));
+  EXPECT_EQ(windowed.positions.front(), 48);
+  EXPECT_EQ(windowed.query_position, 63);
+  EXPECT_EQ(windowed.queries(0, 3), capture_value(2, 2, 2, 15, 3));
+  EXPECT_EQ(capture_case(c, 1, 0, 1).keys.rows(), 64);  // layer 0 does not slide
+  EXPECT_EQ(capture_case(c, 1, 2, 1, 12).keys.rows(), 12);  // a prefix inside the window is whole
+}
+
 // The captured model as a preset: the shape the memory model needs, from the manifest.
 TEST_F(CaptureDir, TheCapturedModelGivesTheMemoryShape) {
   testing::write_capture(dir_ / "cap", {}, {{"\"rope_convention\": \"rotate_half\"}",

@@ -317,6 +317,11 @@ TEST(Scenario, RefusesBadLayersOverridesAndCalibration) {
   // conversion of it is undefined behaviour; fuzz/regressions/scenario keeps the input).
   EXPECT_THAT(error_of("num_layers = 4\nlayers = [0, 1.5e26]\n"), HasSubstr("b.toml:5:14: 'layers' entries must be integers in 0..3"));
   EXPECT_THAT(error_of("queries = -1.5e26\n"), HasSubstr("b.toml:4:11: 'queries' must be an integer in 1..65536"));
+  EXPECT_THAT(error_of("num_layers = 4\nsliding_window = 64\nsliding_layers = [4]\n"),
+              HasSubstr("b.toml:6:19: 'sliding_layers' entries must be integers in 0..3"));
+  EXPECT_THAT(error_of("sliding_window = 64\n"),
+              HasSubstr("b.toml:4:18: a sliding window of 64 tokens needs the layers that slide"));
+  EXPECT_THAT(error_of("num_layers = 2\nsliding_layers = [0]\n"), HasSubstr("b.toml:5:18: a sliding window of 0 tokens"));
   EXPECT_THAT(error_of("num_layers = 4\nlayers = [1, 1]\n"), HasSubstr("b.toml:5:10: 'layers' lists 1 twice"));
   EXPECT_THAT(error_of("num_layers = 2\n[[workload.overrides]]\nlayers = [2]\n"),
               HasSubstr("b.toml:6:11: 'layers' entries must be integers in 0..1"));
@@ -333,6 +338,29 @@ TEST(Scenario, RefusesBadLayersOverridesAndCalibration) {
   EXPECT_THAT(error_of("model = \"llama-3.1-8b\"\n"), HasSubstr("b.toml:4:9: model presets are not available here"));
   EXPECT_THAT(error_of("[workload.needles]\ndepths = [0.5]\nper_query = 0\n"),
               HasSubstr("b.toml:6:13: 'per_query' must be an integer in 1..64"));
+}
+
+// A preset's sliding layers (Hugging Face's pattern) reach the workload: a case of a sliding layer
+// holds its window, a global layer's the whole context; an explicit num_layers drops the rest.
+TEST(Scenario, APresetsSlidingLayersReachTheWorkload) {
+  ModelPreset toy;
+  toy.name = "toy";
+  toy.shape = {4, 1, 16, 64, 2};
+  toy.q_heads = 1;
+  toy.rope_theta = 10000.0;
+  toy.sliding_window_pattern = 2;
+  const ModelLookup models = [&](const std::string&) { return toy; };
+  const std::string pairs = "[[pairs]]\nk = \"none\"\nv = \"none\"\n";
+  const Scenario sc = parse_scenario("[workload]\nmodel = \"toy\"\ntokens = 256\nlayers = \"all\"\n" + pairs, "t.toml", models);
+  EXPECT_EQ(sc.workload.sliding_window, 64);
+  EXPECT_EQ(sc.workload.sliding_layers, (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(scenario_case(sc, {0, 0, 0}, 256).keys.rows(), 64);
+  EXPECT_EQ(scenario_case(sc, {0, 1, 0}, 256).keys.rows(), 256);
+  const std::vector<EvalResult> r = evaluate_scenario(sc, builtin_registry());
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].tokens, 256);  // the longest case, whichever comes first
+  const Scenario one = parse_scenario("[workload]\nmodel = \"toy\"\ntokens = 256\nnum_layers = 1\n" + pairs, "t.toml", models);
+  EXPECT_EQ(one.workload.sliding_layers, (std::vector<int64_t>{0}));
 }
 
 TEST(Scenario, RefusesWorkloadsTooLargeToHold) {

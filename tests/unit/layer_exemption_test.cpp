@@ -225,6 +225,78 @@ TEST(LayerExemption, OptionsFillEveryPlaceholderSpelling) {
   EXPECT_EQ(o.settings.python, "f(skip=[\"0\", \"31\"])");
 }
 
+// Gemma 2 9B's sliding-window layers (the even ones) kept at f16, as vLLM's
+// --kv-cache-dtype-skip-layers sliding_window does: a sampled sliding layer takes the baseline's
+// summaries whole, bits weigh 21 of 42 layers at 16, and memory counts the sliding layers at f16
+// over their 4096-token window: at 8192 tokens, per token and layer, q8_0/q4_0 stores
+// 8 x 256 x (8.5 + 4.5) / 8 = 3328 bytes and f16 8192, so 21 x 8192 x 3328 + 21 x 4096 x 8192.
+TEST(LayerExemption, SlidingWindowLayersKeptAtTheBaselineForGemma2) {
+  const SweepRecord q = record("q8_0", "q4_0", 8.5, 4.5, {layer(0, 0.4, 0.5, 0.6), layer(1, 0.1, 0.15, 0.2)});
+  const SweepRecord f = record("f16", "f16", 16, 16, {layer(0, 0.01, 0.02, 0.03), layer(1, 0.01, 0.02, 0.03)});
+  SweepSpec spec = two_layer_spec({q, f});
+  spec.model = find_model_preset(fs::path(KVTUNE_SOURCE_DIR) / "configs", "gemma-2-9b");
+  spec.scenario.contexts = {8192};
+  spec.scenario.workload.tokens = 8192;
+  spec.scenario.workload.layers = 42;
+  spec.scenario.workload.sliding_window = 4096;
+  spec.scenario.workload.sliding_layers = sliding_layer_indices(*spec.model);
+  spec.exemption.counts.clear();
+  spec.exemption.sliding_window = true;
+
+  const std::vector<SweepRecord> all = with_layer_exemptions(spec, {q, f});
+  ASSERT_EQ(all.size(), 3u);
+  const SweepRecord& d = all[2];
+  EXPECT_EQ(d.exempt_pattern, "sliding_window");
+  EXPECT_THAT(d.exempt_layers, ElementsAre(0));
+  EXPECT_EQ(exempt_layers_text(d), "sliding_window (sampled: 0)");
+  EXPECT_DOUBLE_EQ(d.layers[0].metrics[kErr].mean, 0.01);  // the whole of layer 0's kind is exempt
+  EXPECT_DOUBLE_EQ(d.layers[1].metrics[kErr].mean, 0.1);
+  EXPECT_DOUBLE_EQ(d.metrics[kErr].mean, 0.055);
+  EXPECT_DOUBLE_EQ(d.k_bits, (21 * 8.5 + 21 * 16) / 42.0);
+  EXPECT_DOUBLE_EQ(d.v_bits, (21 * 4.5 + 21 * 16) / 42.0);
+
+  const SweepAnalysis a = analyze_sweep(spec, all);
+  ASSERT_TRUE(a.verdicts[2].memory);
+  EXPECT_EQ(a.verdicts[2].memory->total_bytes, 21ull * 8192 * 3328 + 21ull * 4096 * 8192);
+
+  // Nothing is derived where no sampled layer slides, or where every one does.
+  SweepSpec global = spec;
+  global.scenario.workload.sliding_layers = {2, 4};
+  EXPECT_EQ(with_layer_exemptions(global, {q, f}).size(), 2u);
+  global.scenario.workload.sliding_layers = {0, 1};
+  EXPECT_EQ(with_layer_exemptions(global, {q, f}).size(), 2u);
+
+  // A runtime that takes the attention-type name writes it; one that takes indices lists the
+  // model's sliding layers (not only the sampled ones).
+  RuntimeOption exemption;
+  exemption.name = "--skip";
+  exemption.k_spec = exemption.v_spec = "f16";
+  exemption.settings.cli = {"--skip {layers_space}"};
+  exemption.settings.python = "f(skip=[{layers_quoted}])";
+  exemption.attention_types = {"sliding_window"};
+  const RuntimeOption named = with_exempt_attention_type(option("q", "q8_0", "q4_0"), exemption, "sliding_window");
+  EXPECT_EQ(named.name, "q + sliding_window layers kept at f16 (--skip)");
+  EXPECT_THAT(named.settings.cli, ElementsAre("--kv q", "--skip sliding_window"));
+  EXPECT_EQ(named.settings.python, "f(skip=[\"sliding_window\"])");
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.06}};
+  RuntimeView view;
+  view.title = "RT";
+  view.version = "1.0";
+  view.options = {option("q", "q8_0", "q4_0"), option("f16", "f16", "f16")};
+  view.layer_exemption = exemption;
+  spec.runtimes = {{"rt", "1.0"}};
+  spec.runtime_views = {view};
+  const SweepAnalysis named_pick = analyze_sweep(spec, all);
+  ASSERT_TRUE(named_pick.runtimes[0].option);
+  EXPECT_THAT(named_pick.runtimes[0].option->settings.cli, ElementsAre("--kv q", "--skip sliding_window"));
+  view.layer_exemption->attention_types.clear();
+  spec.runtime_views = {view};
+  const SweepAnalysis indexed = analyze_sweep(spec, all);
+  ASSERT_TRUE(indexed.runtimes[0].option);
+  EXPECT_THAT(indexed.runtimes[0].option->settings.cli,
+              ElementsAre("--kv q", "--skip 0 2 4 6 8 10 12 14 16 18 20 22 24 26 28 30 32 34 36 38 40"));
+}
+
 const char* kTable = R"(
 name = "RT"
 source = "https://example.org"
@@ -264,6 +336,18 @@ TEST(LayerExemption, ATableExemptionWithoutAPlaceholderIsRefusedWithItsPosition)
     EXPECT_THAT(e.what(), HasSubstr("rt.toml:13:1"));
     EXPECT_THAT(e.what(), HasSubstr("needs {layers}, {layers_space} or {layers_quoted}"));
   }
+}
+
+TEST(LayerExemption, ATablesAttentionTypesAreTheOnesKvtuneJudges) {
+  std::string text = kTable;
+  text += "attention_types = [\"sliding_window\"]\n";
+  const RuntimeView v = runtime_options(parse_runtime_table(text, "rt.toml", "rt", builtin_registry()), "1.5");
+  ASSERT_TRUE(v.layer_exemption);
+  EXPECT_THAT(v.layer_exemption->attention_types, ElementsAre("sliding_window"));
+  text = kTable;
+  text += "attention_types = [\"sliding_window\", \"full_attention\"]\n";
+  EXPECT_THAT(testing::input_error([&] { parse_runtime_table(text, "rt.toml", "rt", builtin_registry()); }),
+              HasSubstr("rt.toml:18:38: 'attention_types' entries must be one of: sliding_window (found 'full_attention')"));
 }
 
 }  // namespace

@@ -356,6 +356,10 @@ TEST(ModelPresetTest, ShapesMatchThePublishedConfigs) {
   EXPECT_EQ(gemma.shape.kv_heads, 8);
   EXPECT_EQ(gemma.shape.sliding_window, 4096);
   EXPECT_EQ(gemma.shape.sliding_layers, 21);
+  // transformers' Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2), so the even layers slide.
+  const std::vector<int64_t> sliding = sliding_layer_indices(gemma);
+  ASSERT_EQ(sliding.size(), 21u);
+  for (size_t i = 0; i < sliding.size(); ++i) EXPECT_EQ(sliding[i], int64_t(2 * i));
   const ModelPreset qwen7 = find_model_preset(config_dir(), "qwen2.5-7b");
   EXPECT_EQ(qwen7.shape.layers, 28);
   EXPECT_EQ(qwen7.shape.kv_heads, 4);

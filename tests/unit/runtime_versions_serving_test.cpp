@@ -197,6 +197,8 @@ TEST(RuntimeVersionsServing, VllmSkipLayersIsALayerExemptionFrom0251) {
     EXPECT_EQ(view.layer_exemption->k_spec, "bf16");
     EXPECT_FALSE(view.layer_exemption->settings.verified);
     EXPECT_FALSE(lists_not_emulated(view, "--kv-cache-dtype-skip-layers")) << version;
+    // cache.py @002f10e0: attention type names such as 'sliding_window' in place of indices.
+    EXPECT_EQ(view.layer_exemption->attention_types, std::vector<std::string>{"sliding_window"});
     const RuntimeOption* fp8 = find(view, "fp8 (e4m3), no checkpoint scales");
     ASSERT_NE(fp8, nullptr);
     const RuntimeOption exempt = with_exempt_layers(*fp8, *view.layer_exemption, {0, 31});

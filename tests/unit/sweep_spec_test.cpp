@@ -568,5 +568,36 @@ TEST(SweepSpec, ExemptLayersAddTheBaselinePairAndAreChecked) {
             "layers are chosen among the sampled ones by their damage");
 }
 
+// exempt_sliding_window: the baseline pair is added as for exempt_layers, with or without counts;
+// the workload's sliding layers decide what is derived (layer_exemption_test.cpp).
+TEST(SweepSpec, ExemptSlidingWindowAddsTheBaselineAndIsChecked) {
+  const std::string head = "[workload]\ntokens = 128\nhead_dim = 64\nnum_layers = 4\nlayers = [0, 1]\n"
+                           "sliding_window = 64\nsliding_layers = [0, 2]\n[search]\nboth = [\"q8_0\"]\n";
+  const SweepSpec s = parse(head + "exempt_sliding_window = true\nexempt_spec = \"f16\"\n");
+  EXPECT_TRUE(s.exemption.sliding_window);
+  EXPECT_TRUE(s.exemption.counts.empty());
+  EXPECT_EQ(s.exemption.spec, "f16");
+  EXPECT_THAT(pairs_of(s), ElementsAre(std::pair<std::string, std::string>{"q8_0", "q8_0"},
+                                       std::pair<std::string, std::string>{"f16", "f16"}));
+  EXPECT_THAT(s.scenario.workload.sliding_layers, ElementsAre(0, 2));
+  EXPECT_EQ(error_of(head + "exempt_sliding_window = \"yes\"\n"),
+            "s.toml:10:25: 'exempt_sliding_window' must be true or false");
+  EXPECT_FALSE(parse(head).exemption.any());
+}
+
+// A sampled sliding layer's cases hold only its window: a candidate must take that length too.
+TEST(SweepSpec, CandidatesMustTakeTheWindowOfSampledSlidingLayers) {
+  const std::string head = "[workload]\ntokens = 128\nhead_dim = 64\nnum_layers = 2\nlayers = [0, 1]\n"
+                           "sliding_window = 8\nsliding_layers = [0]\n[search]\n";
+  EXPECT_THAT(error_of(head + "both = [\"int:bits=4,axis=token,residual_window=16\"]\n"),
+              HasSubstr("leaves nothing to quantize in 8 tokens (the 8-token window of the sampled sliding-window layers)"));
+  const SweepSpec skipped = parse(head + "skip_invalid = true\nboth = [\"q8_0\", \"int:bits=4,axis=token,residual_window=16\"]\n");
+  EXPECT_EQ(skipped.points.size(), 1u);
+  // Not sampled, the sliding layer does not count.
+  const std::string global = "[workload]\ntokens = 128\nhead_dim = 64\nnum_layers = 2\nlayers = [1]\n"
+                             "sliding_window = 8\nsliding_layers = [0]\n[search]\n";
+  EXPECT_EQ(parse(global + "both = [\"int:bits=4,axis=token,residual_window=16\"]\n").points.size(), 1u);
+}
+
 }  // namespace
 }  // namespace kvtune

@@ -401,6 +401,58 @@ TEST(Workload, CalibrationSamplesComeFromTheCaseOrAFreshDraw) {
   EXPECT_THROW(generate_case(cfg, 0), InputError);
 }
 
+// A sliding layer's case is the last window of the context its global twin sees: the same tokens
+// bit for bit (positions T - W .. T - 1), without the sinks of the sequence's start, with its
+// needles inside the window; a calibration sample still comes from the sequence's start (a
+// calibration tool observes every key written). Other layers are untouched.
+TEST(Workload, ASlidingLayerKeepsTheLastWindowOfTokens) {
+  WorkloadConfig global = small();
+  global.layers = 2;
+  global.sinks = {2, 8.0, 0.1, 0.3};
+  global.calibration = {32, true, CalibrationSource::same};
+  WorkloadConfig sliding = global;
+  sliding.sliding_window = 128;
+  sliding.sliding_layers = {0};
+  const Case full = generate_case(global, 3, 0), window = generate_case(sliding, 3, 0);
+  ASSERT_EQ(window.keys.rows(), 128);
+  EXPECT_EQ(window.positions.front(), 384);
+  EXPECT_EQ(window.positions.back(), 511);
+  EXPECT_EQ(window.query_position, 512);
+  for (int64_t r = 0; r < 128; ++r) {
+    for (int64_t e = 0; e < global.head_dim; ++e) {
+      ASSERT_EQ(window.keys(r, e), full.keys(384 + r, e)) << r;
+      ASSERT_EQ(window.values(r, e), full.values(384 + r, e)) << r;
+      ASSERT_EQ(window.keys_pre_rope(r, e), full.keys_pre_rope(384 + r, e)) << r;
+    }
+  }
+  for (int64_t e = 0; e < global.head_dim; ++e) {
+    EXPECT_EQ(window.calibration.keys(0, e), full.keys(0, e));  // the sink is in the sample
+  }
+  EXPECT_EQ(window.calibration.positions.front(), 0);
+  // Layer 1 does not slide, and a context within the window is whole.
+  const Case other = generate_case(sliding, 3, 1);
+  EXPECT_EQ(other.keys.rows(), 512);
+  EXPECT_EQ(other.keys(100, 5), generate_case(global, 3, 1).keys(100, 5));
+  sliding.tokens = 128;
+  EXPECT_EQ(generate_case(sliding, 3, 0).keys.rows(), 128);
+
+  // Needles go inside the window, at its depths.
+  sliding.tokens = 512;
+  sliding.needles = {{0.0, 0.5}, 0.5, 1};
+  const Case needles = generate_case(sliding, 3, 0);
+  ASSERT_EQ(needles.needles.size(), 4u);
+  EXPECT_EQ(needles.needles[0].token, 0);   // no sink is left to protect
+  EXPECT_EQ(needles.needles[1].token, 64);  // round(0.5 * 127)
+  const AttentionScores s = attention_scores(needles.queries, needles.keys);
+  EXPECT_NEAR(s.prob_row(0)[0], 0.5, 0.02);
+  EXPECT_NEAR(s.prob_row(1)[64], 0.5, 0.02);
+
+  sliding.sliding_layers = {2};
+  EXPECT_THROW(generate_case(sliding, 0, 0), InputError);  // outside the 2 layers
+  sliding.sliding_layers.clear();
+  EXPECT_THROW(generate_case(sliding, 0, 0), InputError);  // a window without layers
+}
+
 // A calibration set: `samples` fresh draws per head, every KV head of the layer with granularity =
 // layer, so every head of a layer fits the same scale; a per-head scheme finds its own rows.
 TEST(Workload, CalibrationSetsHoldEveryDrawOfEveryHeadTheyCover) {

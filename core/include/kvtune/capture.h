@@ -58,8 +58,10 @@ WorkloadConfig capture_shape(const Capture& capture);
 // them) and, for each of the q_per_kv query heads of the KV head, the captured query at position
 // tokens - 1 when one was captured there (the attention the model computed), else the sample's
 // earliest captured query (a later query over an earlier prefix: real tensors, but not an
-// attention the model computed; docs/real-caches.md). `layer` is a model layer index that was
-// captured. Values are checked finite; InputError names the file and the tensor.
+// attention the model computed; docs/real-caches.md). On one of the manifest's sliding layers a
+// prefix longer than the window keeps its last sliding_window tokens, all the query attends to.
+// `layer` is a model layer index that was captured. Values are checked finite; InputError names
+// the file and the tensor.
 Case capture_case(const Capture& capture, int64_t sample, int64_t layer, int64_t kv_head, int64_t tokens = 0);
 
 }  // namespace kvtune

@@ -37,12 +37,28 @@ std::vector<int64_t> most_damaged_layers(const SweepRecord& record, Metric metri
 SweepRecord exempt_record(const SweepRecord& base, const SweepRecord& baseline, const std::vector<int64_t>& layers,
                           int64_t model_layers, const std::string& exempt);
 
+// `base` with every sliding-window layer of the model kept at the baseline's dtype (vLLM's
+// 'sliding_window' pattern): each sampled sliding layer stands for sliding layers only, all of them
+// exempt, so it takes the baseline's summaries whole; the other sampled layers keep theirs. Bits
+// weigh the model's `sliding_layers` of `model_layers` at the baseline (its memory:
+// sweep_analysis.cpp counts each kind of layer with its own storage and window).
+SweepRecord sliding_window_record(const SweepRecord& base, const SweepRecord& baseline,
+                                  const std::vector<int64_t>& sampled_sliding, int64_t sliding_layers,
+                                  int64_t model_layers, const std::string& exempt);
+
 // `records` followed by the derived record of every ok record with per-layer summaries and every
-// count of spec.exemption (duplicates of an evaluated point and the baseline itself left out).
-// Nothing is derived without spec.exemption.counts or without the baseline's record.
+// count of spec.exemption, and with spec.exemption.sliding_window its sliding_window_record where
+// some but not all sampled layers slide (duplicates of an evaluated point and the baseline itself
+// left out). Nothing is derived without an exemption search or without the baseline's record.
 std::vector<SweepRecord> with_layer_exemptions(const SweepSpec& spec, std::vector<SweepRecord> records);
 
 // The model's layer count the bits and memory are weighed over: the preset's, else the workload's.
 int64_t model_layer_count(const SweepSpec& spec);
+
+// A derived record's exempt layers as reports list them: "0,31", or "sliding_window (sampled: 0,2)".
+std::string exempt_layers_text(const SweepRecord& record);
+
+// How many of the model's layers slide: the preset's count, else the workload's list.
+int64_t model_sliding_layer_count(const SweepSpec& spec);
 
 }  // namespace kvtune

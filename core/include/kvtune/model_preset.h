@@ -29,6 +29,9 @@ struct ModelPreset {
   int64_t sliding_window_pattern = 0;
 };
 
+// The indices of the preset's sliding-window layers, ascending (empty without a window).
+std::vector<int64_t> sliding_layer_indices(const ModelPreset& preset);
+
 // Reads one preset; `text` is the TOML, `source_name` the file named in errors. Errors are
 // InputErrors naming file:line:column, the key and what was expected; unknown keys list the valid ones.
 ModelPreset parse_model_preset(std::string_view text, const std::string& source_name, const std::string& name);

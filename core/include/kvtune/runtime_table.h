@@ -38,6 +38,7 @@ struct RuntimeEntry {
   std::string since, until;    // version range [since, until); empty = unbounded
   std::vector<std::string> profiles;                     // k/v types: the profiles they belong to (empty = all)
   std::vector<std::string> match_k, match_v, except;     // pair rules: values (empty = any), "K/V" exemptions
+  std::vector<std::string> attention_types;  // layer exemptions: names taken in place of indices ("sliding_window")
   RuntimeSettings settings;
   std::string origin;  // file:line:column of the entry
 };
@@ -70,6 +71,7 @@ struct RuntimeOption {
   std::string k_spec, v_spec;
   RuntimeSettings settings;
   std::vector<std::string> origins;  // the entries it was made from, file:line:column
+  std::vector<std::string> attention_types;  // a layer exemption's (RuntimeEntry::attention_types)
 };
 
 struct RuntimeView {
@@ -96,6 +98,14 @@ std::string format_layers(const std::vector<int64_t>& layers, std::string_view s
 // settings (with the layer list filled in) join the option's.
 RuntimeOption with_exempt_layers(const RuntimeOption& option, const RuntimeOption& exemption,
                                  const std::vector<int64_t>& layers);
+
+// The attention-type names a [[layer_exemptions]] entry may take (kvtune can judge these).
+inline constexpr std::array<const char*, 1> kExemptAttentionTypes = {"sliding_window"};
+
+// `option` with every layer of `attention_type` kept at the exemption's dtype, the type's name in
+// place of the layer list; the exemption must list it in attention_types.
+RuntimeOption with_exempt_attention_type(const RuntimeOption& option, const RuntimeOption& exemption,
+                                         const std::string& attention_type);
 
 // Reads one table; every K/V spec is validated (and canonicalised) through `registry`. Errors are
 // InputErrors naming file:line:column, the key and what was expected.

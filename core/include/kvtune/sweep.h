@@ -108,7 +108,11 @@ const char* note_kind_name(SweepNote::Kind kind);
 // [search] exempt_layers / exempt_spec: besides each point as evaluated, judge it with its N most
 // damaged sampled layers kept at `spec` (K and V), for each N of `counts` (layer_exemption.h).
 struct LayerExemptionSearch {
-  std::vector<int64_t> counts;  // empty: no exemption search
+  std::vector<int64_t> counts;  // empty: no exemption search by count
+  // [search] exempt_sliding_window: also judge each point with every sliding-window layer of the
+  // model kept at `spec` (where some sampled layers slide and some do not).
+  bool sliding_window = false;
+  bool any() const { return !counts.empty() || sliding_window; }
   std::string spec = "bf16";    // canonical; the sweep evaluates the pair (spec, spec) as its baseline
 };
 

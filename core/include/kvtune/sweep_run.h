@@ -41,6 +41,9 @@ struct SweepRecord {
   // layer stores k / v. Its p95 values are bounds of the mixture, not sample quantiles.
   std::vector<int64_t> exempt_layers;
   std::string exempt;
+  // "sliding_window": every sliding-window layer of the model is exempt (vLLM's attention-type
+  // pattern), exempt_layers being the sampled ones; empty: exactly exempt_layers.
+  std::string exempt_pattern;
   // Provenance, written on every line.
   uint64_t spec_hash = 0;
   std::string kvtune_version, git_commit, host, time;  // time: UTC ISO 8601

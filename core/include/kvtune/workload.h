@@ -122,7 +122,16 @@ struct WorkloadConfig {
   RecencyProfile recency;
   CalibrationProfile calibration;
   std::vector<LayerOverride> overrides;  // applied in order; later entries win
+  // Sliding-window attention (Gemma 2's local layers, Mistral v0.1): the decoding token of a layer
+  // in `sliding_layers` attends to the last `sliding_window` tokens only, so a case of such a layer
+  // keeps just those (positions T - W .. T - 1; the sinks at the sequence's start fall outside, and
+  // needles are planted inside the window). 0 / empty: every layer attends to the whole context.
+  int64_t sliding_window = 0;
+  std::vector<int64_t> sliding_layers;
 };
+
+// Whether a case of `layer` sees only the last cfg.sliding_window of its cfg.tokens tokens.
+bool windowed(const WorkloadConfig& cfg, int64_t layer);
 
 // A planted needle: query row `query` should retrieve token `token`, planted at depths[depth].
 struct Needle {
