@@ -225,7 +225,8 @@ Case capture_case(const Capture& c, int64_t sample, int64_t layer, int64_t kv_he
                       std::find(c.sliding_layers.begin(), c.sliding_layers.end(), layer) != c.sliding_layers.end();
   const int64_t skip = slides ? t - c.sliding_window : 0, kept = t - skip;
   const SafetensorsFile f = SafetensorsFile::open(c.layer_files[size_t(at - c.layers.begin())]);
-  Matrix keys = f.read_rows("k", kv_head, s.first + skip, kept), values = f.read_rows("v", kv_head, s.first + skip, kept);
+  Matrix keys = f.read_rows("k", kv_head, s.first + skip, kept);
+  Matrix values = f.read_rows("v", kv_head, s.first + skip, kept);
   const std::vector<int64_t> positions = f.read_integers("positions");
   const std::vector<int64_t> q_positions = f.read_integers("q_positions");
   // The sample's queries are rows [sample * N, (sample + 1) * N) of q; the one at position t - 1,

@@ -111,7 +111,9 @@ SweepRecord sliding_window_record(const SweepRecord& base, const SweepRecord& ba
   for (LayerSummary& l : r.layers) {
     if (std::find(sampled_sliding.begin(), sampled_sliding.end(), l.layer) == sampled_sliding.end()) continue;
     const LayerSummary* e = find_layer(baseline, l.layer);
-    if (e == nullptr) throw std::logic_error("sliding_window_record: the baseline has no summary of layer " + std::to_string(l.layer));
+    if (e == nullptr) {
+      throw std::logic_error("sliding_window_record: the baseline has no summary of layer " + std::to_string(l.layer));
+    }
     l.metrics = e->metrics;
   }
   for (size_t m = 0; m < kMetricCount; ++m) r.metrics[m] = combine(r.layers, m, kMetricInfo[m].higher_is_better);
@@ -165,7 +167,8 @@ std::vector<SweepRecord> with_layer_exemptions(const SweepSpec& spec, std::vecto
         model_sliding >= model_layers) {
       continue;
     }
-    records.push_back(sliding_window_record(records[i], base_line, sampled_sliding, model_sliding, model_layers, e.spec));
+    records.push_back(
+        sliding_window_record(records[i], base_line, sampled_sliding, model_sliding, model_layers, e.spec));
   }
   return records;
 }

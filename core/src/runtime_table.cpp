@@ -190,7 +190,8 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
       e.attention_types = strings(r, "attention_types");
       for (size_t i = 0; i < e.attention_types.size(); ++i) {
         const std::string& a = e.attention_types[i];
-        if (std::none_of(kExemptAttentionTypes.begin(), kExemptAttentionTypes.end(), [&](const char* k) { return a == k; })) {
+        const auto is = [&](const char* k) { return a == k; };
+        if (std::none_of(kExemptAttentionTypes.begin(), kExemptAttentionTypes.end(), is)) {
           r.fail(*r.node("attention_types")->as_array()->get(i),
                  "'attention_types' entries must be one of: sliding_window (found '" + a + "')");
         }

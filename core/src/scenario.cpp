@@ -278,7 +278,8 @@ void read_sliding_window(TableReader& w, WorkloadConfig& cfg) {
   if (w.has("sliding_layers")) cfg.sliding_layers = w.distinct_integers("sliding_layers", 0, cfg.layers - 1);
   if ((cfg.sliding_window > 0) != !cfg.sliding_layers.empty()) {
     const toml::node* at = w.node("sliding_window") ? w.node("sliding_window") : w.node("sliding_layers");
-    const std::string what = "a sliding window of " + std::to_string(cfg.sliding_window) + " tokens needs the layers that slide, and they need a window (" +
+    const std::string what = "a sliding window of " + std::to_string(cfg.sliding_window) +
+                             " tokens needs the layers that slide, and they need a window (" +
                              std::to_string(cfg.sliding_layers.size()) + " sliding layers)";
     if (at != nullptr) w.fail(*at, what);
     throw InputError(w.file() + ": " + what);

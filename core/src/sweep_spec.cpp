@@ -26,8 +26,8 @@ namespace kvtune {
 namespace {
 
 
-using detail::TableReader;
 using detail::integer_of;
+using detail::TableReader;
 using detail::where;
 
 // `plugins = [...]`: shared-library paths, a relative one taken from the sweep file's folder.
@@ -195,7 +195,9 @@ std::string shape_problem(const Scheme& scheme, Role role, const Shape& shape) {
   std::string why = scheme.check_shape(shape.tokens, shape.head_dim);
   if (why.empty() && shape.window > 0) {
     why = scheme.check_shape(shape.window, shape.head_dim);
-    if (!why.empty()) why += " (the " + std::to_string(shape.window) + "-token window of the sampled sliding-window layers)";
+    if (!why.empty()) {
+      why += " (the " + std::to_string(shape.window) + "-token window of the sampled sliding-window layers)";
+    }
   }
   if (why.empty() && role == Role::key && !shape.rope && scheme.traits().needs_rope) {
     why = "'" + scheme.spec() + "': rope_stage=pre needs a workload with RoPE ([workload.rope] or a model)";

@@ -2,10 +2,10 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
-#include <utility>
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "kvtune/error.h"
 

@@ -27,6 +27,7 @@ void read_backend(TableReader& top, Scenario& sc);
 // to a capture drops them.
 inline constexpr const char* kSyntheticWorkloadKeys[] = {
     "model", "profile", "head_dim", "num_layers", "kv_heads", "q_per_kv", "queries", "keys", "values",
-    "queries_profile", "rope", "sinks", "recency", "calibration", "overrides", "sliding_window", "sliding_layers"};
+    "queries_profile", "rope", "sinks", "recency", "calibration", "overrides", "sliding_window",
+    "sliding_layers"};
 
 }  // namespace kvtune::detail
