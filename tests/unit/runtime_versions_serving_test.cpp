@@ -274,6 +274,11 @@ TEST(RuntimeVersionsServing, TensorrtLlmAutoFollowsTheCheckpoint) {
     ASSERT_NE(nvfp4, nullptr) << version;
     EXPECT_EQ(nvfp4->k_spec, "nvfp4:scale=calibrated");
     EXPECT_FALSE(nvfp4->settings.needs.empty());
+    // FP8 without KV scales: scale 1.0, one scalar for K and V (unfusedAttentionKernels_2_template.h).
+    const RuntimeOption* fp8 = find(view, "fp8, checkpoint without KV scales");
+    ASSERT_NE(fp8, nullptr) << version;
+    EXPECT_EQ(fp8->k_spec, "fp8:format=e4m3,scale=unit");
+    EXPECT_TRUE(fp8->settings.verified);
     // dtype='nvfp4' on a checkpoint without KV scales keeps the tensor scales at 1.0 (linear.py).
     const RuntimeOption* unscaled = find(view, "nvfp4, checkpoint without KV scales");
     ASSERT_NE(unscaled, nullptr) << version;
