@@ -4,7 +4,6 @@
 // The common question as a sweep: the embedded template (sweeps/recommend.toml) read with the
 // model, the context, the budget and the runtimes as typed overrides, then run like `kvtune sweep`.
 // With --cache the cases are a capture's (docs/real-caches.md) and the model shape its manifest's.
-#include <unistd.h>
 
 #include <climits>
 #include <filesystem>
@@ -41,9 +40,10 @@ struct RecommendOptions {
   bool json = false;
 };
 
-// The longest context the simulation runs at by default: attention over 32768 tokens already
-// shows the long-range effects, and the cost grows linearly beyond it (docs/performance.md).
-constexpr int64_t kDefaultEvalContext = 32768;
+// The longest context the simulation runs at by default: the user's --ctx up to 131072 tokens
+// (llama-3.1-70b at 131072 takes about a minute on two cores, docs/performance.md); beyond it the
+// cost keeps growing linearly and --eval-ctx says how far to go.
+constexpr int64_t kDefaultEvalContext = 131072;
 
 // The same command with --resume, for the user to paste after an interrupt.
 std::string resume_command(const RecommendOptions& o) {
@@ -152,20 +152,15 @@ int recommend(const RecommendOptions& o) {
   if (o.eval_ctx && *o.eval_ctx > o.ctx) {
     throw InputError("--eval-ctx " + std::to_string(*o.eval_ctx) + " is longer than --ctx " + std::to_string(o.ctx));
   }
-  const SweepContext context = sweep_context();
+  ProgressLine progress("kvtune recommend", ProgressLine::mode_for_stderr(false));
+  const SweepContext context = sweep_context(&progress);
   const SweepSpec spec = parse_sweep(kRecommendTemplate, "kvtune recommend (sweeps/recommend.toml)", context,
                                      overrides_for(o, preset, capture ? &*capture : nullptr, context.runtime_tables));
   SweepRunOptions run;
   run.out_dir = o.out;
   run.resume = o.resume;
   run.threads = o.jobs;
-  if (::isatty(STDERR_FILENO)) {
-    run.progress = [](size_t done, size_t total) {
-      std::cerr << "\rkvtune recommend: " << done << "/" << total << " points" << (done == total ? "\n" : "")
-                << std::flush;
-    };
-  }
-  const std::optional<std::vector<SweepRecord>> records = run_interruptible(spec, run, resume_command(o));
+  const std::optional<std::vector<SweepRecord>> records = run_interruptible(spec, run, resume_command(o), progress);
   if (!records) return kInterruptedStatus;
   if (!o.json && spec.scenario.workload.tokens < o.ctx) {
     // Memory is counted at --ctx only with a memory budget (MemoryFit::ctx); else where simulated.
@@ -198,7 +193,7 @@ Runner add_recommend(CLI::App& app) {
   app.add_option("--sequences", o->sequences, "sequences of --ctx tokens that must fit (with --gpu-mem)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   app.add_option("--runtime", o->runtimes, "target runtime NAME[@VERSION], repeatable (default: all in configs/runtimes)");
-  app.add_option("--eval-ctx", o->eval_ctx, "context to simulate (default: min(--ctx, 32768))")
+  app.add_option("--eval-ctx", o->eval_ctx, "context to simulate (default: min(--ctx, 131072))")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   app.add_option("--out", o->out, "output directory")->capture_default_str();
   app.add_flag("--resume", o->resume, "continue the recommendation's sweep in --out, skipping the points already there");

@@ -1,7 +1,7 @@
-// kvtune sweep [FILE.toml] [--out DIR] [--resume] [--shard I/N] [--jobs N] [--json]
+// kvtune sweep [FILE.toml] [--out DIR] [--resume] [--shard I/N|auto[/N]] [--jobs N] [--json]
 // kvtune merge DIR... [--out DIR] [--json]
-#include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 
@@ -11,6 +11,7 @@
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
 #include "kvtune/sweep_dir.h"
+#include "shard_option.h"
 #include "sweep_support.h"
 
 namespace kvtune::cli {
@@ -20,24 +21,10 @@ struct SweepOptions {
   std::string file;
   std::string out = "kvtune-out";
   bool resume = false;
-  std::string shard;  // "I/N"
+  std::string shard;  // "I/N", "auto" or "auto/N" (shard_option.h)
   int jobs = 0;
   bool json = false;
 };
-
-// "I/N" with 0 <= I < N.
-std::pair<int64_t, int64_t> parse_shard(const std::string& text) {
-  const size_t slash = text.find('/');
-  try {
-    size_t a = 0, b = 0;
-    if (slash == std::string::npos) throw std::invalid_argument(text);
-    const int64_t i = std::stoll(text.substr(0, slash), &a), n = std::stoll(text.substr(slash + 1), &b);
-    if (a != slash || b != text.size() - slash - 1 || n < 1 || i < 0 || i >= n) throw std::invalid_argument(text);
-    return {i, n};
-  } catch (const std::logic_error&) {
-    throw InputError("--shard '" + text + "': expected I/N with 0 <= I < N, e.g. 0/4");
-  }
-}
 
 std::string read_text(const std::string& path) {
   const std::vector<std::byte> bytes = read_file(path);
@@ -54,10 +41,16 @@ std::string resume_command(const SweepOptions& o) {
 }
 
 int sweep(const SweepOptions& o) {
-  const SweepContext context = sweep_context();
+  const auto [shard, shards] = o.shard.empty() ? Shard{} : resolve_shard(o.shard, [](const char* name) {
+    return std::getenv(name);
+  });
+  // A sharded run under a batch scheduler has no terminal: it logs a progress line now and then.
+  ProgressLine progress(shards > 1 ? "kvtune sweep shard " + std::to_string(shard) + "/" + std::to_string(shards)
+                                   : std::string("kvtune sweep"),
+                        ProgressLine::mode_for_stderr(shards > 1));
+  const SweepContext context = sweep_context(&progress);
   const SweepSpec spec = o.file.empty() ? parse_sweep(kDefaultSweep, kDefaultSweepName, context)
                                         : parse_sweep(read_text(o.file), o.file, context);
-  const auto [shard, shards] = o.shard.empty() ? std::pair<int64_t, int64_t>{0, 1} : parse_shard(o.shard);
   SweepRunOptions run;
   run.out_dir = o.out;
   run.resume = o.resume;
@@ -65,12 +58,7 @@ int sweep(const SweepOptions& o) {
   run.shards = shards;
   run.threads = o.jobs;
   run.backend = make_backend(spec.scenario.backend, spec.source);
-  if (::isatty(STDERR_FILENO)) {
-    run.progress = [](size_t done, size_t total) {
-      std::cerr << "\rkvtune sweep: " << done << "/" << total << " points" << (done == total ? "\n" : "") << std::flush;
-    };
-  }
-  const std::optional<std::vector<SweepRecord>> records = run_interruptible(spec, run, resume_command(o));
+  const std::optional<std::vector<SweepRecord>> records = run_interruptible(spec, run, resume_command(o), progress);
   if (!records) return kInterruptedStatus;
   if (shards > 1) {
     std::cerr << "kvtune sweep: shard " << shard << "/" << shards << " done (" << records->size() << " points in "
@@ -101,7 +89,9 @@ Runner add_sweep(CLI::App& app) {
   app.add_option("--out", o->out, "output directory: sweep.toml, results.jsonl, summary.json, frontier.csv, report.md")
       ->capture_default_str();
   app.add_flag("--resume", o->resume, "continue the sweep in --out, skipping the points already there");
-  app.add_option("--shard", o->shard, "I/N: evaluate only points i with i mod N = I (then kvtune merge)");
+  app.add_option("--shard", o->shard,
+                 "I/N: evaluate only points i with i mod N = I (then kvtune merge); auto[/N]: I and N from a Slurm "
+                 "job array or a Kubernetes Indexed Job");
   app.add_option("--jobs", o->jobs, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   app.add_flag("--json", o->json, "print summary.json instead of the console summary");
   return [o] { return sweep(*o); };

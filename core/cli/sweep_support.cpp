@@ -45,7 +45,7 @@ class InterruptGuard {
 
 }  // namespace
 
-SweepContext sweep_context() {
+SweepContext sweep_context(ProgressLine* progress) {
   const Registry& registry = command_registry();
   SweepContext c;
   c.registry = &registry;
@@ -56,22 +56,25 @@ SweepContext sweep_context() {
   c.profiles = resolve_model_profile;
   const fs::path configs = find_config_dir(config_dir_candidates(executable_dir(), KVTUNE_SOURCE_DIR));
   c.runtime_tables = load_runtime_tables(configs, registry);
-  if (::isatty(STDERR_FILENO)) {
-    c.progress = [](std::string_view stage, size_t done, size_t total) {
-      std::cerr << "\rkvtune: expanding " << stage << ": " << done << "/" << total << (done == total ? "\n" : "")
-                << std::flush;
+  if (progress != nullptr) {
+    c.progress = [progress](std::string_view stage, size_t done, size_t total) {
+      progress->update("expanding " + std::string(stage), double(done), double(total), "");
     };
   }
   return c;
 }
 
 std::optional<std::vector<SweepRecord>> run_interruptible(const SweepSpec& spec, SweepRunOptions run,
-                                                          const std::string& resume_command) {
+                                                          const std::string& resume_command, ProgressLine& progress) {
   const InterruptGuard guard;
   run.cancel = &g_interrupted;
+  run.progress = [&progress](double done, size_t total) { progress.update("evaluating", done, double(total), "points"); };
   try {
-    return run_sweep(spec, run);
+    std::vector<SweepRecord> records = run_sweep(spec, run);
+    progress.stop();
+    return records;
   } catch (const SweepInterrupted& e) {
+    progress.stop();
     std::cerr << "kvtune: interrupted; " << e.written << " of " << e.total << " points are in " << e.path
               << "\n  continue with: " << resume_command << "\n";
     return std::nullopt;

@@ -7,19 +7,21 @@
 #include <string>
 #include <vector>
 
+#include "progress_line.h"
 #include "kvtune/sweep.h"
 #include "kvtune/sweep_run.h"
 
 namespace kvtune::cli {
 
 // The command's registry, configs/models and configs/runtimes (found relative to the executable),
-// the file's plugins loaded on top, and expansion progress on a terminal.
-SweepContext sweep_context();
+// the file's plugins loaded on top, and expansion progress on `progress` (null: none).
+SweepContext sweep_context(ProgressLine* progress = nullptr);
 
-// Runs the sweep with Ctrl-C turned into a stop after the running batch. Returns the records, or
-// nullopt after an interrupt (having said what was written and the command that resumes it).
+// Runs the sweep with Ctrl-C turned into a stop after the running batch, showing its progress on
+// `progress` (stopped before anything else is printed). Returns the records, or nullopt after an
+// interrupt (having said what was written and the command that resumes it).
 std::optional<std::vector<SweepRecord>> run_interruptible(const SweepSpec& spec, SweepRunOptions run,
-                                                          const std::string& resume_command);
+                                                          const std::string& resume_command, ProgressLine& progress);
 
 // Analyses the records, writes summary.json, frontier.csv and report.md into `out`, and prints
 // the console summary (or summary.json with `json`).

@@ -1,48 +1,47 @@
 #include "kvtune/attention.h"
 
-#include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#include "attention_kernels.h"
 
 namespace kvtune {
 namespace {
 
-using RowMajorD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using RowMajorF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-Eigen::Map<const RowMajorF> map(ConstMatrixView m) { return {m.data, m.rows, m.cols}; }
-
+// Softmax per row: p = exp(l - max) / Σ, and log_norm = max + log Σ. One exp per element.
 void finish_softmax(AttentionScores& s) {
-  s.log_probs.resize(s.logits.size());
   s.probs.resize(s.logits.size());
+  s.log_norm.resize(static_cast<size_t>(s.queries));
   for (int64_t i = 0; i < s.queries; ++i) {
     const double* l = s.logit_row(i);
-    double m = l[0];
-    for (int64_t j = 1; j < s.tokens; ++j) m = std::max(m, l[j]);
-    double sum = 0.0;
-    for (int64_t j = 0; j < s.tokens; ++j) sum += std::exp(l[j] - m);
-    const double lse = m + std::log(sum);
-    double* lp = s.log_probs.data() + i * s.tokens;
     double* p = s.probs.data() + i * s.tokens;
+    const double m = *std::max_element(l, l + s.tokens);
+    double sum = 0.0;
     for (int64_t j = 0; j < s.tokens; ++j) {
-      lp[j] = l[j] - lse;
-      p[j] = std::exp(lp[j]);
+      p[j] = std::exp(l[j] - m);
+      sum += p[j];
     }
+    for (int64_t j = 0; j < s.tokens; ++j) p[j] /= sum;
+    s.log_norm[static_cast<size_t>(i)] = m + std::log(sum);
   }
 }
 
 }  // namespace
 
+void attention_scores(ConstMatrixView queries, ConstMatrixView keys, AttentionScores& out) {
+  out.queries = queries.rows;
+  out.tokens = keys.rows;
+  out.logits.resize(static_cast<size_t>(out.queries * out.tokens));
+  const std::vector<double> q(queries.data, queries.data + queries.size());
+  kernels::logits(q.data(), queries.rows, keys.data, keys.rows, keys.cols, 1.0 / std::sqrt(double(queries.cols)),
+                  out.logits.data());
+  finish_softmax(out);
+}
+
 AttentionScores attention_scores(ConstMatrixView queries, ConstMatrixView keys) {
   AttentionScores s;
-  s.queries = queries.rows;
-  s.tokens = keys.rows;
-  s.logits.resize(static_cast<size_t>(s.queries * s.tokens));
-  Eigen::Map<RowMajorD> logits(s.logits.data(), s.queries, s.tokens);
-  const RowMajorD q = map(queries).cast<double>();
-  const RowMajorD k = map(keys).cast<double>();
-  logits.noalias() = q * k.transpose();
-  logits *= 1.0 / std::sqrt(double(queries.cols));
-  finish_softmax(s);
+  attention_scores(queries, keys, s);
   return s;
 }
 
@@ -57,15 +56,16 @@ AttentionScores scores_from_raw_logits(ConstMatrixView raw, int64_t head_dim) {
   return s;
 }
 
-std::vector<double> widen(ConstMatrixView values) { return {values.data, values.data + values.size()}; }
+void attention_outputs(std::span<const double* const> prob_rows, ConstMatrixView values, double* out) {
+  kernels::probs_times_values(prob_rows.data(), int64_t(prob_rows.size()), values.data, values.rows, values.cols,
+                              out);
+}
 
-std::vector<double> attention_output(const AttentionScores& scores, std::span<const double> values_f64,
-                                     int64_t cols) {
-  std::vector<double> out(static_cast<size_t>(scores.queries * cols));
-  Eigen::Map<RowMajorD> o(out.data(), scores.queries, cols);
-  Eigen::Map<const RowMajorD> p(scores.probs.data(), scores.queries, scores.tokens);
-  Eigen::Map<const RowMajorD> v(values_f64.data(), scores.tokens, cols);
-  o.noalias() = p * v;
+std::vector<double> attention_output(const AttentionScores& scores, ConstMatrixView values) {
+  std::vector<const double*> rows;
+  for (int64_t i = 0; i < scores.queries; ++i) rows.push_back(scores.prob_row(i));
+  std::vector<double> out(static_cast<size_t>(scores.queries * values.cols));
+  attention_outputs(rows, values, out.data());
   return out;
 }
 

@@ -155,8 +155,14 @@ EvalResult decode_eval_result(std::string_view bytes, const EvalPlan& plan) {
   return r;
 }
 
-EvalResult evaluate_isolated(const EvalPlan& plan, size_t case_count, const CaseSource& source, int /*threads*/,
+EvalResult evaluate_isolated(const EvalPlan& plan, size_t case_count, const CaseSource& source, int threads,
                              const IsolationOptions& options) {
+  const SharedCaseSource shared = [&](size_t i) { return std::make_shared<const Case>(source(i)); };
+  return evaluate_isolated(plan, case_count, shared, threads, options);
+}
+
+EvalResult evaluate_isolated(const EvalPlan& plan, size_t case_count, const SharedCaseSource& source,
+                             int /*threads*/, const IsolationOptions& options) {
   if (plan.backend && plan.backend->name() != "cpu") {
     throw InputError(plugin_schemes(plan) + ": plugin schemes are evaluated in a child process, which cannot use the " +
                      plan.backend->name() + " backend (a GPU context does not survive fork); use the cpu backend");

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
+#include "attention_kernels.h"
 #include "kvtune/attention.h"
 #include "kvtune/error.h"
 
@@ -24,7 +26,7 @@ struct CaseSamples {
 };
 
 // |a - b| / |b| per row of two [rows, d] outputs (|a - b| when b is zero).
-std::vector<double> relative_rows(const std::vector<double>& a, const std::vector<double>& b, int64_t rows, int64_t d) {
+std::vector<double> relative_rows(const double* a, const double* b, int64_t rows, int64_t d) {
   std::vector<double> out;
   for (int64_t i = 0; i < rows; ++i) {
     double num = 0.0, den = 0.0;
@@ -38,26 +40,44 @@ std::vector<double> relative_rows(const std::vector<double>& a, const std::vecto
   return out;
 }
 
-void push(Samples& s, Metric m, double v) { s[static_cast<size_t>(m)].push_back(v); }
-
-int64_t argmax(const double* p, int64_t n) { return std::max_element(p, p + n) - p; }
-
-std::vector<int64_t> top_indices(const double* p, int64_t n, int64_t k) {
-  std::vector<int64_t> idx(static_cast<size_t>(n));
-  std::iota(idx.begin(), idx.end(), 0);
-  std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), [&](int64_t a, int64_t b) {
-    return p[a] != p[b] ? p[a] > p[b] : a < b;
-  });
-  idx.resize(static_cast<size_t>(k));
-  std::sort(idx.begin(), idx.end());
-  return idx;
+// A branch-free scan (it vectorizes): a float is finite unless its exponent bits are all ones.
+bool all_finite(std::span<const float> x) {
+  uint32_t special = 0;
+  for (float f : x) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    special |= uint32_t((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return special == 0;
 }
 
-// The reference's ranking per query, computed once per case for every K configuration.
-struct ReferenceRanks {
-  std::vector<std::vector<int64_t>> top;  // sorted indices of the top-k tokens
-  std::vector<int64_t> top1;              // arg-max token
+void push(Samples& s, Metric m, double v) { s[static_cast<size_t>(m)].push_back(v); }
+
+// The k largest entries of p (ties: the lower index first), sorted by index, and the arg-max (the
+// first largest). One pass that keeps the best k so far: most entries cost one comparison.
+struct Top {
+  std::vector<int64_t> indices;
+  int64_t first = 0;
 };
+
+Top top_indices(const double* p, int64_t n, int64_t k) {
+  std::vector<int64_t> best;  // by p descending, then index ascending
+  best.reserve(static_cast<size_t>(k) + 1);
+  for (int64_t j = 0; j < n; ++j) {
+    // A later index loses every tie, so only a strictly larger value displaces the k-th.
+    if (int64_t(best.size()) == k && !(p[j] > p[best.back()])) continue;
+    auto at = std::upper_bound(best.begin(), best.end(), j, [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    best.insert(at, j);
+    if (int64_t(best.size()) > k) best.pop_back();
+  }
+  Top top{best, best.empty() ? 0 : best.front()};
+  std::sort(top.indices.begin(), top.indices.end());
+  return top;
+}
+
+// The reference's ranking per query (top-k and arg-max), computed once per case for every K
+// configuration.
+using ReferenceRanks = std::vector<Top>;
 
 // How many tokens rank above `token` in p (ties broken by index, as the arg-max does).
 int64_t rank_of(const double* p, int64_t n, int64_t token) {
@@ -76,31 +96,18 @@ void key_metrics(const Case& c, const AttentionScores& ref, const AttentionScore
   const int64_t k = std::min(topk, t);
   auto needle = c.needles.begin();
   for (int64_t i = 0; i < ref.queries; ++i) {
-    const double* lr = ref.logit_row(i);
-    const double* lq = q.logit_row(i);
-    double max_err = 0.0, mean_shift = 0.0;
-    for (int64_t j = 0; j < t; ++j) {
-      const double e = lq[j] - lr[j];
-      max_err = std::max(max_err, std::abs(e));
-      mean_shift += e;
-    }
-    mean_shift /= double(t);
-    double shift_err = 0.0;
-    for (int64_t j = 0; j < t; ++j) shift_err = std::max(shift_err, std::abs(lq[j] - lr[j] - mean_shift));
     const double* pr = ref.prob_row(i);
-    const double* lpr = ref.log_prob_row(i);
-    const double* lpq = q.log_prob_row(i);
-    double kl = 0.0;
-    for (int64_t j = 0; j < t; ++j) kl += pr[j] * (lpr[j] - lpq[j]);
     const double* pq = q.prob_row(i);
-    const std::vector<int64_t> top = top_indices(pq, t, k);
+    const kernels::LogitErrors err = kernels::logit_errors(ref.logit_row(i), q.logit_row(i), pr,
+                                                           ref.log_norm[size_t(i)], q.log_norm[size_t(i)], t);
+    const Top top = top_indices(pq, t, k);
     std::vector<int64_t> common;
-    std::set_intersection(top.begin(), top.end(), ranks.top[i].begin(), ranks.top[i].end(), std::back_inserter(common));
-    push(out, Metric::max_logit_err, max_err);
-    push(out, Metric::shift_logit_err, shift_err);
-    push(out, Metric::attn_kl, std::max(kl, 0.0));
-    const int64_t top1 = argmax(pq, t);
-    push(out, Metric::top1_agree, top1 == ranks.top1[i] ? 1.0 : 0.0);
+    std::set_intersection(top.indices.begin(), top.indices.end(), ranks[size_t(i)].indices.begin(),
+                          ranks[size_t(i)].indices.end(), std::back_inserter(common));
+    push(out, Metric::max_logit_err, err.max_err);
+    push(out, Metric::shift_logit_err, err.shift_err);
+    push(out, Metric::attn_kl, std::max(err.kl, 0.0));
+    push(out, Metric::top1_agree, top.first == ranks[size_t(i)].first ? 1.0 : 0.0);
     push(out, Metric::topk_overlap, double(common.size()) / double(k));
     const auto first = needle;
     while (needle != c.needles.end() && needle->query == i) ++needle;
@@ -128,18 +135,42 @@ void require_finite_logits(ConstMatrixView raw, const Scheme& scheme, const std:
   }
 }
 
-AttentionScores key_scores(const Scheme& scheme, const Case& c, const QuantContext& ctx, const EvalBackend& backend) {
+// Storage one thread reuses across key configurations, cases and evaluate() calls: a round trip's
+// output and every score set (fresh buffers of [T, D] would page-fault on every call).
+struct Workspace {
+  std::vector<float> cache;  // one round-tripped K or V cache at a time
+  AttentionScores ref;
+  std::vector<AttentionScores> k_scores;
+  std::vector<double> ref_out, outs;
+
+  MatrixView cache_like(ConstMatrixView x) {
+    cache.resize(static_cast<size_t>(x.size()));
+    return {cache.data(), x.rows, x.cols};
+  }
+};
+
+Workspace& thread_workspace() {
+  thread_local Workspace w;
+  return w;
+}
+
+void key_scores(const Scheme& scheme, const Case& c, const QuantContext& ctx, const EvalBackend& backend,
+                Workspace& ws, AttentionScores& out) {
   if (scheme.estimates_logits()) {
     const auto packed = scheme.quantize(c.keys, ctx);
     Matrix raw(c.queries.rows(), c.keys.rows());
     scheme.logits(c.queries, packed, c.keys.rows(), ctx, raw);
     require_finite_logits(raw, scheme, c.keys_file);
-    return scores_from_raw_logits(raw, c.keys.cols());
+    out = scores_from_raw_logits(raw, c.keys.cols());
+    return;
   }
-  Matrix keys(c.keys.rows(), c.keys.cols());
+  const MatrixView keys = ws.cache_like(c.keys);
   backend.roundtrip(scheme, c.keys, ctx, keys);
-  require_finite_roundtrip(c.keys, keys, scheme, Role::key, c.keys_file);
-  return attention_scores(c.queries, keys);
+  attention_scores(c.queries, keys, out);
+  // A non-finite key makes its logits non-finite, so the [T, D] scan runs only to name it.
+  if (!kernels::all_finite(out.logits.data(), int64_t(out.logits.size()))) {
+    require_finite_roundtrip(c.keys, keys, scheme, Role::key, c.keys_file);
+  }
 }
 
 // The scheme to run on this case: calibrated on the case's sample when it has one.
@@ -163,50 +194,74 @@ SchemePtr calibrated(const SchemePtr& scheme, const Case& c, Role role) {
 // Per-pair samples of one case.
 std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
   const EvalBackend& backend = plan.backend ? *plan.backend : *cpu_backend();
-  const AttentionScores ref = attention_scores(c.queries, c.keys);
-  const std::vector<double> ref_out = attention_output(ref, widen(c.values), c.values.cols());
+  Workspace& ws = thread_workspace();
+  const AttentionScores& ref = ws.ref;
+  attention_scores(c.queries, c.keys, ws.ref);
+  const int64_t d = c.values.cols(), nq = ref.queries;
+  ws.ref_out = attention_output(ref, c.values);
   const int64_t k = std::min(plan.topk, ref.tokens);
   ReferenceRanks ranks;
-  for (int64_t i = 0; i < ref.queries; ++i) {
-    ranks.top.push_back(top_indices(ref.prob_row(i), ref.tokens, k));
-    ranks.top1.push_back(argmax(ref.prob_row(i), ref.tokens));
-  }
+  for (int64_t i = 0; i < nq; ++i) ranks.push_back(top_indices(ref.prob_row(i), ref.tokens, k));
 
   QuantContext kctx{Role::key, c.positions, c.seed, &c.rope};
   QuantContext vctx{Role::value, c.positions, c.seed, &c.rope};
-  std::vector<SchemePtr> k_run, v_run;  // the schemes as run on this case (calibrated)
-  std::vector<AttentionScores> k_scores;
+  std::vector<SchemePtr> k_run;  // the schemes as run on this case (calibrated)
+  // Grown, never shrunk: a later batch with more K configurations would page-fault fresh buffers.
+  if (ws.k_scores.size() < plan.k_schemes.size()) ws.k_scores.resize(plan.k_schemes.size());
   std::vector<CaseSamples> k_samples(plan.k_schemes.size());
   for (size_t i = 0; i < plan.k_schemes.size(); ++i) {
     k_run.push_back(calibrated(plan.k_schemes[i], c, Role::key));
-    k_scores.push_back(key_scores(*k_run.back(), c, kctx, backend));
-    key_metrics(c, ref, k_scores.back(), plan.topk, ranks, k_samples[i]);
-  }
-  std::vector<std::vector<double>> v_wide;
-  Matrix values(c.values.rows(), c.values.cols());
-  for (const SchemePtr& scheme : plan.v_schemes) {
-    v_run.push_back(calibrated(scheme, c, Role::value));
-    backend.roundtrip(*v_run.back(), c.values, vctx, values);
-    require_finite_roundtrip(c.values, values, *v_run.back(), Role::value, c.values_file);
-    v_wide.push_back(widen(values));
+    key_scores(*k_run.back(), c, kctx, backend, ws, ws.k_scores[i]);
+    key_metrics(c, ref, ws.k_scores[i], plan.topk, ranks, k_samples[i]);
+    if (plan.on_step) plan.on_step();
   }
 
+  // Per V configuration one pass over its round-tripped values serves the stacked probabilities of
+  // every K configuration paired with it.
   std::vector<CaseSamples> out(plan.pairs.size());
-  const int64_t d = c.values.cols();
-  for (size_t p = 0; p < plan.pairs.size(); ++p) {
-    const EvalPair& pair = plan.pairs[p];
-    out[p] = k_samples[pair.k];
-    std::vector<double> o = attention_output(k_scores[pair.k], v_wide[pair.v], d);
-    if (auto kernel = backend.fused_attention(*k_run[pair.k], *v_run[pair.v], c)) {
-      out[p].kernel_vs_sim = relative_rows(*kernel, o, ref.queries, d);
-      o = std::move(*kernel);
-    } else if (backend.fuses_attention()) {
-      // The simulator's product stands in for the kernel: say so, and why, instead of reporting it
-      // under the kernel's name.
-      out[p].kernel_gap = backend.fused_attention_gap(*k_run[pair.k], *v_run[pair.v], d);
-      if (out[p].kernel_gap.empty()) out[p].kernel_gap = "the " + backend.name() + " backend returned no output";
+  for (size_t v = 0; v < plan.v_schemes.size(); ++v) {
+    std::vector<size_t> ks;  // K configurations paired with v, each once, in plan order
+    for (const EvalPair& pair : plan.pairs) {
+      if (pair.v == v && std::find(ks.begin(), ks.end(), pair.k) == ks.end()) ks.push_back(pair.k);
     }
-    out[p].metrics[static_cast<size_t>(Metric::rel_out_err)] = relative_rows(o, ref_out, ref.queries, d);
+    if (ks.empty()) {
+      if (plan.on_step) plan.on_step();
+      continue;
+    }
+    const SchemePtr v_run = calibrated(plan.v_schemes[v], c, Role::value);
+    const MatrixView values = ws.cache_like(c.values);
+    backend.roundtrip(*v_run, c.values, vctx, values);
+    std::vector<const double*> rows;
+    for (size_t kk : ks) {
+      for (int64_t i = 0; i < nq; ++i) rows.push_back(ws.k_scores[kk].prob_row(i));
+    }
+    ws.outs.resize(rows.size() * size_t(d));
+    attention_outputs(rows, values, ws.outs.data());
+    // p · inf and 0 · inf are both non-finite: a non-finite value always reaches the outputs.
+    if (!kernels::all_finite(ws.outs.data(), int64_t(ws.outs.size()))) {
+      require_finite_roundtrip(c.values, values, *v_run, Role::value, c.values_file);
+    }
+
+    for (size_t p = 0; p < plan.pairs.size(); ++p) {
+      const EvalPair& pair = plan.pairs[p];
+      if (pair.v != v) continue;
+      out[p] = k_samples[pair.k];
+      const size_t block = size_t(std::find(ks.begin(), ks.end(), pair.k) - ks.begin());
+      const double* o = ws.outs.data() + block * size_t(nq * d);
+      std::vector<double> kernel_out;
+      if (auto kernel = backend.fused_attention(*k_run[pair.k], *v_run, c)) {
+        out[p].kernel_vs_sim = relative_rows(kernel->data(), o, nq, d);
+        kernel_out = std::move(*kernel);
+        o = kernel_out.data();
+      } else if (backend.fuses_attention()) {
+        // The simulator's product stands in for the kernel: say so, and why, instead of reporting it
+        // under the kernel's name.
+        out[p].kernel_gap = backend.fused_attention_gap(*k_run[pair.k], *v_run, d);
+        if (out[p].kernel_gap.empty()) out[p].kernel_gap = "the " + backend.name() + " backend returned no output";
+      }
+      out[p].metrics[static_cast<size_t>(Metric::rel_out_err)] = relative_rows(o, ws.ref_out.data(), nq, d);
+    }
+    if (plan.on_step) plan.on_step();
   }
   return out;
 }
@@ -215,6 +270,7 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
 
 void require_finite_roundtrip(ConstMatrixView input, ConstMatrixView output, const Scheme& scheme, Role role,
                               const std::string& source) {
+  if (all_finite(output.span())) return;
   for (int64_t i = 0; i < output.size(); ++i) {
     if (std::isfinite(output.data[i])) continue;
     // A block scheme (q8_0) overflows a whole group through its scale, so the culprit is the row's
@@ -241,6 +297,11 @@ void check_plan_shape(const EvalPlan& plan, int64_t tokens, int64_t head_dim) {
 }
 
 EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& source, int threads) {
+  const SharedCaseSource shared = [&](size_t i) { return std::make_shared<const Case>(source(i)); };
+  return evaluate(plan, case_count, shared, threads);
+}
+
+EvalResult evaluate(const EvalPlan& plan, size_t case_count, const SharedCaseSource& source, int threads) {
   std::vector<std::vector<CaseSamples>> per_case(case_count);
   std::vector<double> depths;  // the needle depths of case 0 (every case of one workload shares them)
   std::vector<std::exception_ptr> errors(case_count);
@@ -249,7 +310,8 @@ EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& s
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n)
   for (size_t i = 0; i < case_count; ++i) {
     try {
-      const Case c = source(i);
+      const std::shared_ptr<const Case> held = source(i);
+      const Case& c = *held;
       check_plan_shape(plan, c.keys.rows(), c.keys.cols());
       shapes[i] = {c.keys.rows(), c.keys.cols(), c.queries.rows()};
       if (i == 0) depths = c.needle_depths;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <set>
 #include <sstream>
 
+#include "case_cache.h"
 #include "kvtune/error.h"
 #include "kvtune/evaluator.h"
 #include "kvtune/file_io.h"
@@ -200,8 +202,10 @@ std::vector<LayerSummary> layer_summaries(const PairResult& pair, const std::vec
 }
 
 // One separable evaluation of `points` (their own schemes) over every case of the spec.
+// `on_fraction` (may be empty) hears the share of the evaluation done, from the evaluation threads.
 std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vector<SweepPoint>& points,
-                                         const SweepRunOptions& o, const SweepRecord& provenance) {
+                                         const SweepRunOptions& o, const SweepRecord& provenance, CaseCache& kept,
+                                         const std::function<void(double)>& on_fraction) {
   EvalPlan plan;
   plan.topk = spec.scenario.topk;
   plan.backend = o.backend;
@@ -219,8 +223,11 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
   }
   const std::vector<CaseKey> cases = scenario_cases(spec.scenario);
   const int64_t tokens = spec.scenario.contexts.front();
-  const CaseSource source = [&](size_t i) {
-    return scenario_case(spec.scenario, cases[i], tokens);
+  std::atomic<size_t> steps{0};
+  const double all_steps = double(cases.size() * (plan.k_schemes.size() + plan.v_schemes.size()));
+  if (on_fraction) plan.on_step = [&] { on_fraction(double(++steps) / all_steps); };
+  const SharedCaseSource source = [&](size_t i) {
+    return kept.get(i, [&] { return scenario_case(spec.scenario, cases[i], tokens); });
   };
   // Plugin code runs in a child process: a crash fails this batch's points, not the sweep. A GPU
   // context does not survive fork, so with a GPU backend plugins run in-process.
@@ -244,10 +251,11 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
 // the points whose scheme fails become failed records and the sweep goes on. Anything else thrown
 // is a bug and propagates.
 std::vector<SweepRecord> evaluate_batch(const SweepSpec& spec, const std::vector<SweepPoint>& points,
-                                        const SweepRunOptions& o, const SweepRecord& provenance) {
+                                        const SweepRunOptions& o, const SweepRecord& provenance, CaseCache& kept,
+                                        const std::function<void(double)>& on_fraction) {
   if (points.size() > 1) {
     try {
-      return evaluate_points(spec, points, o, provenance);
+      return evaluate_points(spec, points, o, provenance, kept, on_fraction);
     } catch (const InputError&) {
       // one of them fails: find which below
     }
@@ -255,7 +263,7 @@ std::vector<SweepRecord> evaluate_batch(const SweepSpec& spec, const std::vector
   std::vector<SweepRecord> out;
   for (const SweepPoint& p : points) {
     try {
-      out.push_back(evaluate_points(spec, {p}, o, provenance).front());
+      out.push_back(evaluate_points(spec, {p}, o, provenance, kept, {}).front());
     } catch (const InputError& e) {
       SweepRecord r = point_record(p, provenance);
       r.ok = false;
@@ -436,6 +444,7 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const SweepRunOptions&
 
   Appender out(path);
   const SweepRecord provenance = record_template(spec, o);
+  CaseCache kept(scenario_cases(spec.scenario).size(), CaseCache::default_budget());
   std::vector<SweepRecord> records;
 
   // Evaluates the points not done yet in batches, appending each batch's records as it finishes.
@@ -445,19 +454,23 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const SweepRunOptions&
       if (!done.count({p.k, p.v})) todo.push_back(p);
     }
     size_t finished = points.size() - todo.size();
-    if (o.progress) o.progress(finished, points.size());
+    if (o.progress) o.progress(double(finished), points.size());
     const size_t batch = std::max<size_t>(1, o.batch_points);
     for (size_t at = 0; at < todo.size(); at += batch) {
       if (o.cancel != nullptr && o.cancel->load()) throw SweepInterrupted(done.size(), points.size(), path);
       const std::vector<SweepPoint> chunk(todo.begin() + static_cast<std::ptrdiff_t>(at),
                                           todo.begin() + static_cast<std::ptrdiff_t>(std::min(todo.size(), at + batch)));
       std::string lines;
-      std::vector<SweepRecord> evaluated = evaluate_batch(spec, chunk, o, provenance);
+      std::function<void(double)> on_fraction;
+      if (o.progress) {
+        on_fraction = [&, base = double(finished)](double f) { o.progress(base + f * double(chunk.size()), points.size()); };
+      }
+      std::vector<SweepRecord> evaluated = evaluate_batch(spec, chunk, o, provenance, kept, on_fraction);
       for (const SweepRecord& r : evaluated) lines += record_to_json_line(r);
       out.write(lines);
       for (SweepRecord& r : evaluated) done.emplace(std::make_pair(r.k, r.v), std::move(r));
       finished += chunk.size();
-      if (o.progress) o.progress(finished, points.size());
+      if (o.progress) o.progress(double(finished), points.size());
     }
     for (const SweepPoint& p : points) records.push_back(done.at({p.k, p.v}));
   };

@@ -6,11 +6,13 @@
 //                          `us_per_token` (roughly constant = linear in T) and a fitted O(N).
 //   BM_GridVsPairs         an 8×8 K/V grid as one evaluate() against the same 64 pairs as 64
 //                          evaluate() calls, timed in the same process; counter `grid_over_pairs`
-//                          (the target is ≤ 0.2).
+//                          (issue #17's target: ≤ 0.08).
+//   BM_ThreadScaling       the 8×8 grid over 4 cases on 1 and on 2 threads in the same iteration;
+//                          counter `speedup` = time on 1 thread / time on 2.
 //
 //   build/tests/bench/bench_evaluator --benchmark_min_time=0.5
 //
-// Every evaluate() runs on one thread, so the comparison is not confused by OpenMP. The case is
+// Every evaluate() but BM_ThreadScaling's runs on one thread, so the comparison is not confused by OpenMP. The case is
 // generated once per benchmark, outside the timing. evaluate() takes its case by value from a
 // CaseSource, so each call is handed a fresh copy: the copy is made before the clock starts and
 // moved into the evaluator, so no timed figure includes generating or copying the case. That favours
@@ -45,16 +47,20 @@ kvtune::Case make_case(int64_t tokens) {
   return kvtune::generate_case(cfg, 0);
 }
 
-// Runs evaluate() on `prototype` with one thread, returning the seconds spent inside evaluate()
-// only: the copy the CaseSource hands over is made before the clock starts.
-double timed_evaluate(const kvtune::EvalPlan& plan, const kvtune::Case& prototype) {
-  kvtune::Case fresh = prototype;
-  const kvtune::CaseSource source = [&fresh](size_t) { return std::move(fresh); };
+// Runs evaluate() over copies of `cases` on `threads` threads, returning the seconds spent inside
+// evaluate() only: the copies the CaseSource hands over are made before the clock starts.
+double timed_evaluate(const kvtune::EvalPlan& plan, std::vector<kvtune::Case> fresh, int threads) {
+  const kvtune::CaseSource source = [&fresh](size_t i) { return std::move(fresh[i]); };
   const auto t0 = std::chrono::steady_clock::now();
-  const kvtune::EvalResult r = kvtune::evaluate(plan, 1, source, 1);
+  const kvtune::EvalResult r = kvtune::evaluate(plan, fresh.size(), source, threads);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   benchmark::DoNotOptimize(r.pairs.data());
   return s;
+}
+
+// The same on one case and one thread.
+double timed_evaluate(const kvtune::EvalPlan& plan, const kvtune::Case& prototype) {
+  return timed_evaluate(plan, std::vector<kvtune::Case>{prototype}, 1);
 }
 
 void BM_EvaluateContext(benchmark::State& state) {
@@ -142,6 +148,33 @@ void BM_GridVsPairs(benchmark::State& state) {
 // T = 16384 keeps one iteration (66 evaluate() calls) to a few seconds on the 2-core machine;
 // three iterations give a stable sum.
 BENCHMARK(BM_GridVsPairs)->Arg(16384)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// Cases are what the threads share out (each case is evaluated on one thread), so 4 cases on 2
+// threads can at best halve the time.
+void BM_ThreadScaling(benchmark::State& state) {
+  std::vector<kvtune::Case> cases;
+  for (int64_t seed = 0; seed < 4; ++seed) {
+    kvtune::WorkloadConfig cfg;
+    cfg.tokens = state.range(0);
+    cfg.head_dim = kHeadDim;
+    cfg.queries = kQueries;
+    cfg.keys.outlier_channels = {7, 23, 88};
+    cfg.keys.outlier_scale = 20.0;
+    cases.push_back(kvtune::generate_case(cfg, seed));
+  }
+  const kvtune::EvalPlan grid = kvtune::build_plan(grid_pairs(), kvtune::builtin_registry(), 8);
+  double one_s = 0.0, two_s = 0.0;
+  for (auto _ : state) {
+    const double one = timed_evaluate(grid, cases, 1);
+    const double two = timed_evaluate(grid, cases, 2);
+    state.SetIterationTime(two);
+    one_s += one;
+    two_s += two;
+  }
+  state.counters["one_thread_ms"] = 1e3 * one_s / double(state.iterations());
+  state.counters["speedup"] = one_s / two_s;
+}
+BENCHMARK(BM_ThreadScaling)->Arg(16384)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

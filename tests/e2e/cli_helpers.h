@@ -52,10 +52,12 @@ inline std::string shell_quote(const std::string& arg) {
   return quoted + "'";
 }
 
-// Runs `kvtune ARGS...` with stdout and stderr redirected to files in `scratch`.
-inline RunResult run_kvtune(const std::vector<std::string>& args, const fs::path& scratch) {
+// Runs `kvtune ARGS...` with stdout and stderr redirected to files in `scratch`; `env`, when given,
+// is an env(1) prefix for the environment ("env -u CI SLURM_ARRAY_TASK_ID=3 ").
+inline RunResult run_kvtune(const std::vector<std::string>& args, const fs::path& scratch,
+                            const std::string& env = "") {
   const fs::path out_file = scratch / "stdout.txt", err_file = scratch / "stderr.txt";
-  std::string command = shell_quote(KVTUNE_BINARY);
+  std::string command = env + shell_quote(KVTUNE_BINARY);
   for (const std::string& a : args) command += " " + shell_quote(a);
   command += " >" + shell_quote(out_file.string()) + " 2>" + shell_quote(err_file.string()) + " </dev/null";
   const int raw = std::system(command.c_str());

@@ -17,6 +17,7 @@ namespace {
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A sweep that runs in well under a second: 4 K x 3 V candidates on a 512-token workload with a
 // needle, llama.cpp as the runtime target.
@@ -262,11 +263,11 @@ TEST_F(SweepCli, RecommendRefusesRuntimeVersionsTheTableDoesNotCover) {
 }
 
 
-// A sweep of 144 points in three batches (about 4 s on one core), so Ctrl-C after 1 s lands in a batch.
+// A sweep of 144 points in three batches (about 5 s on one core), so Ctrl-C after 1 s lands in a batch.
 const char* const kInterruptSweep = R"(name = "interrupt"
 seeds = 2
 [workload]
-tokens = 8192
+tokens = 32768
 head_dim = 128
 queries = 2
 [search]
@@ -275,6 +276,96 @@ k = ["q8_0", "q4_0", "q5_0", "q5_1", "q4_1", "iq4_nl", "int:bits=8,axis=channel"
 v = ["q8_0", "q4_0", "q5_0", "q5_1", "q4_1", "iq4_nl", "int:bits=8,axis=token", "int:bits=4,axis=token",
      "int:bits=2,axis=token", "f16", "bf16", "int:bits=6,axis=token"]
 )";
+
+// Issue #17 item 5: --shard auto takes I and N from a Slurm job array (ID - MIN of COUNT) or a
+// Kubernetes Indexed Job (JOB_COMPLETION_INDEX, the count from auto/N or KVTUNE_SHARDS); what it
+// cannot read is bad input (exit 2) naming the variable, and nothing is written.
+TEST_F(SweepCli, ShardAutoReadsSlurmArraysAndKubernetesIndexedJobs) {
+  write_text(path("small.toml"), kSmallSweep);
+  const std::string clean = "env -u SLURM_ARRAY_TASK_ID -u JOB_COMPLETION_INDEX -u KVTUNE_SHARDS ";
+  auto shard_of = [&](const std::string& env, const std::string& shard, const std::string& dir) {
+    const RunResult r = run_kvtune({"sweep", path("small.toml").string(), "--shard", shard, "--out", path(dir).string()},
+                                   path(""), clean + env);
+    EXPECT_EQ(r.status, 0) << r.err;
+    std::istringstream lines(read_text(path(dir) / "results.jsonl"));
+    std::string first;
+    if (!std::getline(lines, first)) return std::pair<int64_t, int64_t>{-1, -1};
+    const json record = json::parse(first);
+    return std::pair{record["shard"].get<int64_t>(), record["shards"].get<int64_t>()};
+  };
+  const std::string slurm = "SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_MAX=4 SLURM_ARRAY_TASK_COUNT=4 ";
+  EXPECT_EQ(shard_of(slurm + "SLURM_ARRAY_TASK_ID=3 ", "auto", "slurm"), (std::pair<int64_t, int64_t>{2, 4}));
+  EXPECT_EQ(shard_of(slurm + "SLURM_ARRAY_TASK_ID=4 ", "auto/4", "slurm4"), (std::pair<int64_t, int64_t>{3, 4}));
+  EXPECT_EQ(shard_of("JOB_COMPLETION_INDEX=1 ", "auto/3", "k8s"), (std::pair<int64_t, int64_t>{1, 3}));
+  EXPECT_EQ(shard_of("JOB_COMPLETION_INDEX=2 KVTUNE_SHARDS=3 ", "auto", "k8s-env"), (std::pair<int64_t, int64_t>{2, 3}));
+
+  auto refused = [&](const std::string& env, const std::string& shard, const std::string& message) {
+    const RunResult r = run_kvtune({"sweep", path("small.toml").string(), "--shard", shard, "--out", path("bad").string()},
+                                   path(""), clean + env);
+    EXPECT_EQ(r.status, 2) << env << shard;
+    EXPECT_THAT(r.err, HasSubstr(message)) << env << shard;
+    EXPECT_FALSE(fs::exists(path("bad"))) << env << shard;
+  };
+  refused("", "auto", "--shard auto: neither SLURM_ARRAY_TASK_ID (a Slurm job array, sbatch --array) nor "
+                      "JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) is set");
+  refused("SLURM_ARRAY_TASK_ID=2 SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=6 SLURM_ARRAY_TASK_COUNT=4 ", "auto",
+          "the Slurm job array's indices 0..6 are not one unbroken range of 4 tasks; submit it as --array=0-3");
+  refused("SLURM_ARRAY_TASK_ID=2 SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=3 ", "auto",
+          "--shard auto: SLURM_ARRAY_TASK_COUNT is not set");
+  refused(slurm + "SLURM_ARRAY_TASK_ID=2 ", "auto/5", "--shard auto/5: the Slurm job array has 4 tasks, not 5");
+  refused("JOB_COMPLETION_INDEX=1 ", "auto", "pass --shard auto/N with N = the job's completions, or set KVTUNE_SHARDS");
+  refused("JOB_COMPLETION_INDEX=3 ", "auto/3", "--shard auto/3: JOB_COMPLETION_INDEX = 3 is not below the shard count 3");
+  refused("JOB_COMPLETION_INDEX=x1 ", "auto/3", "--shard auto/3: JOB_COMPLETION_INDEX = 'x1' is not a whole number");
+  refused("", "auto/0", "--shard 'auto/0': expected I/N with 0 <= I < N (e.g. 0/4), auto or auto/N");
+  refused("", "4/4", "--shard '4/4': expected I/N with 0 <= I < N (e.g. 0/4), auto or auto/N");
+}
+
+// Runs `command` under script(1), which gives it a pseudo-terminal, and returns what the terminal
+// showed (stderr included). util-linux's script is in bsdutils, which every Debian system has.
+std::string on_a_terminal(const std::string& command, const fs::path& typescript) {
+  const std::string line = "script -qfec " + shell_quote(command) + " " + shell_quote(typescript.string()) + " >/dev/null";
+  EXPECT_EQ(std::system(line.c_str()), 0) << line;
+  return read_text(typescript);
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Issue #17 item 6: on a terminal the line shows points done, rate and ETA and is redrawn several
+// times a second while a batch runs (the 144-point sweep takes 2-5 s in three batches); with CI set,
+// or without a terminal, nothing.
+TEST_F(SweepCli, ProgressLineOnATerminalOnlyAndNotUnderCi) {
+  write_text(path("slow.toml"), kInterruptSweep);
+  const std::string sweep = shell_quote(KVTUNE_BINARY) + " sweep " + shell_quote(path("slow.toml").string()) +
+                            " --jobs 1 >/dev/null --out ";
+  const std::string shown = on_a_terminal("env -u CI " + sweep + shell_quote(out() + "-tty"), path("tty.txt"));
+  EXPECT_THAT(shown, HasSubstr("\rkvtune sweep: evaluating 0/144 points (0%), ETA --:--"));
+  EXPECT_THAT(shown, HasSubstr("kvtune sweep: evaluating 144/144 points (100%), "));
+  EXPECT_THAT(shown, testing::ContainsRegex("points/s, ETA [0-9]+:[0-9][0-9]"));
+  // At least 4 redraws a second minus start-up: far more than the 3 batch ends alone would give.
+  EXPECT_GE(count_of(shown, "\rkvtune sweep: evaluating"), 6u) << shown;
+  const std::string ci = on_a_terminal("env CI=true " + sweep + shell_quote(out() + "-ci"), path("ci.txt"));
+  EXPECT_THAT(ci, Not(HasSubstr("evaluating")));
+  const RunResult piped = run({"sweep", path("slow.toml").string(), "--out", out() + "-pipe", "--jobs", "2"});
+  ASSERT_EQ(piped.status, 0) << piped.err;
+  EXPECT_THAT(piped.err, Not(HasSubstr("evaluating")));
+}
+
+// A shard has no terminal under a batch scheduler: it logs whole lines (the last one at the end).
+TEST_F(SweepCli, AShardLogsItsProgressWithoutATerminal) {
+  write_text(path("slow.toml"), kInterruptSweep);
+  const std::string command = "env -u CI " + shell_quote(KVTUNE_BINARY) + " sweep " +
+                              shell_quote(path("slow.toml").string()) + " --shard 1/2 --jobs 2 --out " +
+                              shell_quote(out()) + " >/dev/null 2>" + shell_quote(path("err.txt").string());
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  const std::string err = read_text(path("err.txt"));
+  EXPECT_THAT(err, testing::ContainsRegex("kvtune sweep shard 1/2: evaluating 72/72 points \\(100%\\), [0-9.]+ "
+                                          "points/s, ETA 0:00\n"));
+  EXPECT_THAT(err, Not(HasSubstr("\r")));
+}
 
 // Before: SIGINT ended the process with status 130 and no word.
 TEST_F(SweepCli, CtrlCStopsAfterTheBatchAndSaysHowToResume) {

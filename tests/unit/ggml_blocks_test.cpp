@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "kvtune/codecs/ggml_blocks.h"
@@ -171,6 +172,40 @@ TEST(GgmlBlocks, Iq4nlPicksNearestCodebookEntryUpperOnTies) {
   EXPECT_EQ(ggml::iq4nl_nearest(7.0f), 9);   // midway between 1 and 13
   EXPECT_EQ(ggml::iq4nl_nearest(6.9f), 8);
   EXPECT_EQ(ggml::iq4nl_nearest(-4.5f), 8);  // midway between -10 and 1
+}
+
+// ggml's best_index_int8 (ggml-quants.c) as written there: a binary search, then the nearer of the
+// two neighbours.
+int best_index_int8_as_ggml(float x) {
+  static const int8_t val[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  if (x <= val[0]) return 0;
+  if (x >= val[15]) return 15;
+  int ml = 0, mu = 15;
+  while (mu - ml > 1) {
+    const int mav = (ml + mu) / 2;
+    if (x < val[mav]) {
+      mu = mav;
+    } else {
+      ml = mav;
+    }
+  }
+  return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
+}
+
+// The branch-free count gives ggml's index for every float from -160 to 160 in steps of 1/64, at
+// every entry and midpoint and one float either side of each, and at ±inf and NaN.
+TEST(GgmlBlocks, Iq4nlBranchFreeSearchIsGgmlsBinarySearch) {
+  std::vector<float> probes = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(), 0.0f, -0.0f};
+  for (int i = -160 * 64; i <= 160 * 64; ++i) probes.push_back(float(i) / 64.0f);
+  for (int e = 0; e < 16; ++e) {
+    const float entry = ggml::iq4nl_value(e);
+    const float mid = e < 15 ? (entry + ggml::iq4nl_value(e + 1)) / 2.0f : entry;
+    for (const float v : {entry, mid}) {
+      probes.insert(probes.end(), {v, std::nextafter(v, -1e9f), std::nextafter(v, 1e9f)});
+    }
+  }
+  for (const float v : probes) EXPECT_EQ(ggml::iq4nl_nearest(v), best_index_int8_as_ggml(v)) << v;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,10 @@ struct EvalPlan {
   std::vector<EvalPair> pairs;
   int64_t topk = 8;  // k of topk_overlap
   EvalBackendPtr backend;  // where the quantizers (and in kernel mode attention) run; null = the CPU
+  // Called after each case's K configuration and each V configuration is evaluated, i.e.
+  // cases · (K configurations + V configurations) times per evaluate(), from the evaluation threads
+  // (concurrently); may be empty. evaluate_isolated's child does not call it.
+  std::function<void()> on_step;
 };
 
 // The needle metrics of the needles planted at one depth (fraction of the context).
@@ -67,12 +72,15 @@ struct EvalResult {
 
 // Produces case `index` (generated or loaded); called concurrently from several threads.
 using CaseSource = std::function<Case(size_t index)>;
+// The same for cases the caller keeps (a sweep's cases across its batches): no copy is made.
+using SharedCaseSource = std::function<std::shared_ptr<const Case>(size_t index)>;
 
 // Evaluates every pair of `plan` over cases 0..case_count-1 in parallel (OpenMP, `threads` = 0 for
 // the default). A case with a calibration sample first calibrates every scheme on it (schemes
 // without static scales return themselves). The result is identical whatever the thread count.
 // Throws InputError when a scheme cannot take the cases' shape.
 EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& source, int threads = 0);
+EvalResult evaluate(const EvalPlan& plan, size_t case_count, const SharedCaseSource& source, int threads = 0);
 
 // The one rule for a round trip's output, shared by `simulate` and `quantize`: every element must be
 // finite. A finite input can still leave a scheme's range (f16 overflows above 65504, a ggml scale
@@ -101,6 +109,8 @@ bool plan_uses_plugins(const EvalPlan& plan);
 // plan with another backend is an InputError (a GPU context does not survive fork).
 EvalResult evaluate_isolated(const EvalPlan& plan, size_t case_count, const CaseSource& source, int threads = 0,
                              const IsolationOptions& options = {});
+EvalResult evaluate_isolated(const EvalPlan& plan, size_t case_count, const SharedCaseSource& source,
+                             int threads = 0, const IsolationOptions& options = {});
 
 // Serialization of an EvalResult without its schemes (the bytes evaluate_isolated's child sends);
 // decode_eval_result re-fills PairResult::k and ::v from `plan`. Throws std::runtime_error on bytes

@@ -62,7 +62,10 @@ struct SweepRunOptions {
   int threads = 0;         // evaluation threads (0 = all cores)
   EvalBackendPtr backend;  // the evaluator backend (null: the CPU)
   size_t batch_points = 64;  // points per separable evaluation (and per flush)
-  std::function<void(size_t done, size_t total)> progress;  // after each batch; may be empty
+  // Points done (fractional inside a batch) of the shard's total: after each batch and, during one,
+  // each time a case's K or V configuration is evaluated — then from the evaluation threads, so it
+  // must be safe to call concurrently. May be empty.
+  std::function<void(double done, size_t total)> progress;
   const std::atomic<bool>* cancel = nullptr;  // set (e.g. by SIGINT): stop after the running batch
 };
 

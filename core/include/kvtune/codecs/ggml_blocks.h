@@ -272,19 +272,24 @@ KVTUNE_HD void roundtrip_q5_1(const float* x, float* y) { roundtrip_min_max(x, y
 // ---- iq4_nl ----------------------------------------------------------------------------------
 
 // Index of the codebook value nearest to v, as ggml's best_index_int8 (a tie goes to the upper entry).
+// ggml binary-searches for hi, the first entry above v; because the codebook is sorted, the entries
+// not above v are a prefix 1..hi-1 of 1..14, so a branch-free count finds hi and sums of the
+// (integer, hence exact) steps between entries give entries hi-1 and hi without a table lookup:
+// the loop vectorizes. `!(v < e)` rather than `e <= v` keeps ggml's answer for NaN (15). The ends
+// need no test: below entry 0 the nearer of entries 0 and 1 is 0, above entry 15 it is 15.
 KVTUNE_HD int iq4nl_nearest(float v) {
-  if (v <= iq4nl_value(0)) return 0;
-  if (v >= iq4nl_value(15)) return 15;
-  int lo = 0, hi = 15;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (v < iq4nl_value(mid)) {
-      hi = mid;
-    } else {
-      lo = mid;
-    }
+  int hi = 1;
+  float below = iq4nl_value(0), above = iq4nl_value(1);
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC unroll 16  // unrolled, the caller's loop over a block vectorizes
+#endif
+  for (int e = 1; e < 15; ++e) {
+    const int up = !(v < iq4nl_value(e));
+    hi += up;
+    below += float(up) * (iq4nl_value(e) - iq4nl_value(e - 1));
+    above += float(up) * (iq4nl_value(e + 1) - iq4nl_value(e));
   }
-  return v - iq4nl_value(hi - 1) < iq4nl_value(hi) - v ? hi - 1 : hi;
+  return hi - int(v - below < above - v);
 }
 
 // What ggml writes into a cache (quantize_row_iq4_nl_ref, ntry = -1): d0 = signed absmax / -127,
@@ -297,9 +302,9 @@ KVTUNE_HD void quantize_iq4_nl(const float* x, uint8_t* block) {
   float d = 0.0f;
   if (amax >= 1e-15f) {  // GROUP_MAX_EPS in ggml-quants.c
     const float id = 1.0f / (max / iq4nl_value(0));
+    for (int j = 0; j < kBlock; ++j) q[j] = iq4nl_nearest(id * x[j]);  // apart: this loop vectorizes
     float sumqx = 0.0f, sumq2 = 0.0f;
     for (int j = 0; j < kBlock; ++j) {
-      q[j] = iq4nl_nearest(id * x[j]);
       const float v = iq4nl_value(q[j]);
       const float w = x[j] * x[j];
       sumqx += w * v * x[j];

@@ -1,0 +1,213 @@
+#include "attention_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+// The code is written once on GCC vector types and compiled per target (target_clones); this file
+// alone is built with -ffp-contract=fast (core/CMakeLists.txt) so that `a += p * v` becomes one FMA
+// where the target has it.
+#pragma GCC diagnostic ignored "-Wpsabi"  // the helpers are inlined; no vector crosses an ABI boundary
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define KVTUNE_ATTENTION_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define KVTUNE_ATTENTION_CLONES
+#endif
+
+namespace kvtune::kernels {
+namespace {
+
+// Eight doubles per vector: one zmm register on AVX-512, two ymm on AVX2, four xmm on baseline
+// x86-64. Lane l of a dot product's accumulator sums the elements e ≡ l (mod 8), on every target.
+using v8d = double __attribute__((vector_size(64), aligned(8)));
+using v8f = float __attribute__((vector_size(32), aligned(4)));
+
+[[gnu::always_inline]] inline v8d load(const double* p) {
+  v8d v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+[[gnu::always_inline]] inline void store(double* p, v8d v) { std::memcpy(p, &v, sizeof v); }
+[[gnu::always_inline]] inline v8d widen(const float* p) {
+  v8f f;
+  std::memcpy(&f, p, sizeof f);
+  return __builtin_convertvector(f, v8d);
+}
+
+// The logits of `Queries` queries (rows of q, stride d) against one key row k: eight lanes per
+// logit over the multiples of eight, the tail added to lanes 0.., then a fixed pairwise sum.
+[[gnu::always_inline]] inline double lane_sum(v8d x) {
+  return ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
+}
+
+// The logits of `Queries` queries (rows of q, stride d) against one key row k: eight lanes per
+// logit, element e in lane e mod 8 (the tail zero-padded), then a fixed pairwise sum.
+template <int Queries, bool Tail>
+[[gnu::always_inline]] inline void dots(const double* q, const float* k, int64_t d, double scale, double* out,
+                                        int64_t stride) {
+  v8d acc[Queries];
+  for (int a = 0; a < Queries; ++a) acc[a] = v8d{};
+  const int64_t body = d - d % 8;
+  for (int64_t e = 0; e < body; e += 8) {
+    const v8d kv = widen(k + e);
+    for (int a = 0; a < Queries; ++a) acc[a] += load(q + a * d + e) * kv;
+  }
+  if (Tail) {  // a separate instantiation: the tail's arrays would slow the common d % 8 == 0 loop
+    double kt[8] = {};
+    for (int64_t e = body; e < d; ++e) kt[e - body] = double(k[e]);
+    for (int a = 0; a < Queries; ++a) {
+      double qt[8] = {};
+      for (int64_t e = body; e < d; ++e) qt[e - body] = q[a * d + e];
+      acc[a] += load(qt) * load(kt);
+    }
+  }
+  for (int a = 0; a < Queries; ++a) out[a * stride] = lane_sum(acc[a]) * scale;
+}
+
+template <bool Tail>
+[[gnu::always_inline]] inline void logits_rows(const double* q, int64_t nq, const float* k, int64_t t, int64_t d,
+                                               double scale, double* out) {
+  // Four queries share each widened key vector; 4 accumulators fit the registers of every target.
+  constexpr int64_t kQueries = 4;
+  for (int64_t j = 0; j < t; ++j) {
+    int64_t i = 0;
+    for (; i + kQueries <= nq; i += kQueries) dots<kQueries, Tail>(q + i * d, k + j * d, d, scale, out + i * t + j, t);
+    for (; i < nq; ++i) dots<1, Tail>(q + i * d, k + j * d, d, scale, out + i * t + j, t);
+  }
+}
+
+}  // namespace
+
+KVTUNE_ATTENTION_CLONES
+void logits(const double* q, int64_t nq, const float* k, int64_t t, int64_t d, double scale, double* out) {
+  if (d % 8 == 0) {
+    logits_rows<false>(q, nq, k, t, d, scale, out);
+  } else {
+    logits_rows<true>(q, nq, k, t, d, scale, out);
+  }
+}
+
+namespace {
+
+// Adds Σ_j p[r][j] · v[j, :] over n tokens to out[r] for `Rows` rows; each element's chain runs
+// over the tokens in order.
+template <int Rows>
+[[gnu::always_inline]] inline void accumulate(const double* const* p, const float* v, int64_t n, int64_t d,
+                                              double* const* out) {
+  const int64_t body = d - d % 8;
+  for (int64_t e = 0; e < body; e += 8) {
+    v8d acc[Rows];
+    for (int r = 0; r < Rows; ++r) acc[r] = load(out[r] + e);
+    for (int64_t j = 0; j < n; ++j) {
+      const v8d x = widen(v + j * d + e);
+      for (int r = 0; r < Rows; ++r) acc[r] += p[r][j] * x;
+    }
+    for (int r = 0; r < Rows; ++r) store(out[r] + e, acc[r]);
+  }
+  for (int64_t e = body; e < d; ++e) {
+    for (int r = 0; r < Rows; ++r) {
+      double acc = out[r][e];
+      for (int64_t j = 0; j < n; ++j) acc += p[r][j] * double(v[j * d + e]);
+      out[r][e] = acc;
+    }
+  }
+}
+
+}  // namespace
+
+KVTUNE_ATTENTION_CLONES
+void probs_times_values(const double* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d, double* out) {
+  std::fill(out, out + nrows * d, 0.0);
+  // 256 tokens of values (128 KiB at d = 128) stay in L2 while every row passes over them; four
+  // rows' accumulators fit the registers of every target.
+  constexpr int64_t kBlock = 256;
+  constexpr int kRows = 4;
+  for (int64_t j0 = 0; j0 < t; j0 += kBlock) {
+    const int64_t n = std::min(kBlock, t - j0);
+    int64_t r = 0;
+    for (; r + kRows <= nrows; r += kRows) {
+      const double* p[kRows];
+      double* o[kRows];
+      for (int x = 0; x < kRows; ++x) {
+        p[x] = rows[r + x] + j0;
+        o[x] = out + (r + x) * d;
+      }
+      accumulate<kRows>(p, v + j0 * d, n, d, o);
+    }
+    for (; r < nrows; ++r) {
+      const double* p[1] = {rows[r] + j0};
+      double* o[1] = {out + r * d};
+      accumulate<1>(p, v + j0 * d, n, d, o);
+    }
+  }
+}
+
+}  // namespace kvtune::kernels
+
+namespace kvtune::kernels {
+namespace {
+
+[[gnu::always_inline]] inline v8d abs8(v8d x) { return x < 0 ? -x : x; }
+[[gnu::always_inline]] inline v8d max8(v8d a, v8d b) { return a > b ? a : b; }
+
+}  // namespace
+
+KVTUNE_ATTENTION_CLONES
+LogitErrors logit_errors(const double* lr, const double* lq, const double* pr, double norm_r, double norm_q,
+                         int64_t t) {
+  const int64_t body = t - t % 8;
+  // Pass 1: the largest |lq - lr| and the mean of lq - lr, in eight lanes (tail in lanes 0..).
+  v8d max_err{}, sum{};
+  for (int64_t j = 0; j < body; j += 8) {
+    const v8d e = load(lq + j) - load(lr + j);
+    max_err = max8(max_err, abs8(e));
+    sum += e;
+  }
+  double m[8], s[8];
+  store(m, max_err);
+  store(s, sum);
+  for (int64_t j = body; j < t; ++j) {
+    const double e = lq[j] - lr[j];
+    m[j - body] = std::max(m[j - body], std::abs(e));
+    s[j - body] += e;
+  }
+  const double mean = (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) / double(t);
+  // Pass 2: the largest |lq - lr - mean| and KL(pr || pq) = Σ pr · (log pr - log pq).
+  const v8d mean8 = v8d{} + mean;
+  v8d shift{}, kl{};
+  for (int64_t j = 0; j < body; j += 8) {
+    const v8d a = load(lr + j), b = load(lq + j);
+    shift = max8(shift, abs8(b - a - mean8));
+    kl += load(pr + j) * ((a - norm_r) - (b - norm_q));
+  }
+  double sh[8], k[8];
+  store(sh, shift);
+  store(k, kl);
+  for (int64_t j = body; j < t; ++j) {
+    sh[j - body] = std::max(sh[j - body], std::abs(lq[j] - lr[j] - mean));
+    k[j - body] += pr[j] * ((lr[j] - norm_r) - (lq[j] - norm_q));
+  }
+  LogitErrors out;
+  out.max_err = std::max({m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7]});
+  out.shift_err = std::max({sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], sh[6], sh[7]});
+  out.kl = ((k[0] + k[1]) + (k[2] + k[3])) + ((k[4] + k[5]) + (k[6] + k[7]));
+  return out;
+}
+
+KVTUNE_ATTENTION_CLONES
+bool all_finite(const double* x, int64_t n) {
+  // x - x is 0 for a finite x and NaN otherwise; a NaN lane makes the sum NaN.
+  v8d acc{};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const v8d v = load(x + i);
+    acc += v - v;
+  }
+  double tail = 0.0;
+  for (; i < n; ++i) tail += x[i] - x[i];
+  const double total = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7] + tail;
+  return total == 0.0;
+}
+
+}  // namespace kvtune::kernels
