@@ -221,9 +221,7 @@ Case capture_case(const Capture& c, int64_t sample, int64_t layer, int64_t kv_he
                      std::to_string(t) + " was asked for");
   }
   // On a sliding-window layer the decoding token attends to the last sliding_window tokens only.
-  const bool slides = c.sliding_window > 0 && t > c.sliding_window &&
-                      std::find(c.sliding_layers.begin(), c.sliding_layers.end(), layer) != c.sliding_layers.end();
-  const int64_t skip = slides ? t - c.sliding_window : 0, kept = t - skip;
+  const int64_t kept = attended_tokens(t, c.sliding_window, c.sliding_layers, layer), skip = t - kept;
   const SafetensorsFile f = SafetensorsFile::open(c.layer_files[size_t(at - c.layers.begin())]);
   Matrix keys = f.read_rows("k", kv_head, s.first + skip, kept);
   Matrix values = f.read_rows("v", kv_head, s.first + skip, kept);

@@ -1065,11 +1065,10 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   const int64_t max_points = search.integer("max_points", kDefaultMaxPoints, 1, int64_t(1) << 40);
   // A capture's whole samples (context 0) are checked at its shortest selected sample.
   const int64_t tokens = sc.contexts.front() == 0 ? sc.workload.tokens : sc.contexts.front();
-  const std::vector<int64_t>& slides = sc.workload.sliding_layers;
   const bool samples_sliding = std::any_of(sc.layers.begin(), sc.layers.end(), [&](int64_t l) {
-    return std::find(slides.begin(), slides.end(), l) != slides.end();
+    return attended_tokens(tokens, sc.workload.sliding_window, sc.workload.sliding_layers, l) < tokens;
   });
-  const int64_t window = samples_sliding && sc.workload.sliding_window < tokens ? sc.workload.sliding_window : 0;
+  const int64_t window = samples_sliding ? sc.workload.sliding_window : 0;
   const Shape shape{registry, tokens, sc.workload.head_dim, sc.workload.rope.enabled, max_points,
                     context.progress, window};
   const std::string pairing = search.choice("pairing", "cartesian", {"cartesian", "matched", "independent"});

@@ -374,9 +374,13 @@ void validate_layer(const WorkloadConfig& cfg) {
 
 }  // namespace
 
+int64_t attended_tokens(int64_t tokens, int64_t window, std::span<const int64_t> sliding_layers, int64_t layer) {
+  const bool slides = window > 0 && std::find(sliding_layers.begin(), sliding_layers.end(), layer) != sliding_layers.end();
+  return slides ? std::min(tokens, window) : tokens;
+}
+
 bool windowed(const WorkloadConfig& cfg, int64_t layer) {
-  return cfg.sliding_window > 0 && cfg.tokens > cfg.sliding_window &&
-         std::find(cfg.sliding_layers.begin(), cfg.sliding_layers.end(), layer) != cfg.sliding_layers.end();
+  return attended_tokens(cfg.tokens, cfg.sliding_window, cfg.sliding_layers, layer) < cfg.tokens;
 }
 
 WorkloadConfig layer_config(const WorkloadConfig& cfg, int64_t layer) {

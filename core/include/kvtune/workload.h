@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,11 @@ struct WorkloadConfig {
   int64_t sliding_window = 0;
   std::vector<int64_t> sliding_layers;
 };
+
+// How many of a context's `tokens` a layer attends to: the last `window` when the layer is one of
+// `sliding_layers` and the context is longer, else all of them (the one rule for generated cases,
+// captured ones and the sweep's shape check).
+int64_t attended_tokens(int64_t tokens, int64_t window, std::span<const int64_t> sliding_layers, int64_t layer);
 
 // Whether a case of `layer` sees only the last cfg.sliding_window of its cfg.tokens tokens.
 bool windowed(const WorkloadConfig& cfg, int64_t layer);
