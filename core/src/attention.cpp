@@ -9,7 +9,8 @@
 namespace kvtune {
 namespace {
 
-// Softmax per row: p = exp(l - max) / Σ, and log_norm = max + log Σ. One exp per element.
+// Softmax per row: p = exp(l - max) / Σ, and log_norm = max + log Σ. One exp per element, eight at
+// a time (kernels::exp_shifted).
 void finish_softmax(AttentionScores& s) {
   s.probs.resize(s.logits.size());
   s.log_norm.resize(static_cast<size_t>(s.queries));
@@ -17,11 +18,7 @@ void finish_softmax(AttentionScores& s) {
     const double* l = s.logit_row(i);
     double* p = s.probs.data() + i * s.tokens;
     const double m = *std::max_element(l, l + s.tokens);
-    double sum = 0.0;
-    for (int64_t j = 0; j < s.tokens; ++j) {
-      p[j] = std::exp(l[j] - m);
-      sum += p[j];
-    }
+    const double sum = kernels::exp_shifted(l, s.tokens, m, p);
     for (int64_t j = 0; j < s.tokens; ++j) p[j] /= sum;
     s.log_norm[static_cast<size_t>(i)] = m + std::log(sum);
   }

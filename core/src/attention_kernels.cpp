@@ -211,3 +211,66 @@ bool all_finite(const double* x, int64_t n) {
 }
 
 }  // namespace kvtune::kernels
+
+namespace kvtune::kernels {
+namespace {
+
+using v8l = int64_t __attribute__((vector_size(64), aligned(8)));
+using v8u = uint64_t __attribute__((vector_size(64), aligned(8)));
+
+// exp(x) for x ≤ 0, eight at a time: x = n·ln2 + r with |r| ≤ ln2/2 (Cody and Waite's two-part
+// ln2, fdlibm's constants, so n·ln2_hi is exact), exp(r) by its Taylor series to r^13 (truncation
+// below 2^-57 relative), then 2^n through the exponent bits. Within 2 ulp of the exact value (tested
+// against std::exp); below -708.39, where the result would be subnormal, it returns 0.
+[[gnu::always_inline]] inline v8d exp_nonpositive(v8d x) {
+  constexpr double kLog2e = 1.4426950408889634, kLn2Hi = 6.93147180369123816490e-01,
+                   kLn2Lo = 1.90821492927058770002e-10, kShifter = 0x1.8p52;
+  x = x < -745.0 ? v8d{} - 745.0 : x;
+  const v8d t = x * kLog2e + kShifter;  // n in the low mantissa bits of t
+  const v8d n = t - kShifter;
+  const v8d r = (x - n * kLn2Hi) - n * kLn2Lo;
+  v8d p = v8d{} + 1.0 / 6227020800.0;  // 1/13!
+  constexpr double kInverseFactorials[] = {1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0,
+                                           1.0 / 40320.0,     1.0 / 5040.0,     1.0 / 720.0,     1.0 / 120.0,
+                                           1.0 / 24.0,        1.0 / 6.0,        0.5,             1.0,
+                                           1.0};
+  for (const double c : kInverseFactorials) p = p * r + c;
+  v8l bits;
+  std::memcpy(&bits, &t, sizeof bits);
+  v8l shifter_bits;
+  const v8d shifter = v8d{} + kShifter;
+  std::memcpy(&shifter_bits, &shifter, sizeof shifter_bits);
+  // Unsigned: below e^-708 the biased exponent is negative (the lane is replaced by 0 below), and
+  // shifting a negative signed value is best avoided.
+  const v8u scale_bits = v8u((bits - shifter_bits) + 1023) << 52;
+  v8d scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  const v8d y = p * scale;
+  return x < -708.39 ? v8d{} : y;
+}
+
+}  // namespace
+
+KVTUNE_ATTENTION_CLONES
+double exp_shifted(const double* l, int64_t t, double m, double* p) {
+  v8d sum{};
+  int64_t j = 0;
+  for (; j + 8 <= t; j += 8) {
+    const v8d e = exp_nonpositive(load(l + j) - m);
+    store(p + j, e);
+    sum += e;
+  }
+  if (j < t) {  // the tail through the same function: identical values whatever t is
+    double in[8], out[8];
+    for (int e = 0; e < 8; ++e) in[e] = j + e < t ? l[j + e] - m : -1000.0;
+    const v8d e = exp_nonpositive(load(in));
+    store(out, e);
+    for (int64_t i = j; i < t; ++i) p[i] = out[i - j];
+    sum += e;  // the padding contributes exp(-1000) = 0
+  }
+  double s[8];
+  store(s, sum);
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+}  // namespace kvtune::kernels

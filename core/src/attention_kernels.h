@@ -23,6 +23,10 @@ struct LogitErrors {
 };
 LogitErrors logit_errors(const double* lr, const double* lq, const double* pr, double norm_r, double norm_q, int64_t t);
 
+// p[j] = exp(l[j] - m) for j < t (each l[j] ≤ m; within 2 ulp of std::exp, 0 below e^-708.39), and
+// returns Σ p[j] (eight lanes, summed in a fixed order).
+double exp_shifted(const double* l, int64_t t, double m, double* p);
+
 // True when every x[i] is finite.
 bool all_finite(const double* x, int64_t n);
 

@@ -6,7 +6,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 
 #include "attention_kernels.h"
 #include "kvtune/attention.h"

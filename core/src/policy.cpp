@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kvtune/codecs/hadamard.h"
 #include "kvtune/codecs/random_rotation.h"
@@ -10,28 +11,115 @@
 #include "kvtune/numeric/half.h"
 #include "kvtune/rope.h"
 
+#pragma GCC diagnostic ignored "-Wpsabi"  // the vector helpers are inlined; none crosses an ABI boundary
+
 namespace kvtune {
 namespace {
 
 std::string rotation_spec(const CachePolicy& policy);
 std::string with_suffix(const std::string& inner, const std::string& suffix);
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define KVTUNE_ROTATION_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define KVTUNE_ROTATION_CLONES
+#endif
+
+// hadamard_transform on eight floats per vector with the group size a constant: every element goes
+// through the same operations in the same order (the scale, then butterflies of length 1, 2, 4 by
+// swapping lanes, then 8 ... N/2 across vectors), so the result is the same bits; a + b and b + a
+// are the same in IEEE arithmetic.
+using v8f = float __attribute__((vector_size(32), aligned(4)));
+using v8i = int32_t __attribute__((vector_size(32)));
+
+template <int N>
+[[gnu::always_inline]] inline void hadamard_group(float* x) {
+  static_assert(N % 8 == 0 && (N & (N - 1)) == 0);
+  const float scale = hadamard_scale(N);
+  v8f v[N / 8];
+  for (int k = 0; k < N / 8; ++k) {
+    std::memcpy(&v[k], x + 8 * k, sizeof(v8f));
+    v[k] *= scale;
+  }
+  // Within a vector: lane i pairs with lane i ^ len; the lower lane of a pair keeps a + b, the upper
+  // a - b (a the lower lane's value, b the upper's).
+  const v8i swap1 = {1, 0, 3, 2, 5, 4, 7, 6}, swap2 = {2, 3, 0, 1, 6, 7, 4, 5}, swap4 = {4, 5, 6, 7, 0, 1, 2, 3};
+  const v8i lower1 = {-1, 0, -1, 0, -1, 0, -1, 0}, lower2 = {-1, -1, 0, 0, -1, -1, 0, 0},
+            lower4 = {-1, -1, -1, -1, 0, 0, 0, 0};
+  for (int k = 0; k < N / 8; ++k) {
+    v8f s = __builtin_shuffle(v[k], swap1);
+    v[k] = lower1 ? v[k] + s : s - v[k];
+    s = __builtin_shuffle(v[k], swap2);
+    v[k] = lower2 ? v[k] + s : s - v[k];
+    s = __builtin_shuffle(v[k], swap4);
+    v[k] = lower4 ? v[k] + s : s - v[k];
+  }
+  for (int len = 1; len < N / 8; len <<= 1) {  // in vectors: butterflies of 8·len floats
+    for (int i = 0; i < N / 8; i += 2 * len) {
+      for (int j = i; j < i + len; ++j) {
+        const v8f a = v[j], b = v[j + len];
+        v[j] = a + b;
+        v[j + len] = a - b;
+      }
+    }
+  }
+  for (int k = 0; k < N / 8; ++k) std::memcpy(x + 8 * k, &v[k], sizeof(v8f));
+}
+
+template <int N>
+[[gnu::always_inline]] inline void rotate_groups(MatrixView x) {
+  for (int64_t r = 0; r < x.rows; ++r) {
+    for (int64_t c = 0; c < x.cols; c += N) hadamard_group<N>(x.row(r) + c);
+  }
+}
+
 // Rotates each contiguous group of channels of every row (the transform is an involution, so the
 // same call undoes it).
-void rotate_rows(MatrixView x, int64_t group) {
-  for (int64_t r = 0; r < x.rows; ++r) {
-    for (int64_t c = 0; c < x.cols; c += group) hadamard_transform(x.row(r) + c, static_cast<int>(group));
+KVTUNE_ROTATION_CLONES void rotate_rows(MatrixView x, int64_t group) {
+  switch (group) {
+    case 8: return rotate_groups<8>(x);
+    case 16: return rotate_groups<16>(x);
+    case 32: return rotate_groups<32>(x);
+    case 64: return rotate_groups<64>(x);
+    case 128: return rotate_groups<128>(x);
+    case 256: return rotate_groups<256>(x);
+    default:
+      for (int64_t r = 0; r < x.rows; ++r) {
+        for (int64_t c = 0; c < x.cols; c += group) hadamard_transform(x.row(r) + c, static_cast<int>(group));
+      }
   }
 }
 
 // Every row times the Haar matrix Q of (head_dim, seed), or its transpose to rotate back.
+// y[i] = float(Σ_j m[j·n + i] · x[j]) for every row: rotate_vector's arithmetic (each sum in float64
+// from 0, in the order j = 0, 1, ..., a product then an add: this file has no FMA contraction), with
+// the n sums of a row advancing together so that they vectorize.
+KVTUNE_ROTATION_CLONES void rotate_rows_by(MatrixView x, const double* __restrict m) {
+  const int64_t n = x.cols;
+  std::vector<double> acc_buffer(static_cast<size_t>(n));
+  double* __restrict acc = acc_buffer.data();
+  for (int64_t r = 0; r < x.rows; ++r) {
+    float* row = x.row(r);
+    std::fill(acc, acc + n, 0.0);
+    for (int64_t j = 0; j < n; ++j) {
+      const double xj = row[j];
+      const double* __restrict column = m + j * n;
+      for (int64_t i = 0; i < n; ++i) acc[i] += column[i] * xj;
+    }
+    for (int64_t i = 0; i < n; ++i) row[i] = static_cast<float>(acc[i]);
+  }
+}
+
 void rotate_rows_random(MatrixView x, uint64_t seed, bool back) {
   const auto q = haar_rotation(x.cols, seed);
-  std::vector<float> row(static_cast<size_t>(x.cols));
-  for (int64_t r = 0; r < x.rows; ++r) {
-    std::copy(x.row(r), x.row(r) + x.cols, row.begin());
-    rotate_vector(*q, x.cols, row.data(), x.row(r), back);
+  if (back) return rotate_rows_by(x, q->data());  // Qᵀ x: column j of Qᵀ is row j of Q
+  // Q x: column j of Q, laid out contiguously.
+  const size_t n = static_cast<size_t>(x.cols);
+  std::vector<double> columns(n * n);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) columns[j * n + i] = (*q)[i * n + j];
   }
+  rotate_rows_by(x, columns.data());
 }
 
 // Every row through vLLM's randomized Hadamard transform of the whole head (kvtune/codecs/rht.h),
@@ -125,31 +213,33 @@ class RotatedScheme final : public Scheme {
     return llama_cpp_rotation_group(ctx.role, head_dim);
   }
 
-  Matrix rotated(ConstMatrixView x, const QuantContext& ctx) const {
+  // The rotated input in this thread's scratch buffer, valid until the thread's next call: a fresh
+  // [T, D] copy per call would page-fault on every call (the inner scheme only reads it).
+  ConstMatrixView rotated(ConstMatrixView x, const QuantContext& ctx) const {
     const std::string why = check_shape(x.rows, x.cols);
     if (!why.empty()) throw InputError(why);
-    return rotated_copy(x, ctx);
+    thread_local std::vector<float> scratch;
+    scratch.assign(x.data, x.data + x.size());
+    const MatrixView copy{scratch.data(), x.rows, x.cols};
+    rotate(copy, ctx, /*back=*/false);
+    return copy;
   }
 
   Matrix rotated_copy(ConstMatrixView x, const QuantContext& ctx) const {
     Matrix copy = copy_of(x);
-    if (policy_.rotation == Rotation::random) {
-      rotate_rows_random(copy, policy_.rotation_seed, /*back=*/false);
-    } else if (policy_.rotation == Rotation::rht) {
-      rotate_rows_rht(copy, /*back=*/false);
-    } else if (const int64_t g = group_for(ctx, x.cols); g > 0) {
-      rotate_rows(copy, g);
-    }
+    rotate(copy, ctx, /*back=*/false);
     return copy;
   }
 
-  void unrotate(MatrixView x, const QuantContext& ctx) const {
+  void unrotate(MatrixView x, const QuantContext& ctx) const { rotate(x, ctx, /*back=*/true); }
+
+  void rotate(MatrixView x, const QuantContext& ctx, bool back) const {
     if (policy_.rotation == Rotation::random) {
-      rotate_rows_random(x, policy_.rotation_seed, /*back=*/true);
+      rotate_rows_random(x, policy_.rotation_seed, back);
     } else if (policy_.rotation == Rotation::rht) {
-      rotate_rows_rht(x, /*back=*/true);
+      rotate_rows_rht(x, back);
     } else if (const int64_t g = group_for(ctx, x.cols); g > 0) {
-      rotate_rows(x, g);
+      rotate_rows(x, g);  // an involution: forth and back alike
     }
   }
 

@@ -97,6 +97,10 @@ KVTUNE_FAKE_QUANT(q5_0, "q5_0");
 KVTUNE_FAKE_QUANT(q5_1, "q5_1");
 KVTUNE_FAKE_QUANT(iq4_nl, "iq4_nl");
 KVTUNE_FAKE_QUANT(q4_0_hadamard, "q4_0:rotation=hadamard");
+KVTUNE_FAKE_QUANT(q4_0_random, "q4_0:rotation=random");
+KVTUNE_FAKE_QUANT(mxfp4, "mxfp4");
+KVTUNE_FAKE_QUANT(mxfp8, "mxfp8");
+KVTUNE_FAKE_QUANT(nvfp4, "nvfp4");
 
 // One K/V pair over one case at T = 32768 with 16 queries: generation excluded, reference attention,
 // both quantizations, all metrics included.

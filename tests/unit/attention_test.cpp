@@ -76,6 +76,25 @@ TEST(Attention, ProbabilitiesSumToOneAndLogNormMatches) {
   }
 }
 
+// Softmax's exp is kvtune's own (eight at a time, kernels::exp_shifted): over logits from 0 down to
+// -700 every probability is exp(logit - log_norm) to within a few ulp of its own plus what rounding
+// the argument costs (an argument of size a is known to a · 2^-53, which exp turns into that
+// relative error, in both computations), and past the normal range (-708.39) it is 0.
+TEST(Attention, SoftmaxProbabilitiesAreExpOfLogitMinusLogNorm) {
+  const int64_t t = 20011;
+  Matrix q(1, 1, 1.0f), k(t, 1);
+  for (int64_t j = 0; j < t; ++j) k(j, 0) = -700.0f * float(j) / float(t - 11) + (j % 7 == 0 ? 1e-3f : 0.0f);
+  for (int64_t j = t - 10; j < t; ++j) k(j, 0) = -709.0f - float(j - (t - 10)) * 5.0f;  // exp underflows
+  const AttentionScores s = attention_scores(q, k);
+  for (int64_t j = 0; j < t - 10; ++j) {
+    const double expected = std::exp(s.logits[size_t(j)] - s.log_norm[0]);
+    const double argument_ulps = 2.0 * (std::abs(s.logits[size_t(j)]) + std::abs(s.log_norm[0])) * std::ldexp(1.0, -53);
+    ASSERT_NEAR(s.probs[size_t(j)], expected, (4 * std::ldexp(1.0, -52) + argument_ulps) * expected)
+        << "token " << j << " logit " << s.logits[size_t(j)];
+  }
+  for (int64_t j = t - 10; j < t; ++j) EXPECT_EQ(s.probs[size_t(j)], 0.0) << j;
+}
+
 // Each output element is one in-order chain: stacking rows of several key configurations into one
 // pass over the values (what the evaluator does per V configuration) changes no bit.
 TEST(Attention, OutputRowsAreTheSameStackedOrAlone) {

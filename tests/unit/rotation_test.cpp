@@ -70,6 +70,29 @@ INSTANTIATE_TEST_SUITE_P(
                       std::pair{"q8_0:rotation=hadamard,rotation_group=128", "roundtrip_q8_0_hadamard128.npy"}),
     [](const auto& p) { return std::string(p.param.second.substr(10, p.param.second.size() - 14)); });
 
+// The policy rotates groups of 8 ... 256 channels eight floats per vector; each must give the
+// scalar transform's bits (hadamard_transform, the one llama.cpp's reference above pins down).
+TEST(RotationPolicy, VectorizedGroupsGiveTheScalarTransformsBits) {
+  const Matrix data = read_npy(data_path("ggml/input.npy")).values;  // [256, 128]
+  const Matrix x = copy_of(ConstMatrixView{data.data(), data.size() / 256, 256});  // the same floats, 256 a row
+  for (const int group : {2, 4, 8, 16, 32, 64, 128, 256}) {
+    Matrix want = copy_of(x);
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      for (int64_t c = 0; c < x.cols(); c += group) hadamard_transform(want.row(r) + c, group);
+    }
+    Matrix quantized(x.rows(), x.cols());
+    make_scheme("q8_0")->roundtrip(want, {}, quantized);
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      for (int64_t c = 0; c < x.cols(); c += group) hadamard_transform(quantized.row(r) + c, group);
+    }
+    Matrix got(x.rows(), x.cols());
+    make_scheme("q8_0:rotation=hadamard,rotation_group=" + std::to_string(group))->roundtrip(x, {}, got);
+    int64_t mismatches = 0;
+    for (int64_t i = 0; i < x.size(); ++i) mismatches += float_bits(got.data()[i]) != float_bits(quantized.data()[i]);
+    EXPECT_EQ(mismatches, 0) << "rotation_group=" << group;
+  }
+}
+
 TEST(RotationPolicy, DefaultGroupDependsOnTheRole) {
   const Matrix x = read_npy(data_path("ggml/input.npy")).values;  // head_dim 128
   const SchemePtr s = make_scheme("q4_0:rotation=hadamard");
@@ -140,6 +163,23 @@ TEST(RandomRotation, EntriesHaveTheHaarMoments) {
   }
   EXPECT_NEAR(square / draws, 1.0 / d, 0.01);  // sd of the mean ~ 0.0024
   EXPECT_NEAR(positive / draws, 0.5, 0.03);    // sd ~ 0.008
+}
+
+// The policy rotates all of a row's sums together (they vectorize); each is still rotate_vector's
+// float64 sum in the same order, so the round trip is the one rotate_vector gives, bit for bit.
+TEST(RandomRotation, PolicyGivesRotateVectorsBits) {
+  const Matrix x = testing::normal_matrix(37, 96, 11);
+  const auto q = haar_rotation(96, 5);
+  Matrix rotated(37, 96), want(37, 96);
+  for (int64_t r = 0; r < 37; ++r) rotate_vector(*q, 96, x.row(r), rotated.row(r), /*transpose=*/false);
+  Matrix quantized(37, 96);
+  make_scheme("q8_0")->roundtrip(rotated, {}, quantized);
+  for (int64_t r = 0; r < 37; ++r) rotate_vector(*q, 96, quantized.row(r), want.row(r), /*transpose=*/true);
+  Matrix got(37, 96);
+  make_scheme("q8_0:rotation=random,rotation_seed=5")->roundtrip(x, {}, got);
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < x.size(); ++i) mismatches += float_bits(got.data()[i]) != float_bits(want.data()[i]);
+  EXPECT_EQ(mismatches, 0);
 }
 
 TEST(RandomRotation, PolicyRoundTripsAndRotatesBack) {

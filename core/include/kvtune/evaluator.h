@@ -78,6 +78,9 @@ using SharedCaseSource = std::function<std::shared_ptr<const Case>(size_t index)
 // Evaluates every pair of `plan` over cases 0..case_count-1 in parallel (OpenMP, `threads` = 0 for
 // the default). A case with a calibration sample first calibrates every scheme on it (schemes
 // without static scales return themselves). The result is identical whatever the thread count.
+// Each evaluation thread keeps its buffers for the next call (one [T, D] float cache and two
+// [Nq, T] doubles per K configuration of the largest plan it ran), so repeated calls do not
+// page-fault fresh memory.
 // Throws InputError when a scheme cannot take the cases' shape.
 EvalResult evaluate(const EvalPlan& plan, size_t case_count, const CaseSource& source, int threads = 0);
 EvalResult evaluate(const EvalPlan& plan, size_t case_count, const SharedCaseSource& source, int threads = 0);
