@@ -32,7 +32,7 @@ class ProgressLine {
   // Safe from any thread. A new `stage` restarts the rate; `unit` names what is counted.
   void update(std::string_view stage, double done, double total, std::string_view unit);
 
-  // The text of one redraw (exposed for tests): "PREFIX: STAGE 12/40 UNIT (30%), 2.5 UNIT/s, ETA 0:11".
+  // The text of one redraw: "PREFIX: STAGE 12/40 UNIT (30%), 2.5 UNIT/s, ETA 0:11".
   static std::string render(std::string_view prefix, std::string_view stage, double done, double total,
                             std::string_view unit, double seconds_in_stage, double done_at_stage_start);
 
