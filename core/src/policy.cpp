@@ -43,15 +43,15 @@ template <int N>
   }
   // Within a vector: lane i pairs with lane i ^ len; the lower lane of a pair keeps a + b, the upper
   // a - b (a the lower lane's value, b the upper's).
-  const v8i swap1 = {1, 0, 3, 2, 5, 4, 7, 6}, swap2 = {2, 3, 0, 1, 6, 7, 4, 5}, swap4 = {4, 5, 6, 7, 0, 1, 2, 3};
+  // (__builtin_shufflevector: GCC 12 and clang alike.)
   const v8i lower1 = {-1, 0, -1, 0, -1, 0, -1, 0}, lower2 = {-1, -1, 0, 0, -1, -1, 0, 0},
             lower4 = {-1, -1, -1, -1, 0, 0, 0, 0};
   for (int k = 0; k < N / 8; ++k) {
-    v8f s = __builtin_shuffle(v[k], swap1);
+    v8f s = __builtin_shufflevector(v[k], v[k], 1, 0, 3, 2, 5, 4, 7, 6);
     v[k] = lower1 ? v[k] + s : s - v[k];
-    s = __builtin_shuffle(v[k], swap2);
+    s = __builtin_shufflevector(v[k], v[k], 2, 3, 0, 1, 6, 7, 4, 5);
     v[k] = lower2 ? v[k] + s : s - v[k];
-    s = __builtin_shuffle(v[k], swap4);
+    s = __builtin_shufflevector(v[k], v[k], 4, 5, 6, 7, 0, 1, 2, 3);
     v[k] = lower4 ? v[k] + s : s - v[k];
   }
   for (int len = 1; len < N / 8; len <<= 1) {  // in vectors: butterflies of 8·len floats
