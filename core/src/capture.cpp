@@ -68,8 +68,11 @@ Capture open_capture(const std::string& dir) {
   const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
   std::ifstream in(manifest_path);
   if (!in) {
+    // The error_code overload: a name the file system refuses (too long) is "does not exist", not
+    // a filesystem_error.
+    std::error_code ec;
     throw InputError(dir + ": not a capture directory (no manifest.json" +
-                     std::string(fs::is_directory(dir) ? ")" : "; the directory does not exist)"));
+                     std::string(fs::is_directory(dir, ec) ? ")" : "; the directory does not exist)"));
   }
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   json m;
