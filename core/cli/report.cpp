@@ -43,22 +43,30 @@ void print_aligned(std::ostream& out, const std::vector<std::string>& header,
 
 }  // namespace
 
+// "[lo, hi]" of a summary's mean.
+std::string mean_interval(const Summary& s) {
+  return s.has_intervals() ? "[" + fmt(s.mean_ci.lo, "%.3g") + ", " + fmt(s.mean_ci.hi, "%.3g") + "]" : "-";
+}
+
 void print_table(std::ostream& out, const EvalResult& result) {
+  const size_t cases = static_cast<size_t>(result.cases);
   out << "cases " << result.cases << "  tokens " << result.tokens << "  head_dim " << result.head_dim
       << "  queries/case " << result.queries_per_case << "  backend " << result.backend
-      << "  (metrics: mean over queries and cases; p95 as noted)\n\n";
+      << "  (metrics: mean over queries and cases; p95 as noted; [low, high]: the mean's "
+      << fmt(100.0 * kDefaultConfidence, "%.3g") << " % confidence interval, Wilson for rates, "
+      << (cases >= 2 ? "a bootstrap over cases" : "a bootstrap over samples") << " otherwise)\n\n";
   const std::vector<std::string> header = {"pair",          "k",          "v",           "k_bits",
-                                           "v_bits",        "rel_out_err", "p95",         "max_logit_err",
-                                           "shift_logit_err", "attn_kl",  "top1_agree",  "topk_overlap",
-                                           "needle_hit"};
+                                           "v_bits",        "rel_out_err", "[95 %]",     "p95",
+                                           "max_logit_err", "shift_logit_err", "attn_kl", "top1_agree",
+                                           "topk_overlap",  "needle_hit", "[95 %]"};
   std::vector<std::vector<std::string>> rows;
   for (const PairResult& p : result.pairs) {
-    const Summary needle = p.summary(Metric::needle_hit);
-    rows.push_back({p.name, p.k->spec(), p.v->spec(), fmt(p.k_bits, "%.3f"), fmt(p.v_bits, "%.3f"),
-                    fmt(p.summary(Metric::rel_out_err).mean), fmt(p.summary(Metric::rel_out_err).p95),
-                    fmt(p.summary(Metric::max_logit_err).mean), fmt(p.summary(Metric::shift_logit_err).mean),
-                    fmt(p.summary(Metric::attn_kl).mean), fmt(p.summary(Metric::top1_agree).mean),
-                    fmt(p.summary(Metric::topk_overlap).mean), needle.count ? fmt(needle.mean) : "-"});
+    const Summary needle = p.summary(Metric::needle_hit, cases), err = p.summary(Metric::rel_out_err, cases);
+    rows.push_back({p.name, p.k->spec(), p.v->spec(), fmt(p.k_bits, "%.3f"), fmt(p.v_bits, "%.3f"), fmt(err.mean),
+                    mean_interval(err), fmt(err.p95), fmt(p.summary(Metric::max_logit_err).mean),
+                    fmt(p.summary(Metric::shift_logit_err).mean), fmt(p.summary(Metric::attn_kl).mean),
+                    fmt(p.summary(Metric::top1_agree).mean), fmt(p.summary(Metric::topk_overlap).mean),
+                    needle.count ? fmt(needle.mean) : "-", needle.count ? mean_interval(needle) : "-"});
   }
   print_aligned(out, header, rows, 3);
   for (const PairResult& p : result.pairs) {
@@ -71,15 +79,25 @@ void print_table(std::ostream& out, const EvalResult& result) {
 
 namespace {
 
-// A metric summary as JSON; null means "does not apply". A non-finite metric is a bug, never
-// printed as if it were null.
-nlohmann::json summary_json(std::span<const double> samples, const std::string& metric, const std::string& pair) {
-  const Summary s = summarize(samples);
+// A metric summary as JSON, with its intervals as results.jsonl writes them (mean_ci, p95_ci, their
+// methods and level); null means "does not apply". A non-finite metric is a bug, never printed as
+// if it were null.
+nlohmann::json summary_json(std::span<const double> samples, const std::string& metric, const std::string& pair,
+                            const IntervalOptions& intervals) {
+  const Summary s = summarize(samples, intervals);
   if (!std::isfinite(s.mean) || !std::isfinite(s.p95) || !std::isfinite(s.max)) {
     throw std::runtime_error("metric " + metric + " of pair '" + pair + "' is not finite");
   }
   if (s.count == 0) return nullptr;
-  return {{"mean", s.mean}, {"p95", s.p95}, {"max", s.max}, {"count", s.count}};
+  return {{"mean", s.mean},
+          {"p95", s.p95},
+          {"max", s.max},
+          {"count", s.count},
+          {"level", s.level},
+          {"mean_ci", {s.mean_ci.lo, s.mean_ci.hi}},
+          {"mean_ci_method", interval_method_name(s.mean_method)},
+          {"p95_ci", {s.p95_ci.lo, s.p95_ci.hi}},
+          {"p95_ci_method", interval_method_name(s.p95_method)}};
 }
 
 bool has_needles(const std::vector<EvalResult>& runs) {
@@ -96,7 +114,8 @@ bool has_needles(const std::vector<EvalResult>& runs) {
 void print_needle_tables(std::ostream& out, const std::vector<EvalResult>& runs) {
   if (runs.empty() || !has_needles(runs)) return;
   for (size_t p = 0; p < runs.front().pairs.size(); ++p) {
-    out << "\nneedle_hit (needle_mass_ratio) by depth x context: " << runs.front().pairs[p].name << "\n";
+    out << "\nneedle_hit (needle_mass_ratio) [needle_hit's 95 % Wilson interval] by depth x context: "
+        << runs.front().pairs[p].name << "\n";
     std::vector<std::string> header = {"depth"};
     for (const EvalResult& r : runs) header.push_back(std::to_string(r.tokens));
     std::vector<std::vector<std::string>> rows;
@@ -105,7 +124,13 @@ void print_needle_tables(std::ostream& out, const std::vector<EvalResult>& runs)
       for (const EvalResult& r : runs) {
         const DepthSamples& ds = r.pairs[p].needle_depths[d];
         const Summary hit = summarize(ds.hit), mass = summarize(ds.mass_ratio);
-        row.push_back(hit.count ? fmt(hit.mean, "%.3f") + " (" + fmt(mass.mean, "%.3f") + ")" : "-");
+        if (hit.count == 0) {
+          row.push_back("-");
+          continue;
+        }
+        const Interval ci = wilson_interval(hit.mean * double(hit.count), hit.count, kDefaultConfidence);
+        row.push_back(fmt(hit.mean, "%.3f") + " (" + fmt(mass.mean, "%.3f") + ") [" + fmt(ci.lo, "%.2f") + ", " +
+                      fmt(ci.hi, "%.2f") + "]");
       }
       rows.push_back(std::move(row));
     }
@@ -114,14 +139,20 @@ void print_needle_tables(std::ostream& out, const std::vector<EvalResult>& runs)
 }
 
 std::string needle_csv(const std::vector<EvalResult>& runs) {
-  std::string out = "pair,k,v,tokens,depth,needles,needle_hit,needle_mass_ratio\n";
+  std::string out = "pair,k,v,tokens,depth,needles,needle_hit,needle_mass_ratio,needle_hit_lo,needle_hit_hi\n";
   for (const EvalResult& r : runs) {
     for (const PairResult& p : r.pairs) {
       for (const DepthSamples& ds : p.needle_depths) {
         const Summary hit = summarize(ds.hit), mass = summarize(ds.mass_ratio);
+        std::string fields = ",,,";
+        if (hit.count) {
+          const Interval ci = wilson_interval(hit.mean * double(hit.count), hit.count, kDefaultConfidence);
+          fields = fmt(hit.mean, "%.6g") + "," + fmt(mass.mean, "%.6g") + "," + fmt(ci.lo, "%.6g") + "," +
+                   fmt(ci.hi, "%.6g");
+        }
         out += csv_field(p.name) + "," + csv_field(p.k->spec()) + "," + csv_field(p.v->spec()) + "," +
                std::to_string(r.tokens) + "," + fmt(ds.depth, "%.6g") + "," + std::to_string(hit.count) + "," +
-               (hit.count ? fmt(hit.mean, "%.6g") + "," + fmt(mass.mean, "%.6g") : std::string(",")) + "\n";
+               fields + "\n";
       }
     }
   }
@@ -133,20 +164,23 @@ nlohmann::json to_json(const std::string& name, const std::vector<EvalResult>& r
   nlohmann::json contexts = nlohmann::json::array();
   for (const EvalResult& result : runs) {
     contexts.push_back(result.tokens);
+    const size_t cases = static_cast<size_t>(result.cases);
     for (const PairResult& p : result.pairs) {
       nlohmann::json row = {{"name", p.name},     {"k", p.k->spec()},     {"v", p.v->spec()},
                             {"tokens", result.tokens}, {"k_bits", p.k_bits}, {"v_bits", p.v_bits}};
       for (size_t m = 0; m < kMetricCount; ++m) {
-        row[std::string(kMetricNames[m])] = summary_json(p.samples[m], std::string(kMetricNames[m]), p.name);
+        row[std::string(kMetricNames[m])] = summary_json(p.samples[m], std::string(kMetricNames[m]), p.name,
+                                                         {.cases = cases, .rate = kMetricInfo[m].rate});
       }
       nlohmann::json depths = nlohmann::json::array();
       for (const DepthSamples& ds : p.needle_depths) {
         depths.push_back({{"depth", ds.depth},
-                          {"needle_hit", summary_json(ds.hit, "needle_hit", p.name)},
-                          {"needle_mass_ratio", summary_json(ds.mass_ratio, "needle_mass_ratio", p.name)}});
+                          {"needle_hit", summary_json(ds.hit, "needle_hit", p.name, {.cases = cases, .rate = true})},
+                          {"needle_mass_ratio",
+                           summary_json(ds.mass_ratio, "needle_mass_ratio", p.name, {.cases = cases})}});
       }
       row["needle_depths"] = std::move(depths);
-      row["kernel_vs_sim"] = summary_json(p.kernel_vs_sim, "kernel_vs_sim", p.name);
+      row["kernel_vs_sim"] = summary_json(p.kernel_vs_sim, "kernel_vs_sim", p.name, {.cases = cases});
       rows.push_back(std::move(row));
     }
   }

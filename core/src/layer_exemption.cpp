@@ -3,9 +3,33 @@
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 
 namespace kvtune {
 namespace {
+
+// The worse of two values on the budget's side (a p95 bound of a mixture).
+double worse(double a, double b, bool higher_is_better) { return higher_is_better ? std::min(a, b) : std::max(a, b); }
+
+// The intervals of a mixture of summaries with these weights: the mean's ends mixed end by end, the
+// p95's the worse ends. Both are bounds: they hold as if the parts moved together. None when a
+// part has none.
+void mix_intervals(Summary& out, const std::vector<std::pair<const Summary*, double>>& parts, bool higher_is_better) {
+  for (const auto& [s, w] : parts) {
+    if (!s->has_intervals() || s->level != parts.front().first->level) return;
+  }
+  out.level = parts.front().first->level;
+  out.mean_ci = {0.0, 0.0};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const auto& [s, w] = parts[i];
+    out.mean_ci.lo += w * s->mean_ci.lo;
+    out.mean_ci.hi += w * s->mean_ci.hi;
+    out.p95_ci = i == 0 ? s->p95_ci
+                        : Interval{worse(out.p95_ci.lo, s->p95_ci.lo, higher_is_better),
+                                   worse(out.p95_ci.hi, s->p95_ci.hi, higher_is_better)};
+  }
+  out.mean_method = out.p95_method = IntervalMethod::mixture_bound;
+}
 
 // One sampled layer's summary of one metric with one of the `stratum` model layers it stands for
 // kept at the baseline: the exact mean of the mix, and bounds for its p95 on the budget's side.
@@ -16,8 +40,9 @@ Summary mix(const Summary& base, const Summary& exempt, double stratum, bool hig
   Summary out;
   out.count = base.count;
   out.mean = w * exempt.mean + (1.0 - w) * base.mean;
-  out.p95 = higher_is_better ? std::min(base.p95, exempt.p95) : std::max(base.p95, exempt.p95);
+  out.p95 = worse(base.p95, exempt.p95, higher_is_better);
   out.max = std::max(base.max, exempt.max);
+  mix_intervals(out, {{&exempt, w}, {&base, 1.0 - w}}, higher_is_better);
   return out;
 }
 
@@ -30,11 +55,17 @@ Summary combine(const std::vector<LayerSummary>& layers, size_t m, bool higher_i
     const Summary& s = l.metrics[m];
     if (s.count == 0) return {};
     sum += s.mean * static_cast<double>(s.count);
-    out.p95 = out.count == 0 ? s.p95 : (higher_is_better ? std::min(out.p95, s.p95) : std::max(out.p95, s.p95));
+    out.p95 = out.count == 0 ? s.p95 : worse(out.p95, s.p95, higher_is_better);
     out.max = out.count == 0 ? s.max : std::max(out.max, s.max);
     out.count += s.count;
   }
-  if (out.count > 0) out.mean = sum / static_cast<double>(out.count);
+  if (out.count == 0) return out;
+  out.mean = sum / static_cast<double>(out.count);
+  std::vector<std::pair<const Summary*, double>> parts;
+  for (const LayerSummary& l : layers) {
+    parts.emplace_back(&l.metrics[m], static_cast<double>(l.metrics[m].count) / static_cast<double>(out.count));
+  }
+  mix_intervals(out, parts, higher_is_better);
   return out;
 }
 

@@ -89,6 +89,10 @@ double excess_of(const Violation& v) {
   switch (v.kind) {
     case Violation::Kind::metric:
       return relative_excess(v.value, v.bound, v.term.kind == BoundKind::at_most ? 1.0 : -1.0);
+    case Violation::Kind::undecided:  // how far the interval's worst end reaches past the bound
+      if (!v.interval) return std::numeric_limits<double>::infinity();
+      return v.term.kind == BoundKind::at_most ? relative_excess(v.interval->hi, v.bound, 1.0)
+                                               : relative_excess(v.interval->lo, v.bound, -1.0);
     case Violation::Kind::bits:
       return relative_excess(v.value, v.bound, 1.0);
     case Violation::Kind::memory_fit:
@@ -96,6 +100,25 @@ double excess_of(const Violation& v) {
     default:
       return std::numeric_limits<double>::infinity();  // no size: failed, no samples, memory unknown
   }
+}
+
+// A term judged on its interval at `level`: it holds when the interval's worst end meets the
+// bound, fails when even its best end misses it, and is undecided in between. A summary without
+// an interval (written without one) is undecided: nothing says how far its estimate may be off.
+void judge_on_interval(const BudgetTerm& term, const Summary& s, double level, std::vector<Violation>& violations) {
+  const double v = term.value(s);
+  Violation out{.term = term, .value = v, .bound = term.bound, .level = level};
+  if (!s.has_intervals() || s.level != level) {
+    out.kind = Violation::Kind::undecided;
+    violations.push_back(out);
+    return;
+  }
+  const Interval& ci = term.interval(s);
+  out.interval = ci;
+  const bool upper = term.kind == BoundKind::at_most;
+  if (term.holds(upper ? ci.hi : ci.lo) && term.holds(v)) return;
+  out.kind = term.holds(upper ? ci.lo : ci.hi) ? Violation::Kind::undecided : Violation::Kind::metric;
+  violations.push_back(out);
 }
 
 RecordVerdict judge(const SweepSpec& spec, const SweepRecord& r, MemoryModel* memory) {
@@ -110,6 +133,8 @@ RecordVerdict judge(const SweepSpec& spec, const SweepRecord& r, MemoryModel* me
     const Summary& s = r.metric(term.metric);
     if (s.count == 0) {
       violations.push_back({.kind = Violation::Kind::no_samples, .term = term, .bound = term.bound});
+    } else if (b.confidence) {
+      judge_on_interval(term, s, *b.confidence, violations);
     } else if (const double v = term.value(s); !term.holds(v)) {
       violations.push_back({.kind = Violation::Kind::metric, .term = term, .value = v, .bound = term.bound});
     }
@@ -147,6 +172,9 @@ RecordVerdict judge(const SweepSpec& spec, const SweepRecord& r, MemoryModel* me
     }
   }
   verdict.feasible = violations.empty();
+  verdict.undecided = !violations.empty() && std::all_of(violations.begin(), violations.end(), [](const Violation& v) {
+    return v.kind == Violation::Kind::undecided;
+  });
   for (const Violation& v : violations) verdict.excess = std::max(verdict.excess, excess_of(v));
   return verdict;
 }
@@ -267,6 +295,7 @@ const char* violation_kind_name(Violation::Kind kind) {
     case Violation::Kind::memory_fit: return "memory_fit";
     case Violation::Kind::memory_unknown: return "memory_unknown";
     case Violation::Kind::no_model: return "no_model";
+    case Violation::Kind::undecided: return "undecided";
   }
   return "?";
 }

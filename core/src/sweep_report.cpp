@@ -11,6 +11,7 @@
 #include "kvtune/csv.h"
 #include "kvtune/file_io.h"
 #include "kvtune/layer_exemption.h"
+#include "summary_json.h"
 #include "sweep_json.h"
 
 namespace kvtune {
@@ -67,6 +68,14 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
+// "95 %" for a confidence level of 0.95.
+std::string percent(double level) { return num(100.0 * level, 4) + " %"; }
+
+// " [lo, hi]": a statistic's confidence interval after its value; "" when it has none.
+std::string interval_text(const Summary& s, const Interval& ci, const char* spec = "%.4g") {
+  return s.has_intervals() ? " [" + fmt(ci.lo, spec) + ", " + fmt(ci.hi, spec) + "]" : "";
+}
+
 std::string plural(size_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
 
 std::string join(const std::vector<std::string>& items, const std::string& sep) {
@@ -91,22 +100,24 @@ int64_t memory_context(const SweepSpec& spec) {
 
 // Evaluated records and the layer exemptions derived from them, counted apart.
 struct Counts {
-  size_t evaluated = 0, ok = 0, failed = 0, feasible = 0;
-  size_t derived = 0, derived_feasible = 0;
+  size_t evaluated = 0, ok = 0, failed = 0, feasible = 0, undecided = 0;
+  size_t derived = 0, derived_feasible = 0, derived_undecided = 0;
 };
 
 Counts count(const std::vector<SweepRecord>& records, const SweepAnalysis& analysis) {
   Counts c;
   for (size_t i = 0; i < records.size(); ++i) {
-    const bool feasible = analysis.verdicts[i].feasible;
+    const bool feasible = analysis.verdicts[i].feasible, undecided = analysis.verdicts[i].undecided;
     if (records[i].derived()) {
       ++c.derived;
       if (feasible) ++c.derived_feasible;
+      if (undecided) ++c.derived_undecided;
       continue;
     }
     ++c.evaluated;
     (records[i].ok ? c.ok : c.failed) += 1;
     if (feasible) ++c.feasible;
+    if (undecided) ++c.undecided;
   }
   return c;
 }
@@ -121,6 +132,9 @@ std::vector<std::string> budget_terms(const SweepSpec& spec) {
   std::vector<std::string> terms;
   for (const BudgetTerm& t : b.terms) {
     terms.push_back(term_quantity(t) + (t.kind == BoundKind::at_most ? " <= " : " >= ") + fmt(t.bound));
+  }
+  if (b.confidence && !b.terms.empty()) {
+    terms.back() += " (each judged on its " + percent(*b.confidence) + " confidence interval)";
   }
   if (b.max_bits) terms.push_back("bits <= " + fmt(*b.max_bits));
   if (b.fit) {
@@ -178,13 +192,18 @@ std::optional<Table> layer_table(const SweepSpec& spec, const std::vector<SweepR
   return t;
 }
 
+// A point's figures, each mean and p95 followed by its confidence interval when the record has one.
 Line metrics_line(const SweepRecord& r) {
+  const Summary &err = r.metric(Metric::rel_out_err), &kl = r.metric(Metric::attn_kl),
+                &top1 = r.metric(Metric::top1_agree), &needle = r.metric(Metric::needle_hit);
   std::string text = "bits " + fmt(r.bits()) + " (K " + fmt(r.k_bits) + ", V " + fmt(r.v_bits) + "); rel_out_err " +
-                     fmt(r.metric(Metric::rel_out_err).mean) + " (p95 " + fmt(r.metric(Metric::rel_out_err).p95) +
-                     "); attn_kl p95 " + fmt(r.metric(Metric::attn_kl).p95) + "; top1_agree " +
-                     fmt(r.metric(Metric::top1_agree).mean);
-  const Summary& needle = r.metric(Metric::needle_hit);
-  if (needle.count > 0) text += "; needle_hit " + fmt(needle.mean);
+                     fmt(err.mean) + interval_text(err, err.mean_ci) + " (p95 " + fmt(err.p95) +
+                     interval_text(err, err.p95_ci) + "); attn_kl p95 " + fmt(kl.p95) + interval_text(kl, kl.p95_ci) +
+                     "; top1_agree " + fmt(top1.mean) + interval_text(top1, top1.mean_ci);
+  if (needle.count > 0) {
+    text += "; needle_hit " + fmt(needle.mean) + interval_text(needle, needle.mean_ci) + " of " +
+            std::to_string(needle.count) + " needles";
+  }
   if (r.backend != "cpu") text += "; computed by " + r.backend;
   return {{"metrics: " + text}};
 }
@@ -238,14 +257,13 @@ Table frontier_table(const SweepSpec& spec, const std::vector<SweepRecord>& reco
     const Summary& needle = r.metric(Metric::needle_hit);
     std::vector<std::string> row = {r.k, r.v};
     if (exemptions) row.push_back(r.derived() ? exempt_layers_text(r) + " at " + r.exempt : "-");
-    row.insert(row.end(), {fmt(r.k_bits),
-                                    fmt(r.v_bits),
-                                    fmt(r.bits()),
-                                    fmt(r.metric(Metric::rel_out_err).mean),
-                                    fmt(r.metric(Metric::attn_kl).p95),
-                                    needle.count ? fmt(needle.mean) : "-"});
+    const Summary &err = r.metric(Metric::rel_out_err), &kl = r.metric(Metric::attn_kl);
+    row.insert(row.end(), {fmt(r.k_bits), fmt(r.v_bits), fmt(r.bits()),
+                           fmt(err.mean) + interval_text(err, err.mean_ci, "%.3g"),
+                           fmt(kl.p95) + interval_text(kl, kl.p95_ci, "%.3g"),
+                           needle.count ? fmt(needle.mean) + interval_text(needle, needle.mean_ci, "%.3g") : "-"});
     if (spec.model) row.push_back(v.memory ? format_bytes(double(v.memory->total_bytes), 2) : "-");
-    row.push_back(v.feasible ? (analysis.best == i ? "yes (best)" : "yes") : "no");
+    row.push_back(v.feasible ? (analysis.best == i ? "yes (best)" : "yes") : v.undecided ? "undecided" : "no");
     t.rows.push_back(std::move(row));
   }
   return t;
@@ -320,7 +338,10 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
     const std::string gap = gap_text(records, analysis, c);
     add(doc, Block::text, gap.empty() ? "this is the best configuration overall" : "gap: " + gap);
   } else {
-    add(doc, Block::text, "cannot meet the budget: no option of this version is feasible");
+    add(doc, Block::text, c.closest && analysis.verdicts[*c.closest].undecided
+                              ? "no option of this version is feasible for sure: its closest is undecided (more "
+                                "cases or queries would decide it)"
+                              : "cannot meet the budget: no option of this version is feasible");
     if (c.closest && c.closest_option) {
       Line head = {{"closest option (not a recommendation): " + c.closest_option->name + " ("}};
       for (const Span& s : pair_line("", records[*c.closest])) head.push_back(s);
@@ -338,6 +359,16 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
   }
 }
 
+// How the intervals in brackets were found, and from how many samples.
+std::string intervals_text(const SweepSpec& spec) {
+  const size_t cases = scenario_cases(spec.scenario).size();
+  return "intervals: [low, high] at " + percent(spec.budget.interval_level()) +
+         " confidence; Wilson score for rates (top1_agree, needle_hit), percentile bootstrap (" +
+         std::to_string(kBootstrapResamples) + " resamples) over the " + plural(cases, "case") +
+         (cases < 2 ? " (so over single samples)" : "") + " otherwise" +
+         (spec.exemption.any() ? "; a layer exemption's intervals are its layers' mixed end by end (a bound)" : "");
+}
+
 Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis) {
   Doc doc;
   const Counts n = count(records, analysis);
@@ -352,9 +383,13 @@ Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& record
           std::to_string(evaluated_context(spec)) + " tokens, " + plural(scenario_cases(spec.scenario).size(), "case") +
           "; " + std::to_string(n.evaluated) + " of " + std::to_string(spec.points.size()) + " points evaluated, " +
           std::to_string(n.failed) + " failed, " + std::to_string(n.feasible) + " feasible" +
+          (spec.budget.confidence ? ", " + std::to_string(n.undecided) + " undecided" : std::string()) +
           (n.derived == 0 ? std::string()
                           : "; " + plural(n.derived, "layer exemption") + " derived, " +
-                                std::to_string(n.derived_feasible) + " feasible"));
+                                std::to_string(n.derived_feasible) + " feasible" +
+                                (spec.budget.confidence ? ", " + std::to_string(n.derived_undecided) + " undecided"
+                                                        : std::string())));
+  add(doc, Block::text, intervals_text(spec));
   const std::vector<std::string> terms = budget_terms(spec);
   add(doc, Block::text,
       "budget: " + (terms.empty() ? std::string("none") : join(terms, ", ")) + "; objective " +
@@ -565,12 +600,17 @@ json violation_json(const Violation& v) {
       break;
     case Violation::Kind::metric:
     case Violation::Kind::no_samples:
+    case Violation::Kind::undecided:
       j["term"] = v.term.key();
       j["metric"] = std::string(metric_name(v.term.metric));
       j["statistic"] = v.term.statistic == Statistic::mean ? "mean" : "p95";
       j["bound_kind"] = v.term.kind == BoundKind::at_most ? "max" : "min";
       j["bound"] = v.bound;
-      if (v.kind == Violation::Kind::metric) j["value"] = v.value;
+      if (v.kind != Violation::Kind::no_samples) j["value"] = v.value;
+      if (v.kind != Violation::Kind::no_samples && v.level > 0.0) {
+        j["level"] = v.level;
+        j["interval"] = v.interval ? json{v.interval->lo, v.interval->hi} : json(nullptr);
+      }
       if (!metric_info(v.term.metric).unit.empty()) j["unit"] = std::string(metric_info(v.term.metric).unit);
       break;
     case Violation::Kind::bits:
@@ -617,11 +657,7 @@ json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, 
   p["v_bits"] = r.v_bits;
   p["bits"] = r.bits();
   json metrics = json::object();
-  for (size_t m = 0; m < kMetricCount; ++m) {
-    const Summary& s = r.metrics[m];
-    metrics[std::string(kMetricNames[m])] =
-        s.count == 0 ? json(nullptr) : json{{"mean", s.mean}, {"p95", s.p95}, {"max", s.max}, {"count", s.count}};
-  }
+  for (size_t m = 0; m < kMetricCount; ++m) metrics[std::string(kMetricNames[m])] = detail::summary_json<json>(r.metrics[m]);
   p["metrics"] = std::move(metrics);
   p["exempt_layers"] = r.exempt_layers;
   p["exempt_pattern"] = r.exempt_pattern.empty() ? json(nullptr) : json(r.exempt_pattern);
@@ -630,15 +666,12 @@ json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, 
   json layers = json::array();
   for (const LayerSummary& l : r.layers) {
     json entry = {{"layer", l.layer}};
-    for (size_t m = 0; m < kMetricCount; ++m) {
-      const Summary& s = l.metrics[m];
-      entry[std::string(kMetricNames[m])] =
-          s.count == 0 ? json(nullptr) : json{{"mean", s.mean}, {"p95", s.p95}, {"max", s.max}, {"count", s.count}};
-    }
+    for (size_t m = 0; m < kMetricCount; ++m) entry[std::string(kMetricNames[m])] = detail::summary_json<json>(l.metrics[m]);
     layers.push_back(std::move(entry));
   }
   p["layers"] = std::move(layers);
   p["feasible"] = v.feasible;
+  p["undecided"] = v.undecided;
   json violations = json::array();
   for (const Violation& x : v.violations) violations.push_back(violation_json(x));
   p["violations"] = std::move(violations);
@@ -726,7 +759,18 @@ std::string violation_text(const Violation& v) {
     case Violation::Kind::failed:
       return v.detail.empty() ? "failed" : "failed: " + v.detail;
     case Violation::Kind::metric:
-      return compare_text(term_quantity(v.term), v.value, v.term.kind == BoundKind::at_most ? ">" : "<", v.bound);
+      return compare_text(term_quantity(v.term), v.value, v.term.kind == BoundKind::at_most ? ">" : "<", v.bound) +
+             (v.interval ? " (" + percent(v.level) + " interval [" + num(v.interval->lo, 4) + ", " +
+                               num(v.interval->hi, 4) + "])"
+                         : std::string());
+    case Violation::Kind::undecided:
+      if (!v.interval) {
+        return term_quantity(v.term) + " " + num(v.value, 4) + " has no " + percent(v.level) +
+               " interval to judge (results written without one): undecided";
+      }
+      return term_quantity(v.term) + " " + num(v.value, 4) + ": its " + percent(v.level) + " interval [" +
+             num(v.interval->lo, 4) + ", " + num(v.interval->hi, 4) + "] straddles the bound " + num(v.bound, 4) +
+             " (undecided)";
     case Violation::Kind::no_samples:
       return metric_info(v.term.metric).needs_needles ? "no needle samples"
                                                       : "no " + std::string(metric_name(v.term.metric)) + " samples";
@@ -821,6 +865,7 @@ std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRec
   for (const char* key : {"max_rel_out_err", "max_attn_kl_p95", "min_needle_hit"}) budget[key] = nullptr;
   for (const BudgetTerm& t : b.terms) budget[t.key()] = t.bound;
   budget["max_bits"] = b.max_bits ? json(*b.max_bits) : json(nullptr);
+  budget["confidence"] = b.confidence ? json(*b.confidence) : json(nullptr);
   budget["fit"] = b.fit ? json{{"gpu_mem", b.fit->gpu_mem},
                                {"weights", b.fit->weights},
                                {"ctx", memory_context(spec)},
@@ -839,7 +884,13 @@ std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRec
   doc["budget"] = std::move(budget);
   doc["counts"] = {
       {"points", spec.points.size()}, {"evaluated", n.evaluated},     {"failed", n.failed},
-      {"feasible", n.feasible},       {"derived", n.derived},          {"derived_feasible", n.derived_feasible}};
+      {"feasible", n.feasible},       {"undecided", n.undecided},      {"derived", n.derived},
+      {"derived_feasible", n.derived_feasible}, {"derived_undecided", n.derived_undecided}};
+  doc["intervals"] = {{"level", b.interval_level()},
+                      {"rates", "wilson"},
+                      {"others", scenario_cases(spec.scenario).size() < 2 ? "bootstrap_samples" : "bootstrap_cases"},
+                      {"derived", "mixture_bound"},
+                      {"resamples", kBootstrapResamples}};
   json frontier = json::array();
   for (size_t i : analysis.frontier) frontier.push_back(point_json(spec, records, analysis, i));
   doc["frontier"] = std::move(frontier);
@@ -855,7 +906,8 @@ std::string frontier_csv(const SweepSpec& /*spec*/, const std::vector<SweepRecor
                          const SweepAnalysis& analysis) {
   std::string out =
       "k,v,k_bits,v_bits,bits,rel_out_err,rel_out_err_p95,attn_kl_p95,needle_hit,bytes_per_token,feasible,"
-      "exempt_layers\n";
+      "exempt_layers,undecided,rel_out_err_lo,rel_out_err_hi,rel_out_err_p95_lo,rel_out_err_p95_hi,attn_kl_p95_lo,"
+      "attn_kl_p95_hi,needle_hit_lo,needle_hit_hi,level\n";
   // %.9g keeps the figures exact enough to re-sort and re-plot without printing float noise.
   for (size_t i : analysis.frontier) {
     const SweepRecord& r = records[i];
@@ -873,7 +925,15 @@ std::string frontier_csv(const SweepSpec& /*spec*/, const std::vector<SweepRecor
                                              v.memory ? fmt(v.memory->bytes_per_token, "%.9g") : "",
                                              v.feasible ? "true" : "false",
                                              r.derived() ? csv_field(exempt_layers_text(r) + " at " + r.exempt) : ""};
-    out += join(fields, ",") + "\n";
+    // The intervals after the columns of earlier files, so that their positions stay; empty
+    // where a record has none.
+    const Summary &err = r.metric(Metric::rel_out_err), &kl = r.metric(Metric::attn_kl);
+    auto ends = [](const Summary& s, const Interval& ci) {
+      return s.has_intervals() ? fmt(ci.lo, "%.9g") + "," + fmt(ci.hi, "%.9g") : std::string(",");
+    };
+    out += join(fields, ",") + "," + (v.undecided ? "true" : "false") + "," + ends(err, err.mean_ci) + "," +
+           ends(err, err.p95_ci) + "," + ends(kl, kl.p95_ci) + "," + ends(needle, needle.mean_ci) + "," +
+           (err.has_intervals() ? fmt(err.level, "%.9g") : "") + "\n";
   }
   return out;
 }

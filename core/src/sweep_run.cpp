@@ -25,6 +25,7 @@
 #include "kvtune/sweep_analysis.h"
 #include "kvtune/sweep_dir.h"
 #include "kvtune/version.h"
+#include "summary_json.h"
 
 namespace kvtune {
 namespace fs = std::filesystem;
@@ -53,11 +54,6 @@ std::string hex(uint64_t v) {
   return s.str();
 }
 
-json summary_json(const Summary& s) {
-  if (s.count == 0) return nullptr;
-  return {{"mean", s.mean}, {"p95", s.p95}, {"max", s.max}, {"count", s.count}};
-}
-
 // Reads a record's field, naming the line when it is missing or of the wrong type.
 template <class T>
 T field(const json& j, const char* key, const std::string& where) {
@@ -70,24 +66,19 @@ T field(const json& j, const char* key, const std::string& where) {
   }
 }
 
-Summary summary_from_json(const json& j, const std::string& where) {
-  return {field<double>(j, "mean", where), field<double>(j, "p95", where), field<double>(j, "max", where),
-          field<size_t>(j, "count", where)};
-}
-
 // The metrics object of a record or of one of its layers: every metric, null where it has no samples.
 void metrics_from_json(const json& j, std::array<Summary, kMetricCount>& metrics, const std::string& where) {
   for (size_t m = 0; m < kMetricCount; ++m) {
     const std::string name(kMetricNames[m]);
     const auto it = j.find(name);
     if (it == j.end()) throw InputError(where + ": missing metric '" + name + "'");
-    if (!it->is_null()) metrics[m] = summary_from_json(*it, where);
+    if (!it->is_null()) metrics[m] = detail::summary_from_json(*it, where);
   }
 }
 
 json metrics_json(const std::array<Summary, kMetricCount>& metrics) {
   json j = json::object();
-  for (size_t m = 0; m < kMetricCount; ++m) j[std::string(kMetricNames[m])] = summary_json(metrics[m]);
+  for (size_t m = 0; m < kMetricCount; ++m) j[std::string(kMetricNames[m])] = detail::summary_json<json>(metrics[m]);
   return j;
 }
 
@@ -177,11 +168,16 @@ SweepRecord point_record(const SweepPoint& p, const SweepRecord& provenance) {
   return r;
 }
 
+// A metric's summary with its intervals: `cases` runs of samples, one per case.
+Summary summarize_metric(std::span<const double> samples, size_t m, size_t cases, double level) {
+  return summarize(samples, {.level = level, .cases = cases, .rate = kMetricInfo[m].rate});
+}
+
 // The summaries of each sampled layer's cases. A metric's samples come case by case in equal
 // numbers (one per query, or one per planted needle, and every case of a workload has the same
 // queries and needles); a metric whose sample count does not split evenly is left without samples.
 std::vector<LayerSummary> layer_summaries(const PairResult& pair, const std::vector<CaseKey>& cases,
-                                          const std::vector<int64_t>& layers) {
+                                          const std::vector<int64_t>& layers, double level) {
   std::vector<LayerSummary> out;
   for (int64_t layer : layers) out.push_back({.layer = layer});
   for (size_t m = 0; m < kMetricCount; ++m) {
@@ -190,12 +186,14 @@ std::vector<LayerSummary> layer_summaries(const PairResult& pair, const std::vec
     const size_t per_case = samples.size() / cases.size();
     for (LayerSummary& l : out) {
       std::vector<double> mine;
+      size_t layer_cases = 0;
       for (size_t c = 0; c < cases.size(); ++c) {
         if (cases[c].layer != l.layer) continue;
         const auto first = samples.begin() + static_cast<std::ptrdiff_t>(c * per_case);
         mine.insert(mine.end(), first, first + static_cast<std::ptrdiff_t>(per_case));
+        ++layer_cases;
       }
-      l.metrics[m] = summarize(mine);
+      l.metrics[m] = summarize_metric(mine, m, layer_cases, level);
     }
   }
   return out;
@@ -240,8 +238,11 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
     r.k_bits = result.pairs[i].k_bits;
     r.v_bits = result.pairs[i].v_bits;
     r.backend = result.pairs[i].backend_used;
-    for (size_t m = 0; m < kMetricCount; ++m) r.metrics[m] = summarize(result.pairs[i].samples[m]);
-    if (spec.scenario.layers.size() > 1) r.layers = layer_summaries(result.pairs[i], cases, spec.scenario.layers);
+    const double level = spec.budget.interval_level();
+    for (size_t m = 0; m < kMetricCount; ++m) {
+      r.metrics[m] = summarize_metric(result.pairs[i].samples[m], m, cases.size(), level);
+    }
+    if (spec.scenario.layers.size() > 1) r.layers = layer_summaries(result.pairs[i], cases, spec.scenario.layers, level);
     out.push_back(std::move(r));
   }
   return out;
@@ -359,7 +360,10 @@ std::vector<SweepRecord> read_records(const std::string& path) {
 
 bool same_result(const SweepRecord& a, const SweepRecord& b) {
   auto same = [](const Summary& x, const Summary& y) {
-    return x.count == y.count && (x.count == 0 || (x.mean == y.mean && x.p95 == y.p95 && x.max == y.max));
+    return x.count == y.count &&
+           (x.count == 0 || (x.mean == y.mean && x.p95 == y.p95 && x.max == y.max && x.level == y.level &&
+                             x.mean_ci.lo == y.mean_ci.lo && x.mean_ci.hi == y.mean_ci.hi &&
+                             x.p95_ci.lo == y.p95_ci.lo && x.p95_ci.hi == y.p95_ci.hi));
   };
   if (a.ok != b.ok || a.error != b.error || a.k_bits != b.k_bits || a.v_bits != b.v_bits ||
       a.backend != b.backend)

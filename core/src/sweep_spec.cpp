@@ -605,6 +605,7 @@ SweepBudget read_budget(TableReader b, const SweepSpec& spec) {
     f.finish();
     out.fit = m;
   }
+  if (b.node("confidence") != nullptr) out.confidence = b.real("confidence", kDefaultConfidence, 0.5, 0.999);
   const bool error_bound = !out.terms.empty();
   const std::string objective =
       b.choice("objective", error_bound ? "min_bits" : "min_error", {"min_bits", "min_error"});
@@ -850,7 +851,7 @@ std::string capture_identity(const Capture& c) {
 // Everything that determines a point's metrics: the [workload] table as written, the shape a model
 // preset resolved it to (a changed preset file changes the hash), the statistics a model profile
 // resolved it to (only with a profile, so hashes without one are what they were), seeds, layers,
-// heads and topk.
+// heads, topk and the intervals' confidence level.
 uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
   std::string text = "kvtune sweep v1\nworkload=";
   if (const toml::node* w = root.get("workload")) serialize(*w, text);
@@ -871,6 +872,8 @@ uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
                             : "norope");
   text += "\ncontexts=" + list(sc.contexts) + "\nseeds=" + list(sc.seeds) + "\nlayers=" + list(sc.layers) +
           "\nheads=" + list(sc.heads) + "\ntopk=" + std::to_string(sc.topk);
+  // The level of the records' intervals (only when the file sets one, so other hashes stay).
+  if (const auto level = root.at_path("budget.confidence").value<double>()) text += "\nconfidence=" + format_real(*level);
   // cpu and cuda give the same bits; kernel mode's rel_out_err comes from another computation.
   if (backend_computes_attention(sc.backend)) text += "\nbackend=" + sc.backend;
   return fnv1a64(text);

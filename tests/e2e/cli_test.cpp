@@ -96,13 +96,20 @@ std::set<std::string> keys_of(const json& object) {
 void expect_summary(const json& summary, size_t count, const std::string& metric) {
   SCOPED_TRACE(metric);
   ASSERT_TRUE(summary.is_object()) << summary.dump();
-  EXPECT_EQ(keys_of(summary), (std::set<std::string>{"mean", "p95", "max", "count"}));
+  EXPECT_EQ(keys_of(summary), (std::set<std::string>{"mean", "p95", "max", "count", "level", "mean_ci",
+                                                      "mean_ci_method", "p95_ci", "p95_ci_method"}));
   EXPECT_EQ(summary["count"].get<size_t>(), count);
   const double mean = summary["mean"].get<double>(), p95 = summary["p95"].get<double>(),
                max = summary["max"].get<double>();
   EXPECT_TRUE(std::isfinite(mean) && std::isfinite(p95) && std::isfinite(max));
   EXPECT_LE(p95, max);
   EXPECT_LE(mean, max);
+  // The mean's 95 % interval: Wilson for the 0/1 metrics, a bootstrap over the cases otherwise.
+  EXPECT_EQ(summary["level"].get<double>(), 0.95);
+  const bool rate = metric.rfind("needle_hit", 0) == 0 || metric == "top1_agree";
+  EXPECT_EQ(summary["mean_ci_method"], rate ? "wilson" : "bootstrap_cases");
+  EXPECT_LE(summary["mean_ci"][0].get<double>(), mean);
+  EXPECT_GE(summary["mean_ci"][1].get<double>(), mean);
 }
 
 class Cli : public ScratchDirTest {
@@ -283,7 +290,7 @@ TEST_F(Cli, SimulatePrintsNeedleTablesByDepthAndContextAndWritesThemAsCsv) {
   std::istringstream lines(read_text(csv_path));
   std::string line;
   std::getline(lines, line);
-  EXPECT_EQ(line, "pair,k,v,tokens,depth,needles,needle_hit,needle_mass_ratio");
+  EXPECT_EQ(line, "pair,k,v,tokens,depth,needles,needle_hit,needle_mass_ratio,needle_hit_lo,needle_hit_hi");
   std::vector<std::string> body;
   while (std::getline(lines, line)) body.push_back(line);
   ASSERT_EQ(body.size(), 12u);  // 2 contexts x 2 pairs x 3 depths
@@ -292,8 +299,8 @@ TEST_F(Cli, SimulatePrintsNeedleTablesByDepthAndContextAndWritesThemAsCsv) {
 
   const RunResult table = run({"simulate", path("depths.toml")});
   ASSERT_EQ(table.status, 0) << table.err;
-  EXPECT_THAT(table.out, HasSubstr("needle_hit (needle_mass_ratio) by depth x context: k8"));
-  EXPECT_THAT(table.out, HasSubstr("needle_hit (needle_mass_ratio) by depth x context: k2"));
+  EXPECT_THAT(table.out, HasSubstr("needle_hit (needle_mass_ratio) [needle_hit's 95 % Wilson interval] by depth x context: k8"));
+  EXPECT_THAT(table.out, HasSubstr("needle_hit (needle_mass_ratio) [needle_hit's 95 % Wilson interval] by depth x context: k2"));
   EXPECT_THAT(table.out, HasSubstr("1.000 ("));
 }
 

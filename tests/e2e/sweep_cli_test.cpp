@@ -91,7 +91,8 @@ TEST_F(SweepCli, WritesEveryOutputAndRecommendsWhatTheRuntimeCanExpress) {
   EXPECT_THAT(read_text(path("out") / "report.md"), HasSubstr("llama.cpp"));
   EXPECT_THAT(read_text(path("out") / "frontier.csv"),
               ::testing::StartsWith("k,v,k_bits,v_bits,bits,rel_out_err,rel_out_err_p95,attn_kl_p95,needle_hit,"
-                                    "bytes_per_token,feasible,exempt_layers\n"));
+                                    "bytes_per_token,feasible,exempt_layers,undecided,rel_out_err_lo,"));
+  EXPECT_THAT(r.out, HasSubstr("intervals: [low, high] at 95 % confidence; Wilson score for rates"));
 
   // --json prints summary.json.
   const RunResult again = run({"sweep", path("small.toml").string(), "--out", out("json"), "--json"});

@@ -501,10 +501,11 @@ TEST(SweepReport, FrontierCsvHasTheHeaderAndQuotesSpecsWithCommas) {
   std::getline(lines, second);
   EXPECT_EQ(header,
             "k,v,k_bits,v_bits,bits,rel_out_err,rel_out_err_p95,attn_kl_p95,needle_hit,bytes_per_token,feasible,"
-            "exempt_layers");
+            "exempt_layers,undecided,rel_out_err_lo,rel_out_err_hi,rel_out_err_p95_lo,rel_out_err_p95_hi,"
+            "attn_kl_p95_lo,attn_kl_p95_hi,needle_hit_lo,needle_hit_hi,level");
   EXPECT_THAT(first, ::testing::StartsWith("\"int:bits=4,axis=token\",q4_0,4.5,4.5,4.5,0.02,0.04,0.004,,"));
-  EXPECT_THAT(first, ::testing::EndsWith(",true,"));
-  EXPECT_EQ(second, "f16,f16,16,16,16,0.0001,0.0002,2e-05,,327680,true,");
+  EXPECT_THAT(first, ::testing::EndsWith(",true,,false,,,,,,,,,"));  // records without intervals
+  EXPECT_EQ(second, "f16,f16,16,16,16,0.0001,0.0002,2e-05,,327680,true,,false,,,,,,,,,");
 }
 
 TEST(SweepReport, SummaryJsonCarriesEverySection) {
@@ -545,6 +546,96 @@ TEST(SweepReport, WritesTheThreeFiles) {
     EXPECT_GT(fs::file_size(dir / name), 0u) << name;
   }
   fs::remove_all(dir);
+}
+
+// --- budget.confidence ---
+
+// A record whose rel_out_err mean has the interval [lo, hi] at 95 %.
+SweepRecord with_interval(SweepRecord r, double lo, double hi) {
+  Summary& e = r.metrics[size_t(Metric::rel_out_err)];
+  e.level = 0.95;
+  e.mean_ci = {lo, hi};
+  e.p95_ci = {e.p95, e.p95};
+  e.mean_method = e.p95_method = IntervalMethod::bootstrap_cases;
+  return r;
+}
+
+TEST(SweepAnalysis, WithConfidenceATermIsJudgedOnItsInterval) {
+  const std::vector<SweepRecord> records = {
+      with_interval(record("sure", "sure", 8, 8, 0.010), 0.008, 0.012),       // all of it below 0.02
+      with_interval(record("straddles", "x", 4, 4, 0.018), 0.015, 0.024),     // 0.02 inside
+      with_interval(record("over", "over", 2, 2, 0.030), 0.025, 0.036),       // all of it above
+      record("none", "none", 3, 3, 0.01)};                                     // no interval at all
+  SweepSpec spec = make_spec(records);
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.02}};
+  spec.budget.confidence = 0.95;
+  const SweepAnalysis a = analyze(spec, records);
+  EXPECT_TRUE(a.verdicts[0].feasible);
+  EXPECT_FALSE(a.verdicts[0].undecided);
+  EXPECT_FALSE(a.verdicts[1].feasible);
+  EXPECT_TRUE(a.verdicts[1].undecided);
+  EXPECT_THAT(violation_texts(a.verdicts[1]),
+              ElementsAre("rel_out_err 0.018: its 95 % interval [0.015, 0.024] straddles the bound 0.02 (undecided)"));
+  EXPECT_DOUBLE_EQ(a.verdicts[1].excess, 0.2);  // the interval's far end, 0.024, is 20 % over 0.02
+  EXPECT_FALSE(a.verdicts[2].feasible);
+  EXPECT_FALSE(a.verdicts[2].undecided);
+  EXPECT_THAT(violation_texts(a.verdicts[2]), ElementsAre("rel_out_err 0.03 > 0.02 (95 % interval [0.025, 0.036])"));
+  EXPECT_TRUE(a.verdicts[3].undecided);  // nothing says how far its estimate may be off
+  EXPECT_THAT(violation_texts(a.verdicts[3]), ElementsAre(HasSubstr("has no 95 % interval to judge")));
+  ASSERT_TRUE(a.best);
+  EXPECT_EQ(*a.best, 0u);  // the undecided 4-bit point is not chosen over the sure 8-bit one
+
+  // Without budget.confidence the estimates decide, as before.
+  spec.budget.confidence.reset();
+  const SweepAnalysis b = analyze(spec, records);
+  EXPECT_TRUE(b.verdicts[1].feasible);
+  EXPECT_FALSE(b.verdicts[1].undecided);
+  EXPECT_TRUE(b.verdicts[3].feasible);
+  EXPECT_EQ(*b.best, 3u);  // the fewest bits of the four
+}
+
+TEST(SweepAnalysis, ALowerBoundIsJudgedOnTheIntervalsLowEnd) {
+  std::vector<SweepRecord> records = {record("a", "a", 8, 8, 0.01), record("b", "b", 4, 4, 0.01)};
+  Summary& sure = records[0].metrics[size_t(Metric::needle_hit)];
+  sure = {0.99, 1.0, 1.0, 120};
+  sure.level = 0.95;
+  sure.mean_ci = wilson_interval(0.99 * 120, 120, 0.95);
+  sure.p95_ci = {1.0, 1.0};
+  Summary& close = records[1].metrics[size_t(Metric::needle_hit)];
+  close = sure;
+  close.mean = 0.925;
+  close.mean_ci = wilson_interval(0.925 * 120, 120, 0.95);
+  SweepSpec spec = make_spec(records);
+  spec.scenario.workload.needles.depths = {0.5};
+  spec.budget.terms = {{Metric::needle_hit, Statistic::mean, BoundKind::at_least, 0.9}};
+  spec.budget.confidence = 0.95;
+  const SweepAnalysis a = analyze(spec, records);
+  EXPECT_GT(sure.mean_ci.lo, 0.9);
+  EXPECT_TRUE(a.verdicts[0].feasible);
+  EXPECT_LT(close.mean_ci.lo, 0.9);  // 111 of 120: the Wilson interval reaches below 0.9
+  EXPECT_TRUE(a.verdicts[1].undecided);
+}
+
+TEST(SweepReport, UndecidedPointsAreCountedAndMarkedInEveryOutput) {
+  const std::vector<SweepRecord> records = {with_interval(record("sure", "sure", 8, 8, 0.010), 0.008, 0.012),
+                                            with_interval(record("maybe", "maybe", 4, 4, 0.018), 0.015, 0.024)};
+  SweepSpec spec = make_spec(records);
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.02}};
+  spec.budget.confidence = 0.95;
+  const SweepAnalysis a = analyze(spec, records);
+  const std::string text = summary(spec, records, a);
+  EXPECT_THAT(text, HasSubstr("1 feasible, 1 undecided"));
+  EXPECT_THAT(text, HasSubstr("rel_out_err <= 0.02 (each judged on its 95 % confidence interval)"));
+  EXPECT_THAT(text, HasSubstr("intervals: [low, high] at 95 % confidence"));
+  EXPECT_THAT(text, HasSubstr("rel_out_err 0.01 [0.008, 0.012]"));
+  EXPECT_THAT(text, HasSubstr("undecided"));
+  const std::string json = sweep_summary_json(spec, records, a);
+  EXPECT_THAT(json, HasSubstr("\"undecided\": 1"));
+  EXPECT_THAT(json, HasSubstr("\"confidence\": 0.95"));
+  EXPECT_THAT(json, HasSubstr("\"kind\": \"undecided\""));
+  EXPECT_THAT(json, HasSubstr("\"mean_ci\": [\n"));
+  const std::string csv = frontier_csv(spec, records, a);
+  EXPECT_THAT(csv, HasSubstr("\nmaybe,maybe,4,4,4,0.018,0.036,0.0036,,,false,,true,0.015,0.024,0.036,0.036,,,,,0.95\n"));
 }
 
 }  // namespace

@@ -307,5 +307,55 @@ TEST_F(SweepRun, MalformedResultLinesAreNamedWithTheirLine) {
   EXPECT_THROW(read_records(path), InputError);
 }
 
+// Every record carries its metrics' intervals (bootstrap over the cases, Wilson for rates), per
+// layer too, and they come back from results.jsonl bit for bit.
+TEST_F(SweepRun, RecordsCarryTheirIntervalsThroughResultsJsonl) {
+  SweepSpec spec = small_spec(grid_points());
+  spec.scenario.workload.layers = 2;
+  spec.scenario.layers = {0, 1};
+  const std::vector<SweepRecord> records = run_sweep(typed(spec), options());
+  const std::vector<SweepRecord> read = read_records(results());
+  ASSERT_EQ(read.size(), records.size());
+  for (size_t i = 0; i < read.size(); ++i) {
+    ASSERT_TRUE(read[i].ok) << read[i].error;
+    EXPECT_TRUE(same_result(read[i], records[i]));
+    const Summary& err = read[i].metric(Metric::rel_out_err);
+    EXPECT_EQ(err.level, kDefaultConfidence);
+    EXPECT_EQ(err.mean_method, IntervalMethod::bootstrap_cases);  // 3 seeds x 2 layers = 6 cases
+    EXPECT_LE(err.mean_ci.lo, err.mean);
+    EXPECT_GE(err.mean_ci.hi, err.mean);
+    EXPECT_EQ(err.mean_ci.hi, records[i].metric(Metric::rel_out_err).mean_ci.hi);
+    EXPECT_EQ(read[i].metric(Metric::top1_agree).mean_method, IntervalMethod::wilson);
+    ASSERT_EQ(read[i].layers.size(), 2u);
+    EXPECT_EQ(read[i].layers[0].metrics[size_t(Metric::rel_out_err)].mean_method, IntervalMethod::bootstrap_cases);
+  }
+}
+
+TEST_F(SweepRun, AMalformedIntervalIsNamedWithItsLine) {
+  const SweepSpec spec = small_spec(grid_points());
+  run_sweep(typed(spec), options());
+  std::ifstream in(results());
+  std::string first;
+  std::getline(in, first);
+  in.close();
+  const std::string path = (dir_ / "broken.jsonl").string();
+  auto expect_refused = [&](const std::string& from, const std::string& to, const std::string& message) {
+    std::string line = first;
+    const size_t at = line.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    line.replace(at, from.size(), to);
+    std::ofstream(path) << line << "\n";
+    try {
+      read_records(path);
+      FAIL() << "no error for " << to;
+    } catch (const InputError& e) {
+      EXPECT_THAT(std::string(e.what()), HasSubstr(path + ":1: " + message));
+    }
+  };
+  expect_refused("\"mean_ci\":[", "\"mean_ci\":[\"low\",", "metric field 'mean_ci' must be [low, high]");
+  expect_refused("\"mean_ci_method\":\"", "\"mean_ci_method\":\"jack", "metric field 'mean_ci_method' must be one of");
+  expect_refused("\"level\":0.95", "\"level\":1.5", "metric field 'level' must lie in (0, 1)");
+}
+
 }  // namespace
 }  // namespace kvtune

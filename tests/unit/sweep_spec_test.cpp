@@ -408,6 +408,23 @@ tokens = 1024
   EXPECT_NE(parse(std::string(kHashed) + "[metrics]\ntopk = 4\n").hash, h);
 }
 
+// budget.confidence sets the level of the records' intervals, so it is hashed, and only when set.
+TEST(SweepSpec, BudgetConfidenceIsReadRangeCheckedAndHashed) {
+  const SweepSpec plain = parse(kHashed);
+  EXPECT_FALSE(plain.budget.confidence);
+  EXPECT_EQ(plain.budget.interval_level(), kDefaultConfidence);
+  const SweepSpec judged = parse(std::string(kHashed) + "[budget]\nmax_rel_out_err = 0.05\nconfidence = 0.9\n");
+  EXPECT_EQ(judged.budget.confidence, 0.9);
+  EXPECT_EQ(judged.budget.interval_level(), 0.9);
+  EXPECT_NE(judged.hash, plain.hash);
+  EXPECT_EQ(parse(std::string(kHashed) + "[budget]\nmax_rel_out_err = 0.05\n").hash, plain.hash);
+  for (const char* bad : {"1.0", "0.2", "\"95%\""}) {
+    EXPECT_THAT(error_of(std::string(kHashed) + "[budget]\nconfidence = " + bad + "\n"),
+                HasSubstr("s.toml:13:14: 'confidence' must be a number in 0.5..0.999"))
+        << bad;
+  }
+}
+
 // cpu and cuda compute the same bits; the fused kernel's rel_out_err is another computation.
 TEST(SweepSpec, HashCoversOnlyTheKernelBackend) {
   const uint64_t h = parse(kHashed).hash;

@@ -60,6 +60,10 @@ struct PairResult {
   std::string backend_used = "cpu";
 
   Summary summary(Metric m) const { return summarize(samples[static_cast<size_t>(m)]); }
+  // With confidence intervals at `level`, the samples being `cases` equal runs (EvalResult::cases).
+  Summary summary(Metric m, size_t cases, double level = kDefaultConfidence) const {
+    return summarize(samples[static_cast<size_t>(m)], {.level = level, .cases = cases, .rate = metric_info(m).rate});
+  }
 };
 
 struct EvalResult {

@@ -60,6 +60,7 @@ struct BudgetTerm {
 
   std::string key() const;  // the sweep-file key, e.g. "max_attn_kl_p95"
   double value(const Summary& s) const { return statistic == Statistic::mean ? s.mean : s.p95; }
+  const Interval& interval(const Summary& s) const { return statistic == Statistic::mean ? s.mean_ci : s.p95_ci; }
   // NaN fails every bound: a broken metric is never feasible.
   bool holds(double v) const { return kind == BoundKind::at_most ? v <= bound : v >= bound; }
 };
@@ -71,6 +72,12 @@ struct SweepBudget {
   std::vector<BudgetTerm> terms;   // in the file's order
   std::optional<double> max_bits;  // (k_bits + v_bits) / 2 per element
   std::optional<MemoryFit> fit;
+  // [budget] confidence: judge each error term on its confidence interval at this level instead of
+  // its estimate. A term holds when the whole interval meets the bound, fails when none of it does,
+  // and leaves the point undecided when the interval straddles the bound. The level is also that of
+  // every interval the records carry (kDefaultConfidence without it), so it is part of the hash.
+  std::optional<double> confidence;
+  double interval_level() const { return confidence.value_or(kDefaultConfidence); }
 };
 
 struct RuntimeTarget {

@@ -28,10 +28,15 @@ struct Violation {
                      // both per GPU of `gpus` (tensor parallel; 1 GPU without)
     memory_unknown,  // the memory model refused a scheme for the model; detail: why
     no_model,        // a memory budget needs the workload's model preset
+    undecided,       // budget.confidence: term's interval straddles its bound (or the record has
+                     // no interval, `interval` then empty); value: the estimate
   };
   Kind kind = Kind::failed;
-  BudgetTerm term;           // metric, no_samples
+  BudgetTerm term;           // metric, no_samples, undecided
   double value = 0.0, bound = 0.0;
+  // metric and undecided under budget.confidence: the statistic's interval at `level`.
+  std::optional<Interval> interval;
+  double level = 0.0;
   uint64_t sequences = 0, fit = 0, bytes_per_sequence = 0, free_bytes = 0;
   int64_t gpus = 1;          // memory_fit
   std::string detail;        // a scheme's own message (failed, memory_unknown)
@@ -61,6 +66,9 @@ inline constexpr const char* kViolationExcessMeasure =
 
 struct RecordVerdict {
   bool feasible = false;
+  // budget.confidence only: not feasible, yet nothing fails for sure either: every violation is an
+  // interval straddling its bound. More cases or queries would decide it.
+  bool undecided = false;
   std::vector<Violation> violations;
   // How far the record misses its budget: the largest relative excess over a bound among its
   // violations ((value - bound) / |bound| for an upper bound, (bound - value) / |bound| for a lower

@@ -36,8 +36,11 @@ std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRec
                                const SweepAnalysis& analysis);
 
 // frontier.csv: one line per frontier point under the header
-// k,v,k_bits,v_bits,bits,rel_out_err,rel_out_err_p95,attn_kl_p95,needle_hit,bytes_per_token,feasible
-// (fields with commas or quotes are quoted; needle_hit and bytes_per_token empty when unknown).
+// k,v,k_bits,v_bits,bits,rel_out_err,rel_out_err_p95,attn_kl_p95,needle_hit,bytes_per_token,feasible,
+// exempt_layers,undecided,rel_out_err_lo,rel_out_err_hi,rel_out_err_p95_lo,rel_out_err_p95_hi,
+// attn_kl_p95_lo,attn_kl_p95_hi,needle_hit_lo,needle_hit_hi,level
+// (fields with commas or quotes are quoted; needle_hit and bytes_per_token empty when unknown, the
+// interval ends and level empty when the record has no intervals).
 std::string frontier_csv(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis);
 
 // report.md: the console summary's content as Markdown.
