@@ -44,6 +44,10 @@ struct RecommendOptions {
 // (llama-3.1-70b at 131072 takes about a minute on two cores, docs/performance.md); beyond it the
 // cost keeps growing linearly and --eval-ctx says how far to go.
 constexpr int64_t kDefaultEvalContext = 131072;
+// Needles (one per query) a recommendation samples at least, so that needle_hit resolves 1 % steps,
+// over sweeps/recommend.toml's seeds (its `seeds = 2`; SweepCli tests check the count).
+constexpr int64_t kNeedleSamples = 100;
+constexpr int64_t kTemplateSeeds = 2;
 
 // The same command with --resume, for the user to paste after an interrupt.
 std::string resume_command(const RecommendOptions& o) {
@@ -92,6 +96,15 @@ SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& prese
     if (candidates[i] > layers.back()) layers.push_back(candidates[i]);
   }
   ov.layers = layers;
+  if (!capture) {
+    // Enough queries for kNeedleSamples needles (one per query) over the template's seeds and the
+    // sampled layers, so that needle_hit resolves 1 % steps: 120 for llama-3.1-8b (5 queries per
+    // query head x 4 heads per KV head x 6 cases), 144 for llama-3.1-70b (3 x 8 x 6).
+    const int64_t kv_heads = std::max<int64_t>(1, preset.shape.kv_heads);
+    const int64_t rows_per_query = std::max<int64_t>(1, preset.q_heads / kv_heads);
+    const int64_t cases = kTemplateSeeds * int64_t(layers.size());
+    ov.queries = (kNeedleSamples + rows_per_query * cases - 1) / (rows_per_query * cases);
+  }
   // The template judges each point with its 1 or 2 most damaged layers kept at bf16; one sampled
   // layer must stay quantized.
   std::vector<int64_t> exempt;

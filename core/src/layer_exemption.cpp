@@ -12,9 +12,11 @@ namespace {
 double worse(double a, double b, bool higher_is_better) { return higher_is_better ? std::min(a, b) : std::max(a, b); }
 
 // The intervals of a mixture of summaries with these weights: the mean's ends mixed end by end, the
-// p95's the worse ends. Both are bounds: they hold as if the parts moved together. None when a
-// part has none.
-void mix_intervals(Summary& out, const std::vector<std::pair<const Summary*, double>>& parts, bool higher_is_better) {
+// p95's the worse ends. Both are bounds: they hold as if the parts moved together. A rate's mean
+// gets the Wilson interval of the mixture's rate over all its samples instead (mixing the parts'
+// Wilson ends would count each part's few samples as if they were all). None when a part has none.
+void mix_intervals(Summary& out, const std::vector<std::pair<const Summary*, double>>& parts, bool higher_is_better,
+                   bool rate) {
   for (const auto& [s, w] : parts) {
     if (!s->has_intervals() || s->level != parts.front().first->level) return;
   }
@@ -29,11 +31,16 @@ void mix_intervals(Summary& out, const std::vector<std::pair<const Summary*, dou
                                    worse(out.p95_ci.hi, s->p95_ci.hi, higher_is_better)};
   }
   out.mean_method = out.p95_method = IntervalMethod::mixture_bound;
+  if (rate) {
+    out.mean_ci = wilson_interval(out.mean * double(out.count), out.count, out.level);
+    out.mean_method = IntervalMethod::wilson;
+  }
 }
 
 // One sampled layer's summary of one metric with one of the `stratum` model layers it stands for
 // kept at the baseline: the exact mean of the mix, and bounds for its p95 on the budget's side.
-Summary mix(const Summary& base, const Summary& exempt, double stratum, bool higher_is_better) {
+Summary mix(const Summary& base, const Summary& exempt, double stratum, const MetricInfo& info) {
+  const bool higher_is_better = info.higher_is_better;
   if (base.count == 0 || exempt.count == 0) return {};
   if (stratum <= 1.0) return exempt;
   const double w = 1.0 / stratum;
@@ -42,13 +49,14 @@ Summary mix(const Summary& base, const Summary& exempt, double stratum, bool hig
   out.mean = w * exempt.mean + (1.0 - w) * base.mean;
   out.p95 = worse(base.p95, exempt.p95, higher_is_better);
   out.max = std::max(base.max, exempt.max);
-  mix_intervals(out, {{&exempt, w}, {&base, 1.0 - w}}, higher_is_better);
+  mix_intervals(out, {{&exempt, w}, {&base, 1.0 - w}}, higher_is_better, info.rate);
   return out;
 }
 
 // The summary over every sampled layer: count-weighted mean, bounded p95, largest max; no samples
 // when any layer has none (a metric not attributable to layers).
-Summary combine(const std::vector<LayerSummary>& layers, size_t m, bool higher_is_better) {
+Summary combine(const std::vector<LayerSummary>& layers, size_t m) {
+  const bool higher_is_better = kMetricInfo[m].higher_is_better;
   Summary out;
   double sum = 0.0;
   for (const LayerSummary& l : layers) {
@@ -65,7 +73,7 @@ Summary combine(const std::vector<LayerSummary>& layers, size_t m, bool higher_i
   for (const LayerSummary& l : layers) {
     parts.emplace_back(&l.metrics[m], static_cast<double>(l.metrics[m].count) / static_cast<double>(out.count));
   }
-  mix_intervals(out, parts, higher_is_better);
+  mix_intervals(out, parts, higher_is_better, kMetricInfo[m].rate);
   return out;
 }
 
@@ -117,10 +125,10 @@ SweepRecord exempt_record(const SweepRecord& base, const SweepRecord& baseline, 
     const LayerSummary* e = find_layer(baseline, l.layer);
     if (e == nullptr) throw std::logic_error("exempt_record: the baseline has no summary of layer " + std::to_string(l.layer));
     for (size_t m = 0; m < kMetricCount; ++m) {
-      l.metrics[m] = mix(l.metrics[m], e->metrics[m], stratum, kMetricInfo[m].higher_is_better);
+      l.metrics[m] = mix(l.metrics[m], e->metrics[m], stratum, kMetricInfo[m]);
     }
   }
-  for (size_t m = 0; m < kMetricCount; ++m) r.metrics[m] = combine(r.layers, m, kMetricInfo[m].higher_is_better);
+  for (size_t m = 0; m < kMetricCount; ++m) r.metrics[m] = combine(r.layers, m);
   const double n = static_cast<double>(layers.size()), total = static_cast<double>(model_layers);
   r.k_bits = ((total - n) * base.k_bits + n * baseline.k_bits) / total;
   r.v_bits = ((total - n) * base.v_bits + n * baseline.v_bits) / total;
@@ -147,7 +155,7 @@ SweepRecord sliding_window_record(const SweepRecord& base, const SweepRecord& ba
     }
     l.metrics = e->metrics;
   }
-  for (size_t m = 0; m < kMetricCount; ++m) r.metrics[m] = combine(r.layers, m, kMetricInfo[m].higher_is_better);
+  for (size_t m = 0; m < kMetricCount; ++m) r.metrics[m] = combine(r.layers, m);
   const double n = static_cast<double>(sliding_layers), total = static_cast<double>(model_layers);
   r.k_bits = ((total - n) * base.k_bits + n * baseline.k_bits) / total;
   r.v_bits = ((total - n) * base.v_bits + n * baseline.v_bits) / total;

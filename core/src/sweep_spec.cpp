@@ -908,6 +908,7 @@ bool apply_overrides(toml::table& root, const SweepOverrides& o) {
     changed = true;
   }
   if (o.tokens) table_at("workload").insert_or_assign("tokens", *o.tokens), changed = true;
+  if (o.queries) table_at("workload").insert_or_assign("queries", *o.queries), changed = true;
   if (o.layers) {
     toml::array layers;
     for (int64_t l : *o.layers) layers.push_back(l);

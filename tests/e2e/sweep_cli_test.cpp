@@ -187,6 +187,13 @@ TEST_F(SweepCli, RecommendAnswersTheCommonQuestion) {
   // sweep.toml is the template with the typed overrides applied, written by toml++.
   EXPECT_THAT(read_text(path("out") / "sweep.toml"), HasSubstr("model = 'llama-3.2-1b'"));
   EXPECT_THAT(read_text(path("out") / "sweep.toml"), HasSubstr("layers = [ 0, 7, 15 ]"));  // Llama-3.2-1B: 16 layers
+  // Enough needles for 1 % steps: 5 queries per query head x 4 query heads per KV head x (2 seeds
+  // x 3 layers) = 120, judged on their 95 % intervals.
+  EXPECT_THAT(read_text(path("out") / "sweep.toml"), HasSubstr("queries = 5"));
+  EXPECT_EQ(summary["budget"]["confidence"], 0.95);
+  const json& point = summary["best"].is_object() ? summary["best"] : summary["runtimes"][0]["closest"]["point"];
+  EXPECT_EQ(point["metrics"]["needle_hit"]["count"], 120);
+  EXPECT_EQ(point["metrics"]["needle_hit"]["mean_ci_method"], "wilson");
 
   const RunResult no_budget = run({"recommend", "--model", "llama-3.2-1b", "--ctx", "4096", "--out", out("x")});
   EXPECT_EQ(no_budget.status, 2);

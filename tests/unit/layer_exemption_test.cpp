@@ -97,6 +97,43 @@ TEST(LayerExemption, AHigherIsBetterMetricTakesTheLowerP95AsItsBound) {
   EXPECT_DOUBLE_EQ(r.layers[0].metrics[kTop1].mean, 0.25 * 0.99 + 0.75 * 0.6);
 }
 
+// A derived record's intervals: each layer's mean interval mixed end by end with the baseline's, the
+// whole record's the count-weighted ends, p95 the worse ends; a rate gets the Wilson interval of its
+// mixed rate over all its samples.
+TEST(LayerExemption, DerivedIntervalsAreMixtureBoundsAndWilsonForRates) {
+  auto with_intervals = [](SweepRecord r) {
+    for (LayerSummary& l : r.layers) {
+      for (size_t m : {kErr, kTop1}) {
+        Summary& s = l.metrics[m];
+        s.level = 0.95;
+        s.mean_ci = {s.mean - 0.01, s.mean + 0.02};
+        s.p95_ci = {s.p95 - 0.01, s.p95 + 0.01};
+        s.mean_method = s.p95_method = IntervalMethod::bootstrap_cases;
+      }
+    }
+    return r;
+  };
+  const SweepRecord r = exempt_record(with_intervals(damaged_q4()), with_intervals(baseline()), {0}, 8, "f16");
+  const Summary& l0 = r.layers[0].metrics[kErr];
+  EXPECT_EQ(l0.mean_method, IntervalMethod::mixture_bound);
+  EXPECT_DOUBLE_EQ(l0.mean_ci.lo, 0.25 * 0.00 + 0.75 * 0.39);
+  EXPECT_DOUBLE_EQ(l0.mean_ci.hi, 0.25 * 0.03 + 0.75 * 0.42);
+  EXPECT_DOUBLE_EQ(l0.p95_ci.lo, 0.49);  // the larger (worse) of 0.01 and 0.49
+  EXPECT_DOUBLE_EQ(l0.p95_ci.hi, 0.51);
+  const Summary& all = r.metrics[kErr];
+  EXPECT_EQ(all.mean_method, IntervalMethod::mixture_bound);
+  EXPECT_DOUBLE_EQ(all.mean_ci.lo, 0.5 * l0.mean_ci.lo + 0.5 * 0.09);
+  EXPECT_DOUBLE_EQ(all.mean_ci.hi, 0.5 * l0.mean_ci.hi + 0.5 * 0.12);
+  const Summary& top1 = r.metrics[kTop1];
+  EXPECT_EQ(top1.mean_method, IntervalMethod::wilson);
+  const Interval w = wilson_interval(top1.mean * 8, 8, 0.95);
+  EXPECT_DOUBLE_EQ(top1.mean_ci.lo, w.lo);
+  EXPECT_DOUBLE_EQ(top1.mean_ci.hi, w.hi);
+  EXPECT_EQ(top1.p95_method, IntervalMethod::mixture_bound);
+  // Without intervals in the parts, none in the mix.
+  EXPECT_FALSE(exempt_record(damaged_q4(), baseline(), {0}, 8, "f16").metrics[kErr].has_intervals());
+}
+
 TEST(LayerExemption, TheMostDamagedLayersRankByTheMetricsDirection) {
   const SweepRecord r = record("q4_0", "q4_0", 4.5, 4.5,
                                {layer(0, 0.1, 0.1, 0.1), layer(15, 0.3, 0.3, 0.3), layer(31, 0.2, 0.2, 0.2),

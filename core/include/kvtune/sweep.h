@@ -180,6 +180,7 @@ struct SweepOverrides {
   // recency, overrides) are dropped so that the profile's apply.
   std::optional<std::string> profile;
   std::optional<int64_t> tokens;                    // [workload] tokens
+  std::optional<int64_t> queries;                   // [workload] queries (per query head)
   std::optional<std::vector<int64_t>> layers;       // [workload] layers
   std::optional<std::vector<int64_t>> exempt_layers;  // [search] exempt_layers (empty: none)
   std::optional<std::vector<BudgetTerm>> terms;     // [budget] error terms
