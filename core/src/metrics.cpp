@@ -36,6 +36,12 @@ void bootstrap(std::span<const double> samples, size_t groups, double level, Sum
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return samples[a] < samples[b]; });
+  std::vector<double> sorted(n);
+  std::vector<uint32_t> group_of(n);  // of each sorted sample
+  for (size_t k = 0; k < n; ++k) {
+    sorted[k] = samples[order[k]];
+    group_of[k] = static_cast<uint32_t>(order[k] / per);
+  }
 
   std::mt19937_64 rng(kBootstrapSeed);
   std::vector<double> means(kBootstrapResamples), p95s(kBootstrapResamples);
@@ -51,18 +57,20 @@ void bootstrap(std::span<const double> samples, size_t groups, double level, Sum
       sum += group_sum[pick];
     }
     means[b] = sum / double(n);
-    // The order statistics at lo_rank and hi_rank of the resample (n values, `per` from each draw).
+    // The order statistics at lo_rank and hi_rank of the resample (n values: each sample as often
+    // as its case was drawn), counted down from the largest since p95 lies near the top.
     double at_lo = 0.0, at_hi = 0.0;
-    size_t seen = 0;
-    for (size_t i : order) {
-      const size_t w = size_t{drawn[i / per]};
+    size_t above = n;  // ascending rank just past the samples visited so far
+    for (size_t k = n; k-- > 0;) {
+      const size_t w = drawn[group_of[k]];
       if (w == 0) continue;
-      if (seen <= lo_rank && lo_rank < seen + w) at_lo = samples[i];
-      if (seen <= hi_rank && hi_rank < seen + w) {
-        at_hi = samples[i];
+      const size_t first = above - w;  // this sample holds ranks [first, above)
+      if (first <= hi_rank && hi_rank < above) at_hi = sorted[k];
+      if (first <= lo_rank && lo_rank < above) {
+        at_lo = sorted[k];
         break;
       }
-      seen += w;
+      above = first;
     }
     p95s[b] = at_lo + (pos - double(lo_rank)) * (at_hi - at_lo);
   }
