@@ -43,30 +43,31 @@ void print_aligned(std::ostream& out, const std::vector<std::string>& header,
 
 }  // namespace
 
-// "[lo, hi]" of a summary's mean.
-std::string mean_interval(const Summary& s) {
-  return s.has_intervals() ? "[" + fmt(s.mean_ci.lo, "%.3g") + ", " + fmt(s.mean_ci.hi, "%.3g") + "]" : "-";
+// "mean [lo, hi]": a summary's mean with its interval; "-" without samples.
+std::string mean_with_interval(const Summary& s) {
+  if (s.count == 0) return "-";
+  return fmt(s.mean) + " [" + fmt(s.mean_ci.lo, "%.3g") + ", " + fmt(s.mean_ci.hi, "%.3g") + "]";
 }
 
 void print_table(std::ostream& out, const EvalResult& result) {
   const size_t cases = static_cast<size_t>(result.cases);
   out << "cases " << result.cases << "  tokens " << result.tokens << "  head_dim " << result.head_dim
       << "  queries/case " << result.queries_per_case << "  backend " << result.backend
-      << "  (metrics: mean over queries and cases; p95 as noted; [low, high]: the mean's "
-      << fmt(100.0 * kDefaultConfidence, "%.3g") << " % confidence interval, Wilson for rates, "
-      << (cases >= 2 ? "a bootstrap over cases" : "a bootstrap over samples") << " otherwise)\n\n";
+      << "  (metrics: mean [its " << fmt(100.0 * kDefaultConfidence, "%.3g")
+      << " % confidence interval: Wilson for the rates top1_agree and needle_hit, "
+      << (cases >= 2 ? "a bootstrap over cases" : "a bootstrap over samples")
+      << " otherwise] over queries and cases; p95 as noted)\n\n";
   const std::vector<std::string> header = {"pair",          "k",          "v",           "k_bits",
-                                           "v_bits",        "rel_out_err", "[95 %]",     "p95",
-                                           "max_logit_err", "shift_logit_err", "attn_kl", "top1_agree",
-                                           "topk_overlap",  "needle_hit", "[95 %]"};
+                                           "v_bits",        "rel_out_err", "p95",         "max_logit_err",
+                                           "shift_logit_err", "attn_kl",  "top1_agree",  "topk_overlap",
+                                           "needle_hit"};
   std::vector<std::vector<std::string>> rows;
   for (const PairResult& p : result.pairs) {
-    const Summary needle = p.summary(Metric::needle_hit, cases), err = p.summary(Metric::rel_out_err, cases);
-    rows.push_back({p.name, p.k->spec(), p.v->spec(), fmt(p.k_bits, "%.3f"), fmt(p.v_bits, "%.3f"), fmt(err.mean),
-                    mean_interval(err), fmt(err.p95), fmt(p.summary(Metric::max_logit_err).mean),
-                    fmt(p.summary(Metric::shift_logit_err).mean), fmt(p.summary(Metric::attn_kl).mean),
-                    fmt(p.summary(Metric::top1_agree).mean), fmt(p.summary(Metric::topk_overlap).mean),
-                    needle.count ? fmt(needle.mean) : "-", needle.count ? mean_interval(needle) : "-"});
+    auto mean = [&](Metric m) { return mean_with_interval(p.summary(m, cases)); };
+    rows.push_back({p.name, p.k->spec(), p.v->spec(), fmt(p.k_bits, "%.3f"), fmt(p.v_bits, "%.3f"),
+                    mean(Metric::rel_out_err), fmt(p.summary(Metric::rel_out_err).p95), mean(Metric::max_logit_err),
+                    mean(Metric::shift_logit_err), mean(Metric::attn_kl), mean(Metric::top1_agree),
+                    mean(Metric::topk_overlap), mean(Metric::needle_hit)});
   }
   print_aligned(out, header, rows, 3);
   for (const PairResult& p : result.pairs) {
@@ -139,16 +140,20 @@ void print_needle_tables(std::ostream& out, const std::vector<EvalResult>& runs)
 }
 
 std::string needle_csv(const std::vector<EvalResult>& runs) {
-  std::string out = "pair,k,v,tokens,depth,needles,needle_hit,needle_mass_ratio,needle_hit_lo,needle_hit_hi\n";
+  std::string out =
+      "pair,k,v,tokens,depth,needles,needle_hit,needle_mass_ratio,needle_hit_lo,needle_hit_hi,needle_mass_ratio_lo,"
+      "needle_mass_ratio_hi\n";
   for (const EvalResult& r : runs) {
+    const size_t cases = static_cast<size_t>(r.cases);
     for (const PairResult& p : r.pairs) {
       for (const DepthSamples& ds : p.needle_depths) {
-        const Summary hit = summarize(ds.hit), mass = summarize(ds.mass_ratio);
-        std::string fields = ",,,";
+        const Summary hit = summarize(ds.hit, {.cases = cases, .rate = true});
+        const Summary mass = summarize(ds.mass_ratio, {.cases = cases});
+        std::string fields = ",,,,,";
         if (hit.count) {
-          const Interval ci = wilson_interval(hit.mean * double(hit.count), hit.count, kDefaultConfidence);
-          fields = fmt(hit.mean, "%.6g") + "," + fmt(mass.mean, "%.6g") + "," + fmt(ci.lo, "%.6g") + "," +
-                   fmt(ci.hi, "%.6g");
+          fields = fmt(hit.mean, "%.6g") + "," + fmt(mass.mean, "%.6g") + "," + fmt(hit.mean_ci.lo, "%.6g") + "," +
+                   fmt(hit.mean_ci.hi, "%.6g") + "," + fmt(mass.mean_ci.lo, "%.6g") + "," +
+                   fmt(mass.mean_ci.hi, "%.6g");
         }
         out += csv_field(p.name) + "," + csv_field(p.k->spec()) + "," + csv_field(p.v->spec()) + "," +
                std::to_string(r.tokens) + "," + fmt(ds.depth, "%.6g") + "," + std::to_string(hit.count) + "," +

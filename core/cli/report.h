@@ -18,8 +18,9 @@ void print_table(std::ostream& out, const EvalResult& result);
 void print_needle_tables(std::ostream& out, const std::vector<EvalResult>& runs);
 
 // The same as CSV, one line per (pair, context, depth):
-// pair,k,v,tokens,depth,needles,needle_hit,needle_mass_ratio,needle_hit_lo,needle_hit_hi
-// (the last two: needle_hit's 95 % Wilson interval).
+// pair,k,v,tokens,depth,needles,needle_hit,needle_mass_ratio,needle_hit_lo,needle_hit_hi,
+// needle_mass_ratio_lo,needle_mass_ratio_hi (95 % intervals: Wilson for needle_hit, a bootstrap
+// over the cases for needle_mass_ratio).
 std::string needle_csv(const std::vector<EvalResult>& runs);
 
 // {"name", "contexts", "cases", "head_dim", "queries_per_case", "rows"}: one row per pair and

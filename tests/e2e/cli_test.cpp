@@ -290,7 +290,9 @@ TEST_F(Cli, SimulatePrintsNeedleTablesByDepthAndContextAndWritesThemAsCsv) {
   std::istringstream lines(read_text(csv_path));
   std::string line;
   std::getline(lines, line);
-  EXPECT_EQ(line, "pair,k,v,tokens,depth,needles,needle_hit,needle_mass_ratio,needle_hit_lo,needle_hit_hi");
+  EXPECT_EQ(line,
+            "pair,k,v,tokens,depth,needles,needle_hit,needle_mass_ratio,needle_hit_lo,needle_hit_hi,"
+            "needle_mass_ratio_lo,needle_mass_ratio_hi");
   std::vector<std::string> body;
   while (std::getline(lines, line)) body.push_back(line);
   ASSERT_EQ(body.size(), 12u);  // 2 contexts x 2 pairs x 3 depths
