@@ -4,16 +4,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "kvtune/numeric/multiversion.h"
+
 // The code is written once on GCC vector types and compiled per target (target_clones); this file
 // alone is built with -ffp-contract=fast (core/CMakeLists.txt) so that `a += p * v` becomes one FMA
 // where the target has it.
 #pragma GCC diagnostic ignored "-Wpsabi"  // the helpers are inlined; no vector crosses an ABI boundary
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define KVTUNE_ATTENTION_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define KVTUNE_ATTENTION_CLONES
-#endif
+#define KVTUNE_ATTENTION_CLONES KVTUNE_CLONES("arch=x86-64-v4", "arch=x86-64-v3")
 
 namespace kvtune::kernels {
 namespace {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kvtune/codecs/hadamard.h"
+#include "kvtune/numeric/multiversion.h"
 #include "kvtune/codecs/random_rotation.h"
 #include "kvtune/codecs/rht.h"
 #include "kvtune/error.h"
@@ -19,11 +20,7 @@ namespace {
 std::string rotation_spec(const CachePolicy& policy);
 std::string with_suffix(const std::string& inner, const std::string& suffix);
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define KVTUNE_ROTATION_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define KVTUNE_ROTATION_CLONES
-#endif
+#define KVTUNE_ROTATION_CLONES KVTUNE_CLONES("arch=x86-64-v3")
 
 // hadamard_transform on eight floats per vector with the group size a constant: every element goes
 // through the same operations in the same order (the scale, then butterflies of length 1, 2, 4 by

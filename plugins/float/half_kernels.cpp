@@ -1,6 +1,6 @@
 #include "half_kernels.h"
 
-#include "multiversion.h"
+#include "kvtune/numeric/multiversion.h"
 
 #include <cstring>
 

@@ -1,6 +1,6 @@
 #include "fp8_kernels.h"
 
-#include "multiversion.h"
+#include "kvtune/numeric/multiversion.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,6 +1,6 @@
 #include "ggml_kernels.h"
 
-#include "multiversion.h"
+#include "kvtune/numeric/multiversion.h"
 
 #include "kvtune/codecs/ggml_blocks.h"
 

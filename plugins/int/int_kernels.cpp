@@ -1,6 +1,6 @@
 #include "int_kernels.h"
 
-#include "multiversion.h"
+#include "kvtune/numeric/multiversion.h"
 
 #include <cmath>
 
