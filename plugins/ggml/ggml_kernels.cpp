@@ -1,5 +1,7 @@
 #include "ggml_kernels.h"
 
+#include "ggml_avx2.h"
+
 #include "kvtune/numeric/multiversion.h"
 
 #include "kvtune/codecs/ggml_blocks.h"
@@ -69,6 +71,15 @@ void quantize(Type type, const float* x, uint8_t* packed, int64_t blocks) { loop
 void dequantize(Type type, const uint8_t* packed, float* y, int64_t blocks) {
   loops(type).dequantize(packed, y, blocks);
 }
-void roundtrip(Type type, const float* x, float* y, int64_t blocks) { loops(type).roundtrip(x, y, blocks); }
+void roundtrip(Type type, const float* x, float* y, int64_t blocks) {
+  int64_t done = 0;
+  if (type != Type::iq4_nl && ggml_avx2::available()) {
+    // Type and ggml_avx2::Format list the same formats in the same order, iq4_nl aside.
+    static_assert(int(Type::q5_1) == int(ggml_avx2::Format::q5_1) && int(Type::q4_1) == int(ggml_avx2::Format::q4_1) &&
+                  int(Type::q8_0_x86) == int(ggml_avx2::Format::q8_0_x86));
+    done = ggml_avx2::roundtrip(static_cast<ggml_avx2::Format>(static_cast<int>(type)), x, y, blocks);
+  }
+  loops(type).roundtrip(x + done * ggml::kBlock, y + done * ggml::kBlock, blocks - done);
+}
 
 }  // namespace kvtune::builtin::ggml_kernels

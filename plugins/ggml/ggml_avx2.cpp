@@ -1,0 +1,203 @@
+#include "ggml_avx2.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#include "kvtune/codecs/ggml_blocks.h"
+
+#define KVTUNE_AVX2 __attribute__((target("avx2,f16c")))
+
+namespace kvtune::builtin::ggml_avx2 {
+namespace {
+
+// The maxima of eight vectors, one lane each: lane b of the result is max over m[b]'s lanes. Three
+// rounds of pairwise maxima; the order does not matter to a maximum.
+template <class Op>
+KVTUNE_AVX2 inline __m256 reduce8(const __m256 (&m)[8], Op op) {
+  __m256 pair[4];
+  for (int i = 0; i < 4; ++i) pair[i] = op(_mm256_unpacklo_ps(m[2 * i], m[2 * i + 1]), _mm256_unpackhi_ps(m[2 * i], m[2 * i + 1]));
+  const __m256 q0 = op(_mm256_shuffle_ps(pair[0], pair[1], 0x44), _mm256_shuffle_ps(pair[0], pair[1], 0xee));
+  const __m256 q1 = op(_mm256_shuffle_ps(pair[2], pair[3], 0x44), _mm256_shuffle_ps(pair[2], pair[3], 0xee));
+  return op(_mm256_permute2f128_ps(q0, q1, 0x20), _mm256_permute2f128_ps(q0, q1, 0x31));
+}
+
+KVTUNE_AVX2 inline __m256 vmax(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
+KVTUNE_AVX2 inline __m256 vmin(__m256 a, __m256 b) { return _mm256_min_ps(a, b); }
+KVTUNE_AVX2 inline __m256 vabs(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+// round_to_f16 of eight floats: F16C's round-to-nearest-even conversion, which f32_to_f16_bits
+// reproduces bit for bit (numeric/half.h).
+KVTUNE_AVX2 inline __m256 f16_round(__m256 v) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+// 1 / d where d != 0, else 0 (the codecs' `d != 0 ? 1 / d : 0`).
+KVTUNE_AVX2 inline __m256 safe_reciprocal(__m256 d) {
+  const __m256 zero = _mm256_setzero_ps();
+  return _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(1.0f), d), _mm256_cmp_ps(d, zero, _CMP_NEQ_OQ));
+}
+
+// Float of int of a rounded value, as the scalar path's static_cast<float>(static_cast<int>(r)):
+// exact for the codes, and -0 becomes +0.
+KVTUNE_AVX2 inline __m256 through_int(__m256 r) { return _mm256_cvtepi32_ps(_mm256_cvttps_epi32(r)); }
+
+// round_half_away (numeric/rounding.h) on eight lanes: round |v| to even with the 1.5 * 2^23 trick,
+// bump exact ties up, restore the sign.
+KVTUNE_AVX2 inline __m256 round_half_away(__m256 v) {
+  const __m256 magic = _mm256_set1_ps(12582912.0f);
+  const __m256 a = vabs(v);
+  __m256 r = _mm256_sub_ps(_mm256_add_ps(a, magic), magic);
+  const __m256 tie = _mm256_cmp_ps(_mm256_sub_ps(a, r), _mm256_set1_ps(0.5f), _CMP_EQ_OQ);
+  r = _mm256_add_ps(r, _mm256_and_ps(tie, _mm256_set1_ps(1.0f)));
+  return _mm256_or_ps(r, _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
+}
+
+KVTUNE_AVX2 inline __m256 round_half_even(__m256 v) {
+  const __m256 magic = _mm256_set1_ps(12582912.0f);
+  return _mm256_sub_ps(_mm256_add_ps(v, magic), magic);
+}
+
+// Eight blocks' maxima of |x| (and with `signed_max`, each block's first element of largest
+// magnitude, as ggml::signed_absmax), or their minima and maxima.
+struct Extremes {
+  __m256 amax, lo, hi;
+  alignas(32) float first_max[8];
+};
+
+KVTUNE_AVX2 inline void block_absmax8(const float* x, Extremes& e, bool signed_max) {
+  __m256 m[8];
+  for (int b = 0; b < 8; ++b) {
+    const float* p = x + b * 32;
+    m[b] = vmax(vmax(vabs(_mm256_loadu_ps(p)), vabs(_mm256_loadu_ps(p + 8))),
+                vmax(vabs(_mm256_loadu_ps(p + 16)), vabs(_mm256_loadu_ps(p + 24))));
+  }
+  e.amax = reduce8(m, vmax);
+  if (!signed_max) return;
+  alignas(32) float amax[8];
+  _mm256_store_ps(amax, e.amax);
+  for (int b = 0; b < 8; ++b) {
+    const float* p = x + b * 32;
+    const __m256 target = _mm256_set1_ps(amax[b]);
+    uint32_t hits = 0;
+    for (int k = 0; k < 4; ++k) {
+      hits |= uint32_t(_mm256_movemask_ps(_mm256_cmp_ps(vabs(_mm256_loadu_ps(p + 8 * k)), target, _CMP_EQ_OQ)))
+              << (8 * k);
+    }
+    // A zero block has every |x| = 0 = amax: its first element, as the scalar loop's 0.
+    e.first_max[b] = amax[b] == 0.0f ? 0.0f : p[__builtin_ctz(hits)];
+  }
+}
+
+KVTUNE_AVX2 inline void block_min_max8(const float* x, Extremes& e) {
+  __m256 lo[8], hi[8];
+  for (int b = 0; b < 8; ++b) {
+    const float* p = x + b * 32;
+    const __m256 v0 = _mm256_loadu_ps(p), v1 = _mm256_loadu_ps(p + 8), v2 = _mm256_loadu_ps(p + 16),
+                 v3 = _mm256_loadu_ps(p + 24);
+    lo[b] = vmin(vmin(v0, v1), vmin(v2, v3));
+    hi[b] = vmax(vmax(v0, v1), vmax(v2, v3));
+  }
+  e.lo = reduce8(lo, vmin);
+  e.hi = reduce8(hi, vmax);
+}
+
+// Applies `element(v, b)` to the four vectors of each of eight blocks.
+template <class Element>
+KVTUNE_AVX2 inline void each_vector(const float* x, float* y, Element element) {
+  for (int b = 0; b < 8; ++b) {
+    for (int k = 0; k < 4; ++k) _mm256_storeu_ps(y + b * 32 + 8 * k, element(_mm256_loadu_ps(x + b * 32 + 8 * k), b));
+  }
+}
+
+KVTUNE_AVX2 void q8_0_eight(const float* x, float* y, bool x86) {
+  Extremes e;
+  block_absmax8(x, e, false);
+  const __m256 d_exact = _mm256_div_ps(e.amax, _mm256_set1_ps(127.0f));
+  const __m256 d = f16_round(d_exact);
+  const __m256 id = x86 ? _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(127.0f), e.amax),
+                                        _mm256_cmp_ps(e.amax, _mm256_setzero_ps(), _CMP_NEQ_OQ))
+                        : safe_reciprocal(d_exact);
+  alignas(32) float ds[8], ids[8];
+  _mm256_store_ps(ds, d);
+  _mm256_store_ps(ids, id);
+  each_vector(x, y, [&](__m256 v, int b) KVTUNE_AVX2 {
+    const __m256 scaled = _mm256_mul_ps(v, _mm256_set1_ps(ids[b]));
+    const __m256 r = x86 ? round_half_even(scaled) : round_half_away(scaled);
+    return _mm256_mul_ps(through_int(r), _mm256_set1_ps(ds[b]));
+  });
+}
+
+// q4_0 (half 8) and q5_0 (half 16): d = signed max / -half, q = min(2 half - 1, trunc(x / d + half + 0.5)).
+KVTUNE_AVX2 void signed_max_eight(const float* x, float* y, float half) {
+  Extremes e;
+  block_absmax8(x, e, true);
+  const __m256 d_exact = _mm256_div_ps(_mm256_load_ps(e.first_max), _mm256_set1_ps(-half));
+  alignas(32) float ds[8], ids[8];
+  _mm256_store_ps(ds, f16_round(d_exact));
+  _mm256_store_ps(ids, safe_reciprocal(d_exact));
+  const __m256i top = _mm256_set1_epi32(2 * int(half) - 1), offset = _mm256_set1_epi32(int(half));
+  const __m256 bias = _mm256_set1_ps(half + 0.5f);
+  each_vector(x, y, [&](__m256 v, int b) KVTUNE_AVX2 {
+    const __m256i q = _mm256_min_epi32(_mm256_cvttps_epi32(_mm256_add_ps(_mm256_mul_ps(v, _mm256_set1_ps(ids[b])), bias)), top);
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, offset)), _mm256_set1_ps(ds[b]));
+  });
+}
+
+// q4_1 (levels 15, clamped) and q5_1 (levels 31, five bits kept): d = (max - min) / levels,
+// q = trunc((x - min) / d + 0.5), y = q d + min with d and min through f16. Where the minimum or
+// maximum is a zero, the reduction may keep another signed zero than the scalar loop (which keeps
+// the first); no output bit depends on it: x - min and hi - min are the same nonzero values, and
+// an all-zero block gives y = 0 * d + min with d = -0 only when min = +0, so y = +0 either way.
+KVTUNE_AVX2 void min_max_eight(const float* x, float* y, float levels, bool clamp_top) {
+  Extremes e;
+  block_min_max8(x, e);
+  const __m256 d_exact = _mm256_div_ps(_mm256_sub_ps(e.hi, e.lo), _mm256_set1_ps(levels));
+  alignas(32) float ds[8], ids[8], ms[8], lows[8];
+  _mm256_store_ps(ds, f16_round(d_exact));
+  _mm256_store_ps(ids, safe_reciprocal(d_exact));
+  _mm256_store_ps(ms, f16_round(e.lo));
+  _mm256_store_ps(lows, e.lo);
+  const __m256i top = _mm256_set1_epi32(int(levels)), mask = _mm256_set1_epi32(clamp_top ? 0x0f : 0x1f);
+  const __m256 half = _mm256_set1_ps(0.5f);
+  each_vector(x, y, [&](__m256 v, int b) KVTUNE_AVX2 {
+    const __m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(v, _mm256_set1_ps(lows[b])), _mm256_set1_ps(ids[b])), half);
+    __m256i q = _mm256_cvttps_epi32(t);
+    q = _mm256_and_si256(clamp_top ? _mm256_min_epi32(q, top) : q, mask);
+    return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(ds[b])), _mm256_set1_ps(ms[b]));
+  });
+}
+
+}  // namespace
+
+bool available() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return ok;
+}
+
+int64_t roundtrip(Format format, const float* x, float* y, int64_t blocks) {
+  const int64_t whole = blocks - blocks % 8;
+  for (int64_t i = 0; i < whole; i += 8) {
+    const float* in = x + i * 32;
+    float* out = y + i * 32;
+    switch (format) {
+      case Format::q8_0: q8_0_eight(in, out, false); break;
+      case Format::q8_0_x86: q8_0_eight(in, out, true); break;
+      case Format::q4_0: signed_max_eight(in, out, 8.0f); break;
+      case Format::q5_0: signed_max_eight(in, out, 16.0f); break;
+      case Format::q4_1: min_max_eight(in, out, 15.0f, true); break;
+      case Format::q5_1: min_max_eight(in, out, 31.0f, false); break;
+    }
+  }
+  return whole;
+}
+
+}  // namespace kvtune::builtin::ggml_avx2
+
+#else
+
+namespace kvtune::builtin::ggml_avx2 {
+bool available() { return false; }
+int64_t roundtrip(Format, const float*, float*, int64_t) { return 0; }
+}  // namespace kvtune::builtin::ggml_avx2
+
+#endif

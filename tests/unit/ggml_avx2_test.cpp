@@ -1,0 +1,103 @@
+// The AVX2 fused round trips of the ggml blocks (plugins/ggml/ggml_avx2.cpp) against the scalar
+// fused round trips of ggml_blocks.h, bit for bit, on blocks chosen to break a careless vector
+// version: exact rounding ties, zero blocks and blocks of mixed signed zeros, the largest
+// magnitude present with both signs, f16-overflowing and subnormal scales, saturating codes, and
+// block counts that leave a tail for the scalar loop.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "ggml/ggml_avx2.h"
+#include "ggml/ggml_kernels.h"
+#include "kvtune/codecs/ggml_blocks.h"
+
+namespace kvtune {
+namespace {
+
+using builtin::ggml_kernels::Type;
+
+std::vector<float> adversarial_blocks() {
+  std::vector<float> x;
+  auto block = [&](auto value) {
+    for (int j = 0; j < 32; ++j) x.push_back(value(j));
+  };
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float scale : {1e-9f, 1e-6f, 1e-3f, 1.0f, 100.0f, 3e4f, 1e7f}) {  // subnormal to f16-overflowing scales
+    for (int b = 0; b < 6; ++b) block([&](int) { return scale * normal(rng); });
+  }
+  block([](int) { return 0.0f; });
+  block([](int) { return -0.0f; });
+  block([](int j) { return j % 3 == 0 ? -0.0f : 0.0f; });                     // mixed zeros
+  block([](int j) { return j == 5 ? 1.0f : (j % 2 ? -0.0f : 0.0f); });        // min is a zero
+  block([](int j) { return j == 7 ? -2.0f : (j % 2 ? 0.0f : -0.0f); });       // max is a zero
+  block([](int j) { return j == 3 ? -5.0f : j == 20 ? 5.0f : 0.25f * j - 4; });  // +-max, first is negative
+  block([](int j) { return j == 3 ? 5.0f : j == 20 ? -5.0f : 0.25f * j - 4; });  // +-max, first is positive
+  // amax 127 makes q8_0's d = 1: every half-integer is an exact tie; for q4_0 / q5_0 a max of
+  // -8 / -16 makes d = 1 too.
+  block([](int j) { return j == 0 ? 127.0f : float(j) - 15.5f; });
+  block([](int j) { return j == 0 ? -127.0f : 0.5f - float(j); });
+  block([](int j) { return j == 0 ? -8.0f : 0.5f * float(j % 17) - 4.0f; });
+  block([](int j) { return j == 0 ? -16.0f : float(j % 33) * 0.5f - 8.0f; });
+  block([](int j) { return j == 31 ? 8.0f : -0.5f * float(j % 9); });         // codes that saturate
+  block([](int j) { return float(j) * 0.5f; });                               // min-max ties: d = 0.5
+  block([](int j) { return 1000.0f + float(j); });                            // offset blocks
+  block([](int) { return 3.0f; });                                            // constant: d = 0
+  for (int b = 0; b < 5; ++b) block([&](int) { return normal(rng); });        // a tail of 5 past a multiple of 8
+  return x;
+}
+
+void scalar(Type type, const float* x, float* y) {
+  switch (type) {
+    case Type::q8_0: return ggml::roundtrip_q8_0(x, y, false);
+    case Type::q8_0_x86: return ggml::roundtrip_q8_0(x, y, true);
+    case Type::q4_0: return ggml::roundtrip_q4_0(x, y);
+    case Type::q4_1: return ggml::roundtrip_q4_1(x, y);
+    case Type::q5_0: return ggml::roundtrip_q5_0(x, y);
+    case Type::q5_1: return ggml::roundtrip_q5_1(x, y);
+    case Type::iq4_nl: break;
+  }
+  FAIL() << "no scalar round trip";
+}
+
+TEST(GgmlAvx2, FusedRoundTripsAreTheScalarBits) {
+  const std::vector<float> x = adversarial_blocks();
+  const int64_t blocks = int64_t(x.size() / 32);
+  ASSERT_NE(blocks % 8, 0);  // a tail for the scalar loop
+  for (Type type : {Type::q8_0, Type::q8_0_x86, Type::q4_0, Type::q4_1, Type::q5_0, Type::q5_1}) {
+    SCOPED_TRACE(int(type));
+    std::vector<float> want(x.size()), got(x.size(), 1234.5f);
+    for (int64_t b = 0; b < blocks; ++b) scalar(type, x.data() + 32 * b, want.data() + 32 * b);
+    builtin::ggml_kernels::roundtrip(type, x.data(), got.data(), blocks);  // dispatched: AVX2 where present
+    for (size_t i = 0; i < x.size(); ++i) {
+      uint32_t a, b;
+      std::memcpy(&a, &want[i], 4);
+      std::memcpy(&b, &got[i], 4);
+      ASSERT_EQ(a, b) << "element " << i << " (block " << i / 32 << "): x " << x[i] << ", scalar " << want[i]
+                      << ", dispatched " << got[i];
+    }
+  }
+}
+
+// The blocks the adversarial set relies on reach the cases they name (so the test above can fail).
+TEST(GgmlAvx2, TheAdversarialBlocksHitTheirCases) {
+  const std::vector<float> x = adversarial_blocks();
+  float y[32];
+  ggml::roundtrip_q8_0(x.data() + 32 * 42, y, false);  // +-0 block, then the 127 block below
+  const size_t tie_block = 7 * 6 + 7;
+  ASSERT_EQ(x[32 * tie_block], 127.0f);
+  ggml::roundtrip_q8_0(x.data() + 32 * tie_block, y, false);
+  EXPECT_EQ(y[1], -15.0f);  // -14.5 rounds away from zero
+  ggml::roundtrip_q8_0(x.data() + 32 * tie_block, y, true);
+  EXPECT_EQ(y[1], -14.0f);  // the x86 variant rounds half to even
+  float big[32];
+  ggml::roundtrip_q8_0(x.data() + 32 * (6 * 6), big, false);  // scale 1e7: d overflows f16
+  EXPECT_FALSE(std::isfinite(big[0]) && std::isfinite(big[1]) && std::isfinite(big[2]));
+  EXPECT_EQ(builtin::ggml_avx2::available(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"));
+}
+
+}  // namespace
+}  // namespace kvtune
