@@ -41,21 +41,16 @@ KVTUNE_AVX2 inline __m256 safe_reciprocal(__m256 d) {
 // exact for the codes, and -0 becomes +0.
 KVTUNE_AVX2 inline __m256 through_int(__m256 r) { return _mm256_cvtepi32_ps(_mm256_cvttps_epi32(r)); }
 
-// round_half_away (numeric/rounding.h) on eight lanes: round |v| to even with the 1.5 * 2^23 trick,
-// bump exact ties up, restore the sign.
+// round_half_away (numeric/rounding.h) on eight lanes: round |v| to even, bump exact ties up,
+// restore the sign.
 KVTUNE_AVX2 inline __m256 round_half_away(__m256 v) {
-  const __m256 magic = _mm256_set1_ps(12582912.0f);
   const __m256 a = vabs(v);
-  __m256 r = _mm256_sub_ps(_mm256_add_ps(a, magic), magic);
+  __m256 r = _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);  // = the trick below 2^22
   const __m256 tie = _mm256_cmp_ps(_mm256_sub_ps(a, r), _mm256_set1_ps(0.5f), _CMP_EQ_OQ);
   r = _mm256_add_ps(r, _mm256_and_ps(tie, _mm256_set1_ps(1.0f)));
   return _mm256_or_ps(r, _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
 }
 
-KVTUNE_AVX2 inline __m256 round_half_even(__m256 v) {
-  const __m256 magic = _mm256_set1_ps(12582912.0f);
-  return _mm256_sub_ps(_mm256_add_ps(v, magic), magic);
-}
 
 // Eight blocks' maxima of |x| (and with `signed_max`, each block's first element of largest
 // magnitude, as ggml::signed_absmax), or their minima and maxima.
@@ -122,8 +117,9 @@ KVTUNE_AVX2 void q8_0_eight(const float* x, float* y, bool x86) {
   _mm256_store_ps(ids, id);
   each_vector(x, y, [&](__m256 v, int b) KVTUNE_AVX2 {
     const __m256 scaled = _mm256_mul_ps(v, _mm256_set1_ps(ids[b]));
-    const __m256 r = x86 ? round_half_even(scaled) : round_half_away(scaled);
-    return _mm256_mul_ps(through_int(r), _mm256_set1_ps(ds[b]));
+    // The x86 variant rounds half to even: the conversion's own rounding (MXCSR's default).
+    const __m256 q = x86 ? _mm256_cvtepi32_ps(_mm256_cvtps_epi32(scaled)) : through_int(round_half_away(scaled));
+    return _mm256_mul_ps(q, _mm256_set1_ps(ds[b]));
   });
 }
 
