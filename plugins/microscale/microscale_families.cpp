@@ -11,6 +11,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "builtin.h"
 #include "kvtune/codecs/microscale.h"
@@ -18,6 +19,8 @@
 #include "kvtune/error.h"
 #include "kvtune/registry.h"
 #include "float_param.h"
+#include "fp8/fp8_kernels.h"
+#include "microscale_kernels.h"
 
 namespace kvtune::builtin {
 namespace {
@@ -118,6 +121,39 @@ class MicroScheme final : public Scheme {
       for (int64_t i = k * b; i < (k + 1) * b; ++i) {
         out.data[i] = codec::micro_dequantize(codec::micro_code(L, bytes, i), scale, e);
       }
+    }
+  }
+
+  // dequantize(quantize(x)) without the packed bytes: the same per-tensor scale, the same scale
+  // code of each block from the same largest magnitude, the same element codes, decoded the same
+  // way (MicroSchemes.FusedRoundTripIsThePackedOne checks every variant bit for bit).
+  void roundtrip(ConstMatrixView x, const QuantContext&, MatrixView out) const override {
+    require_shape(x.rows, x.cols);
+    const codec::MicroElement e = codec::micro_element(config_.kind);
+    const bool nvfp4 = config_.kind == CodecKind::nvfp4;
+    const int64_t b = config_.block, blocks = x.size() / b;
+    std::vector<float> scale(static_cast<size_t>(blocks));
+    microscale_kernels::block_abs_max(x.data, blocks, b, scale.data());
+    // nvfp4's per-tensor scale: the packed path's max(-min, max) over the tensor is the largest
+    // block amax (both +0 for an all-zero tensor, where the scale is 1 either way).
+    float global = 1.0f;
+    if (nvfp4 && config_.scale == TensorScale::fixed) global = config_.value;
+    if (nvfp4 && config_.scale != TensorScale::fixed) {
+      float amax = 0.0f;
+      for (float a : scale) amax = a > amax ? a : amax;
+      global = codec::nvfp4_global_scale(amax);
+    }
+    for (float& s : scale) {  // each block's amax becomes its scale
+      s = nvfp4 ? codec::nvfp4_block_scale(codec::nvfp4_block_code(s, global), global)
+                : codec::e8m0_to_f32(codec::mx_scale_code(s, e));
+    }
+    if (e == codec::MicroElement::e2m1) {
+      microscale_kernels::e2m1_roundtrip(x.data, scale.data(), blocks, b, config_.ties_away, out.data);
+      return;
+    }
+    // mxfp8: E4M3 elements through the fp8 family's vectorized codec (scales are >= 2^-127 > 0).
+    for (int64_t k = 0; k < blocks; ++k) {
+      fp8_kernels::roundtrip(x.data + k * b, scale[size_t(k)], out.data + k * b, b, codec::Fp8Format::e4m3);
     }
   }
 

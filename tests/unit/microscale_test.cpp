@@ -169,6 +169,19 @@ TEST(Microscale, E2M1TiesAwayIsNearestWithTiesUpOverManyValues) {
   EXPECT_EQ(differ.size(), 8u);  // the four midpoints, each with both signs
 }
 
+// The branch-free round trip the fused kernels use is the codec's, over the hard values (every
+// midpoint and its neighbours, both zeros, NaNs, infinities) and every 4099th bit pattern.
+TEST(Microscale, E2m1RoundIsTheCodecsRoundTrip) {
+  std::vector<float> values = hard_values();
+  for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 4099) values.push_back(bits_float(uint32_t(b)));
+  ASSERT_GT(values.size(), 1000000u);
+  for (float x : values) {
+    ASSERT_EQ(float_bits(e2m1_round<false>(x)), float_bits(e2m1_to_f32(f32_to_e2m1(x)))) << std::hexfloat << x;
+    ASSERT_EQ(float_bits(e2m1_round<true>(x)), float_bits(e2m1_to_f32(f32_to_e2m1_ties_away(x))))
+        << std::hexfloat << x;
+  }
+}
+
 #if KVTUNE_HAVE_CUDA_HEADERS
 TEST(Microscale, E2M1MatchesCudaHostConversionBitForBit) {
   const std::vector<float> values = hard_values();

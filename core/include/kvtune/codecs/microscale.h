@@ -16,6 +16,7 @@
 // Integer-only and plain C++17, like fp8_codec.h, so the kernels compile the same source.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kvtune/codecs/fp8_codec.h"
@@ -78,6 +79,21 @@ KVTUNE_HD uint8_t f32_to_e2m1_ties_away(float f) {
   const uint8_t m = static_cast<uint8_t>((a >= 0.25f) + (a >= 0.75f) + (a >= 1.25f) + (a >= 1.75f) + (a >= 2.5f) +
                                          (a >= 3.5f) + (a >= 5.0f));
   return static_cast<uint8_t>(sign | m);
+}
+
+// e2m1_to_f32(f32_to_e2m1(v)) (or of f32_to_e2m1_ties_away) without branches, so that a loop of it
+// vectorizes: the magnitude grows by each step between neighbouring values (0.5 up to 2, then 1,
+// then 2) whose midpoint |v| reaches (a tie: `>` where the lower code is even, `>=` where the upper
+// one is; all `>=` rounding away), each sum exact; the sign is v's, and a NaN gives +6 as
+// f32_to_e2m1 does.
+template <bool TiesAway>
+KVTUNE_HD float e2m1_round(float v) {
+  const float a = fabsf(v);
+  const float mag = ((TiesAway ? a >= 0.25f : a > 0.25f) ? 0.5f : 0.0f) + (a >= 0.75f ? 0.5f : 0.0f) +
+                    ((TiesAway ? a >= 1.25f : a > 1.25f) ? 0.5f : 0.0f) + (a >= 1.75f ? 0.5f : 0.0f) +
+                    ((TiesAway ? a >= 2.5f : a > 2.5f) ? 1.0f : 0.0f) + (a >= 3.5f ? 1.0f : 0.0f) +
+                    ((TiesAway ? a >= 5.0f : a > 5.0f) ? 2.0f : 0.0f);
+  return v != v ? 6.0f : copysignf(mag, v);
 }
 
 KVTUNE_HD float e8m0_to_f32(uint8_t code) {

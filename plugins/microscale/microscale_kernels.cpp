@@ -1,0 +1,65 @@
+#include "microscale_kernels.h"
+
+#include "kvtune/codecs/microscale.h"
+#include "kvtune/numeric/multiversion.h"
+
+namespace kvtune::builtin::microscale_kernels {
+namespace {
+
+// One block of B floats: eight independent lanes, then their maximum (a maximum does not depend
+// on the order it is taken in), so the loop vectorizes.
+template <int B>
+inline float abs_max_of(const float* x) {
+  float lane[8] = {};
+  for (int j = 0; j < B; j += 8) {
+    for (int k = 0; k < 8; ++k) {
+      const float a = x[j + k] < 0.0f ? -x[j + k] : x[j + k];
+      lane[k] = a > lane[k] ? a : lane[k];
+    }
+  }
+  float amax = 0.0f;
+  for (int k = 0; k < 8; ++k) amax = lane[k] > amax ? lane[k] : amax;
+  return amax;
+}
+
+template <int B, bool TiesAway>
+inline void e2m1_block(const float* x, float scale, float* y) {
+  for (int j = 0; j < B; ++j) {
+    const float v = scale > 0.0f ? x[j] / scale : 0.0f;
+    y[j] = codec::e2m1_round<TiesAway>(v) * scale;
+  }
+}
+
+// One multiversioned function per block size (target_clones does not apply to templates), each
+// with its block loop inlined.
+#define KVTUNE_MICRO_LOOPS(B)                                                                                  \
+  KVTUNE_MULTIVERSION void abs_max_blocks_##B(const float* x, int64_t blocks, float* amax) {                   \
+    for (int64_t k = 0; k < blocks; ++k) amax[k] = abs_max_of<B>(x + k * B);                                   \
+  }                                                                                                            \
+  KVTUNE_MULTIVERSION void e2m1_blocks_##B(const float* x, const float* scale, int64_t blocks, bool ties_away, \
+                                           float* y) {                                                         \
+    for (int64_t k = 0; k < blocks; ++k) {                                                                     \
+      if (ties_away) {                                                                                         \
+        e2m1_block<B, true>(x + k * B, scale[k], y + k * B);                                                   \
+      } else {                                                                                                 \
+        e2m1_block<B, false>(x + k * B, scale[k], y + k * B);                                                  \
+      }                                                                                                        \
+    }                                                                                                          \
+  }
+KVTUNE_MICRO_LOOPS(16)
+KVTUNE_MICRO_LOOPS(32)
+#undef KVTUNE_MICRO_LOOPS
+
+}  // namespace
+
+void block_abs_max(const float* x, int64_t blocks, int64_t block, float* amax) {
+  if (block == 16) return abs_max_blocks_16(x, blocks, amax);
+  abs_max_blocks_32(x, blocks, amax);
+}
+
+void e2m1_roundtrip(const float* x, const float* scale, int64_t blocks, int64_t block, bool ties_away, float* y) {
+  if (block == 16) return e2m1_blocks_16(x, scale, blocks, ties_away, y);
+  e2m1_blocks_32(x, scale, blocks, ties_away, y);
+}
+
+}  // namespace kvtune::builtin::microscale_kernels

@@ -1,0 +1,19 @@
+// The microscale families' hot loops: the largest magnitude of each scale block and the E2M1
+// round trip of each block through its scale, branch-free and compiled per target so they
+// vectorize; bit-identical to the codec (kvtune/codecs/microscale.h), which stays the reference
+// (MicroSchemes.FusedRoundTripIsThePackedOne, Microscale.E2m1RoundIsTheCodecsRoundTrip).
+#pragma once
+
+#include <cstdint>
+
+namespace kvtune::builtin::microscale_kernels {
+
+// amax[k] = the largest |x| of block k (`block` = 16 or 32 floats), as the sequential scan
+// `a > amax ? a : amax` from +0 finds it (NaNs skipped, a -0 leaves +0).
+void block_abs_max(const float* x, int64_t blocks, int64_t block, float* amax);
+
+// y = e2m1 value of (x / scale[k]) times scale[k] for every element of block k; a scale that is
+// not > 0 stores zeros (micro_quantize's rule).
+void e2m1_roundtrip(const float* x, const float* scale, int64_t blocks, int64_t block, bool ties_away, float* y);
+
+}  // namespace kvtune::builtin::microscale_kernels

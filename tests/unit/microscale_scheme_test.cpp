@@ -1,0 +1,71 @@
+// The microscale schemes' fused round trip (MicroScheme::roundtrip over microscale_kernels) against
+// their packed path, dequantize(quantize(x)), bit for bit for every variant: rows of exact E2M1
+// ties at scale 1, zeros of both signs, magnitudes from float32 subnormals to 1e30, a static
+// nvfp4 scale that saturates or underflows blocks, and a calibrated one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "kvtune/matrix.h"
+#include "kvtune/numeric/bits.h"
+#include "kvtune/registry.h"
+#include "test_support.h"
+
+namespace kvtune {
+namespace {
+
+Matrix hard_block() {
+  constexpr int64_t kTokens = 24, kDim = 64;
+  Matrix x(kTokens, kDim, 0.0f);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
+  for (int64_t t = 0; t < kTokens; ++t) {
+    for (int64_t c = 0; c < kDim; ++c) {
+      float v = 0.0f;
+      switch (t) {
+        case 0: v = (c % 2 ? -1.0f : 1.0f) * ties[c % 8]; break;  // every block's amax 6: scale 1, exact ties
+        case 1: v = 0.0f; break;
+        case 2: v = -0.0f; break;
+        case 3: v = c % 3 ? -0.0f : 0.0f; break;
+        case 4: v = 1e-40f * float(c % 5); break;  // float32 subnormals
+        case 5: v = 1e30f * normal(rng); break;
+        case 6: v = c == 7 ? 1.0f : 0.0f; break;
+        default: v = std::ldexp(normal(rng), int(t) - 12); break;  // 2^-5 ... 2^11
+      }
+      x(t, c) = v;
+    }
+  }
+  return x;
+}
+
+void expect_fused_is_packed(const std::string& spec, const Matrix& x) {
+  SCOPED_TRACE(spec);
+  SchemePtr s = builtin_registry().make(spec);
+  if (s->traits().static_scales) s = s->calibrate(x, {});
+  Matrix fused(x.rows(), x.cols(), 123.0f), packed(x.rows(), x.cols(), 456.0f);
+  s->roundtrip(x, {}, fused);
+  s->dequantize(s->quantize(x, {}), {}, packed);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(float_bits(fused.data()[i]), float_bits(packed.data()[i]))
+        << "element " << i << ": x " << x.data()[i] << ", fused " << fused.data()[i] << ", packed " << packed.data()[i];
+  }
+}
+
+TEST(MicroSchemes, FusedRoundTripIsThePackedOne) {
+  const Matrix x = hard_block();
+  for (const char* spec : {"mxfp4", "mxfp4:block=16", "mxfp4:round=away", "mxfp4:block=16,round=away", "mxfp8",
+                           "nvfp4", "nvfp4:scale=calibrated", "nvfp4:scale=static,value=0.001",
+                           "nvfp4:scale=static,value=1e-30", "nvfp4:scale=static,value=1e20"}) {
+    expect_fused_is_packed(spec, x);
+  }
+  // An all-zero tensor (nvfp4's tensor scale falls back to 1) and one of negative zeros.
+  expect_fused_is_packed("nvfp4", Matrix(4, 32, 0.0f));
+  expect_fused_is_packed("nvfp4", Matrix(4, 32, -0.0f));
+  expect_fused_is_packed("mxfp4", Matrix(4, 32, -0.0f));
+}
+
+}  // namespace
+}  // namespace kvtune
