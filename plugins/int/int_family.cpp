@@ -99,9 +99,9 @@ class IntScheme final : public Scheme {
   void roundtrip(ConstMatrixView x, const QuantContext&, MatrixView out) const override {
     require_shape(x.rows, x.cols);
     const Tiling t = layout(x.rows, x.cols);
-    if (format_.axis == GroupAxis::token && format_.scale_type == ScaleType::f32 &&
-        int_kernels::token_groups_f32(x.data, x.rows, x.cols, t.cols_per_group, format_.bits, format_.asymmetric,
-                                      out.data)) {
+    if (format_.axis == GroupAxis::token &&
+        int_kernels::token_groups(x.data, x.rows, x.cols, t.cols_per_group, format_.bits, format_.asymmetric,
+                                  format_.scale_type, out.data)) {
       return;
     }
     BlockParams p(t, x.cols);

@@ -278,10 +278,11 @@ __attribute__((target("avx2"))) inline void segment_min_max8(const float* x, int
   for (int k = 1; k < 8; ++k) lo = ls[k] < lo ? ls[k] : lo, hi = hs[k] > hi ? hs[k] : hi;
 }
 
-// The per-token path in one sweep per group: min/max, the group's float32 parameters (the same
-// codec functions the generic path calls) and the levels, without parameter arrays or calls.
-__attribute__((target("avx2"))) void token_groups_f32_avx2(const float* x, int64_t rows, int64_t d, int64_t group,
-                                                           int bits, bool asym, float* y) {
+// The per-token path in one sweep per group: min/max, the group's parameters stored as
+// `scale_type` (the same codec functions the generic path calls) and the levels, without
+// parameter arrays or calls.
+__attribute__((target("avx2"))) void token_groups_avx2(const float* x, int64_t rows, int64_t d, int64_t group,
+                                                       int bits, bool asym, ScaleType scale_type, float* y) {
   const float qmax = codec::int_sym_qmax(bits), top = codec::int_asym_top(bits);
   const __m256 lo_bound = _mm256_set1_ps(asym ? 0.0f : -qmax), hi_bound = _mm256_set1_ps(asym ? top : qmax);
   for (int64_t r = 0; r < rows; ++r) {
@@ -290,9 +291,9 @@ __attribute__((target("avx2"))) void token_groups_f32_avx2(const float* x, int64
       float* ys = y + r * d + c0;
       float lo, hi;
       segment_min_max8(xs, group, lo, hi);
-      const float m = asym ? codec::stored_minimum(lo, ScaleType::f32) : 0.0f;
-      const float s = asym ? codec::int_asym_scale(m, hi, bits, ScaleType::f32)
-                           : codec::int_sym_scale(hi > -lo ? hi : -lo, bits, ScaleType::f32);
+      const float m = asym ? codec::stored_minimum(lo, scale_type) : 0.0f;
+      const float s = asym ? codec::int_asym_scale(m, hi, bits, scale_type)
+                           : codec::int_sym_scale(hi > -lo ? hi : -lo, bits, scale_type);
       const float divisor = codec::int_divisor(s);
       const float recip = fast_reciprocal(divisor);
       if (recip == 0.0f) {  // subnormal scale: divide, as the generic path does
@@ -321,14 +322,15 @@ __attribute__((target("avx2"))) void token_groups_f32_avx2(const float* x, int64
 }  // namespace
 #endif
 
-bool token_groups_f32(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym, float* y) {
+bool token_groups(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym, ScaleType scale_type,
+                  float* y) {
 #if KVTUNE_HAVE_AVX2_PATH
   if (have_avx2() && group % 8 == 0 && d % group == 0) {
-    token_groups_f32_avx2(x, rows, d, group, bits, asym, y);
+    token_groups_avx2(x, rows, d, group, bits, asym, scale_type, y);
     return true;
   }
 #endif
-  (void)x, (void)rows, (void)d, (void)group, (void)bits, (void)asym, (void)y;
+  (void)x, (void)rows, (void)d, (void)group, (void)bits, (void)asym, (void)scale_type, (void)y;
   return false;
 }
 

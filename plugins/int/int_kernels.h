@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kvtune/device_format.h"
+
 namespace kvtune::builtin::int_kernels {
 
 // lo[c] = min over rows of x[r, c], hi[c] = max, for a [rows, n] row-major block (rows >= 1).
@@ -34,10 +36,12 @@ void sym_segment(const float* x, float divisor, float reciprocal, float out_scal
 void asym_segment(const float* x, float minimum, float divisor, float reciprocal, float out_scale, float out_min,
                   float top, float* y, int64_t n);
 
-// Round trip of a [rows, d] block with one float32-scale group per `group` channels of each token
-// (axis=token), fused into one sweep per group. Returns false, doing nothing, where no fast path
-// exists (no AVX2, group not a multiple of 8); the result is bit-identical to the generic path.
-bool token_groups_f32(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym, float* y);
+// Round trip of a [rows, d] block with one group per `group` channels of each token (axis=token),
+// its scale (and minimum) stored as `scale_type`, fused into one sweep per group. Returns false,
+// doing nothing, where no fast path exists (no AVX2, group not a multiple of 8); the result is
+// bit-identical to the generic path.
+bool token_groups(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym, ScaleType scale_type,
+                  float* y);
 
 // The references the fast paths must equal.
 void sym_segment_exact(const float* x, float divisor, float out_scale, float qmax, float* y, int64_t n);
