@@ -143,10 +143,7 @@ class MicroScheme final : public Scheme {
       for (float a : scale) amax = a > amax ? a : amax;
       global = codec::nvfp4_global_scale(amax);
     }
-    for (float& s : scale) {  // each block's amax becomes its scale
-      s = nvfp4 ? codec::nvfp4_block_scale(codec::nvfp4_block_code(s, global), global)
-                : codec::e8m0_to_f32(codec::mx_scale_code(s, e));
-    }
+    microscale_kernels::scales_from_amax(scale.data(), blocks, codec::micro_element_max(e), nvfp4 ? global : 0.0f);
     if (e == codec::MicroElement::e2m1) {
       microscale_kernels::e2m1_roundtrip(x.data, scale.data(), blocks, b, config_.ties_away, out.data);
       return;

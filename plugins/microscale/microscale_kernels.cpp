@@ -2,6 +2,7 @@
 
 #include "kvtune/codecs/microscale.h"
 #include "kvtune/numeric/multiversion.h"
+#include "fp8/fp8_kernels.h"
 
 namespace kvtune::builtin::microscale_kernels {
 namespace {
@@ -50,7 +51,24 @@ KVTUNE_MICRO_LOOPS(16)
 KVTUNE_MICRO_LOOPS(32)
 #undef KVTUNE_MICRO_LOOPS
 
+KVTUNE_MULTIVERSION void mx_scales(float* amax, int64_t blocks, float element_max) {
+  for (int64_t k = 0; k < blocks; ++k) amax[k] = codec::e8m0_up_value(amax[k] / element_max);
+}
+
+// The E4M3 block codes' values through the fp8 family's branch-free codec (a scale of 1 leaves
+// x / 1 = x), then times the tensor scale.
+void nvfp4_scales(float* amax, int64_t blocks, float global) {
+  for (int64_t k = 0; k < blocks; ++k) amax[k] = amax[k] / codec::kE2M1MaxFinite / global;
+  fp8_kernels::roundtrip(amax, 1.0f, amax, blocks, codec::Fp8Format::e4m3);
+  for (int64_t k = 0; k < blocks; ++k) amax[k] = amax[k] * global;
+}
+
 }  // namespace
+
+void scales_from_amax(float* amax, int64_t blocks, float element_max, float nvfp4_global) {
+  if (nvfp4_global > 0.0f) return nvfp4_scales(amax, blocks, nvfp4_global);
+  mx_scales(amax, blocks, element_max);
+}
 
 void block_abs_max(const float* x, int64_t blocks, int64_t block, float* amax) {
   if (block == 16) return abs_max_blocks_16(x, blocks, amax);

@@ -182,6 +182,16 @@ TEST(Microscale, E2m1RoundIsTheCodecsRoundTrip) {
   }
 }
 
+// The branch-free MX scale is the codec's E8M0 round trip for every non-NaN input.
+TEST(Microscale, E8m0UpValueIsTheCodecsRoundTrip) {
+  std::vector<float> values = hard_values();
+  for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 4099) values.push_back(bits_float(uint32_t(b)));
+  for (float x : values) {
+    if (std::isnan(x)) continue;
+    ASSERT_EQ(float_bits(e8m0_up_value(x)), float_bits(e8m0_to_f32(f32_to_e8m0_up(x)))) << std::hexfloat << x;
+  }
+}
+
 #if KVTUNE_HAVE_CUDA_HEADERS
 TEST(Microscale, E2M1MatchesCudaHostConversionBitForBit) {
   const std::vector<float> values = hard_values();

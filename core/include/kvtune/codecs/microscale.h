@@ -111,6 +111,17 @@ KVTUNE_HD uint8_t f32_to_e8m0_up(float f) {
   return static_cast<uint8_t>(exponent + (mantissa != 0 ? 1u : 0u));
 }
 
+// e8m0_to_f32(f32_to_e8m0_up(v)) for a v that is not NaN, without branches, so that a loop of it
+// vectorizes: the smallest power of two >= v, at least 2^-127 (a float32 subnormal), at most 2^127.
+KVTUNE_HD float e8m0_up_value(float v) {
+  const uint32_t ax = float_bits(v) & 0x7fffffffu;
+  const uint32_t exponent = ax >> 23, mantissa = ax & 0x7fffffu;
+  // Normal: the exponent, plus one unless v is a power of two; capped at 2^127 (inf included).
+  const uint32_t normal_code = exponent + (mantissa != 0u ? 1u : 0u);
+  const uint32_t code = exponent == 0u ? (mantissa > 0x400000u ? 1u : 0u) : (ax >= 0x7f000000u ? 254u : normal_code);
+  return bits_float(code == 0u ? 0x00400000u : code << 23);
+}
+
 // ---- one scale block -------------------------------------------------------------------------
 
 // The element format of a block-scaled kind.
