@@ -1,6 +1,7 @@
 #include "ggml_avx2.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include "kvtune/codecs/ggml_blocks.h"
@@ -166,7 +167,11 @@ KVTUNE_AVX2 void min_max_eight(const float* x, float* y, float levels, bool clam
 }  // namespace
 
 bool available() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
+  static const bool ok = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
   return ok;
 }
 
