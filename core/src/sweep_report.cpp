@@ -184,7 +184,10 @@ std::optional<Table> layer_table(const SweepSpec& spec, const std::vector<SweepR
     std::vector<std::string> row = {who, r.k, r.v};
     for (const LayerSummary& l : r.layers) {
       const bool exempt = std::find(r.exempt_layers.begin(), r.exempt_layers.end(), l.layer) != r.exempt_layers.end();
-      row.push_back(l.metrics[m].count ? fmt(l.metrics[m].mean) + (exempt ? "*" : "") : "-");
+      const Summary& layer_metric = l.metrics[m];
+      row.push_back(layer_metric.count ? fmt(layer_metric.mean) + interval_text(layer_metric, layer_metric.mean_ci, "%.3g") +
+                                             (exempt ? "*" : "")
+                                       : "-");
     }
     row.resize(t.header.size(), "-");
     t.rows.push_back(std::move(row));
