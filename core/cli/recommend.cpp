@@ -10,6 +10,8 @@
 #include <iostream>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 #include "commands.h"
 #include "embedded_scenarios.h"
@@ -34,6 +36,7 @@ struct RecommendOptions {
   std::optional<int64_t> gpus;
   std::vector<std::string> runtimes;
   std::optional<int64_t> eval_ctx;
+  std::string confidence;  // "" (the template's 0.95), a level, or "off"
   std::string out = "kvtune-recommend";
   bool resume = false;
   int jobs = 0;
@@ -49,6 +52,22 @@ constexpr int64_t kDefaultEvalContext = 131072;
 constexpr int64_t kNeedleSamples = 100;
 constexpr int64_t kTemplateSeeds = 2;
 
+// --confidence: a level in 0.5..0.999, or "off" (0: judge the estimates).
+double confidence_level(const std::string& text) {
+  if (text == "off") return 0.0;
+  size_t used = 0;
+  double level = 0.0;
+  try {
+    level = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !(level >= 0.5 && level <= 0.999)) {
+    throw InputError("--confidence '" + text + "': expected a confidence level in 0.5..0.999 (e.g. 0.95) or 'off'");
+  }
+  return level;
+}
+
 // The same command with --resume, for the user to paste after an interrupt.
 std::string resume_command(const RecommendOptions& o) {
   std::string cmd = "kvtune recommend " + (o.cache.empty() ? "--model " + o.model : "--cache " + o.cache) +
@@ -62,6 +81,7 @@ std::string resume_command(const RecommendOptions& o) {
   if (o.gpus) cmd += " --gpus " + std::to_string(*o.gpus);
   for (const std::string& r : o.runtimes) cmd += " --runtime " + r;
   if (o.eval_ctx) cmd += " --eval-ctx " + std::to_string(*o.eval_ctx);
+  if (!o.confidence.empty()) cmd += " --confidence " + o.confidence;
   return cmd + " --out " + o.out + " --resume";
 }
 
@@ -151,6 +171,7 @@ SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& prese
     runtimes.push_back(std::move(t));
   }
   ov.runtimes = runtimes;
+  if (!o.confidence.empty()) ov.confidence = confidence_level(o.confidence);
   return ov;
 }
 
@@ -208,6 +229,9 @@ Runner add_recommend(CLI::App& app) {
   app.add_option("--runtime", o->runtimes, "target runtime NAME[@VERSION], repeatable (default: all in configs/runtimes)");
   app.add_option("--eval-ctx", o->eval_ctx, "context to simulate (default: min(--ctx, 131072))")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  app.add_option("--confidence", o->confidence,
+                 "judge the budget on confidence intervals at this level (default 0.95: a point whose interval "
+                 "straddles a bound is undecided), or 'off' to judge the estimates");
   app.add_option("--out", o->out, "output directory")->capture_default_str();
   app.add_flag("--resume", o->resume, "continue the recommendation's sweep in --out, skipping the points already there");
   app.add_option("--jobs", o->jobs, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));

@@ -909,6 +909,14 @@ bool apply_overrides(toml::table& root, const SweepOverrides& o) {
   }
   if (o.tokens) table_at("workload").insert_or_assign("tokens", *o.tokens), changed = true;
   if (o.queries) table_at("workload").insert_or_assign("queries", *o.queries), changed = true;
+  if (o.confidence) {
+    if (*o.confidence > 0.0) {
+      table_at("budget").insert_or_assign("confidence", *o.confidence);
+    } else {
+      table_at("budget").erase("confidence");
+    }
+    changed = true;
+  }
   if (o.layers) {
     toml::array layers;
     for (int64_t l : *o.layers) layers.push_back(l);

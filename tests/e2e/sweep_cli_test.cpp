@@ -203,6 +203,34 @@ TEST_F(SweepCli, RecommendAnswersTheCommonQuestion) {
   EXPECT_THAT(unknown.err, HasSubstr("llama-3.1-8b"));  // the presets are listed
 }
 
+// --confidence sets the template's level or turns the interval judgement off; a bad value is
+// refused before anything is written.
+TEST_F(SweepCli, RecommendConfidenceSetsOrRemovesTheIntervalJudgement) {
+  const std::vector<std::string> base = {"recommend", "--model", "llama-3.2-1b", "--ctx", "4096", "--eval-ctx", "256",
+                                         "--max-rel-err", "0.05", "--runtime", "ollama", "--json"};
+  auto with = [&](const std::string& level, const std::string& dir) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--confidence", level, "--out", out(dir)});
+    return run(args);
+  };
+  const RunResult ninety = with("0.9", "ninety");
+  ASSERT_EQ(ninety.status, 0) << ninety.err;
+  const json a = json::parse(ninety.out);
+  EXPECT_EQ(a["budget"]["confidence"], 0.9);
+  EXPECT_EQ(a["intervals"]["level"], 0.9);
+  const RunResult off = with("off", "off");
+  ASSERT_EQ(off.status, 0) << off.err;
+  const json b = json::parse(off.out);
+  EXPECT_TRUE(b["budget"]["confidence"].is_null());
+  EXPECT_EQ(b["counts"]["undecided"], 0);
+  for (const char* bad : {"1.5", "0.2", "high", "0.9x"}) {
+    const RunResult r = with(bad, std::string("bad-") + bad);
+    EXPECT_EQ(r.status, 2) << bad;
+    EXPECT_THAT(r.err, HasSubstr("--confidence '" + std::string(bad) + "': expected a confidence level in 0.5..0.999"));
+    EXPECT_FALSE(fs::exists(path(std::string("bad-") + bad))) << bad;
+  }
+}
+
 // --gpus N: the fit is per GPU. Llama-3.2-1B has 8 KV heads, so on 2 GPUs each holds 4: every
 // point's per-GPU bytes per sequence are half its total.
 TEST_F(SweepCli, RecommendFitsEachGpuOfATensorParallelGroup) {

@@ -185,6 +185,7 @@ struct SweepOverrides {
   std::optional<std::vector<int64_t>> exempt_layers;  // [search] exempt_layers (empty: none)
   std::optional<std::vector<BudgetTerm>> terms;     // [budget] error terms
   std::optional<MemoryFit> fit;                     // [budget] fit
+  std::optional<double> confidence;                 // [budget] confidence; 0 removes it (estimates judged)
   std::optional<std::vector<RuntimeTarget>> runtimes;
   std::optional<std::vector<std::string>> plugins;  // absolute paths
 };
