@@ -88,22 +88,39 @@ void logits(const double* q, int64_t nq, const float* k, int64_t t, int64_t d, d
 
 namespace {
 
-// Adds Σ_j p[r][j] · v[j, :] over n tokens to out[r] for `Rows` rows; each element's chain runs
-// over the tokens in order.
-template <int Rows>
+// Adds Σ_j p[r][j] · v[j, e..e+8·Cols) over n tokens to out[r] for `Rows` rows; each element's
+// chain runs over the tokens in order, so Rows and Cols change no bit. Rows · Cols independent
+// chains hide the multiply-add latency; each token's values are read once for all rows.
+template <int Rows, int Cols>
+[[gnu::always_inline]] inline void accumulate_columns(const double* const* p, const float* v, int64_t n, int64_t d,
+                                                      int64_t e, double* const* out) {
+  v8d acc[Rows][Cols];
+  for (int r = 0; r < Rows; ++r) {
+    for (int c = 0; c < Cols; ++c) acc[r][c] = load(out[r] + e + 8 * c);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    v8d x[Cols];
+    for (int c = 0; c < Cols; ++c) x[c] = widen(v + j * d + e + 8 * c);
+    for (int r = 0; r < Rows; ++r) {
+      const double w = p[r][j];
+      for (int c = 0; c < Cols; ++c) acc[r][c] += w * x[c];
+    }
+  }
+  for (int r = 0; r < Rows; ++r) {
+    for (int c = 0; c < Cols; ++c) store(out[r] + e + 8 * c, acc[r][c]);
+  }
+}
+
+// The same over every column of `Rows` rows: blocks of 8 · Cols columns, then of 8, then single
+// columns.
+template <int Rows, int Cols>
 [[gnu::always_inline]] inline void accumulate(const double* const* p, const float* v, int64_t n, int64_t d,
                                               double* const* out) {
   const int64_t body = d - d % 8;
-  for (int64_t e = 0; e < body; e += 8) {
-    v8d acc[Rows];
-    for (int r = 0; r < Rows; ++r) acc[r] = load(out[r] + e);
-    for (int64_t j = 0; j < n; ++j) {
-      const v8d x = widen(v + j * d + e);
-      for (int r = 0; r < Rows; ++r) acc[r] += p[r][j] * x;
-    }
-    for (int r = 0; r < Rows; ++r) store(out[r] + e, acc[r]);
-  }
-  for (int64_t e = body; e < d; ++e) {
+  int64_t e = 0;
+  for (; e + 8 * Cols <= body; e += 8 * Cols) accumulate_columns<Rows, Cols>(p, v, n, d, e, out);
+  for (; e < body; e += 8) accumulate_columns<Rows, 1>(p, v, n, d, e, out);
+  for (; e < d; ++e) {
     for (int r = 0; r < Rows; ++r) {
       double acc = out[r][e];
       for (int64_t j = 0; j < n; ++j) acc += p[r][j] * double(v[j * d + e]);
@@ -112,31 +129,43 @@ template <int Rows>
   }
 }
 
+// Four rows of one block of tokens; with 32 vector registers (AVX-512) two column blocks at once,
+// which doubles the independent chains (with 16, AVX2's eight accumulators already fill them).
+template <int Cols>
+[[gnu::always_inline]] inline void accumulate_rows(const double* const* rows, int64_t nrows, const float* v,
+                                                   int64_t j0, int64_t n, int64_t d, double* out) {
+  constexpr int kRows = 4;
+  int64_t r = 0;
+  for (; r + kRows <= nrows; r += kRows) {
+    const double* p[kRows];
+    double* o[kRows];
+    for (int x = 0; x < kRows; ++x) {
+      p[x] = rows[r + x] + j0;
+      o[x] = out + (r + x) * d;
+    }
+    accumulate<kRows, Cols>(p, v + j0 * d, n, d, o);
+  }
+  for (; r < nrows; ++r) {
+    const double* p[1] = {rows[r] + j0};
+    double* o[1] = {out + r * d};
+    accumulate<1, Cols>(p, v + j0 * d, n, d, o);
+  }
+}
+
 }  // namespace
 
 KVTUNE_ATTENTION_CLONES
 void probs_times_values(const double* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d, double* out) {
   std::fill(out, out + nrows * d, 0.0);
-  // 256 tokens of values (128 KiB at d = 128) stay in L2 while every row passes over them; four
-  // rows' accumulators fit the registers of every target.
+  // 256 tokens of values (128 KiB at d = 128) stay in L2 while every row passes over them.
   constexpr int64_t kBlock = 256;
-  constexpr int kRows = 4;
+  static const bool wide = __builtin_cpu_supports("avx512f");
   for (int64_t j0 = 0; j0 < t; j0 += kBlock) {
     const int64_t n = std::min(kBlock, t - j0);
-    int64_t r = 0;
-    for (; r + kRows <= nrows; r += kRows) {
-      const double* p[kRows];
-      double* o[kRows];
-      for (int x = 0; x < kRows; ++x) {
-        p[x] = rows[r + x] + j0;
-        o[x] = out + (r + x) * d;
-      }
-      accumulate<kRows>(p, v + j0 * d, n, d, o);
-    }
-    for (; r < nrows; ++r) {
-      const double* p[1] = {rows[r] + j0};
-      double* o[1] = {out + r * d};
-      accumulate<1>(p, v + j0 * d, n, d, o);
+    if (wide) {
+      accumulate_rows<2>(rows, nrows, v, j0, n, d, out);
+    } else {
+      accumulate_rows<1>(rows, nrows, v, j0, n, d, out);
     }
   }
 }
