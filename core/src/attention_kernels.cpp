@@ -39,50 +39,79 @@ using v8f = float __attribute__((vector_size(32), aligned(4)));
   return ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
 }
 
-// The logits of `Queries` queries (rows of q, stride d) against one key row k: eight lanes per
-// logit, element e in lane e mod 8 (the tail zero-padded), then a fixed pairwise sum.
-template <int Queries, bool Tail>
+// The logits of `Queries` queries (rows of q, stride d) against `Keys` consecutive key rows: eight
+// lanes per logit, element e in lane e mod 8 (the tail zero-padded), then a fixed pairwise sum.
+// Keys > 1 only adds independent chains (each logit's own sum is unchanged).
+template <int Queries, int Keys, bool Tail>
 [[gnu::always_inline]] inline void dots(const double* q, const float* k, int64_t d, double scale, double* out,
                                         int64_t stride) {
-  v8d acc[Queries];
-  for (int a = 0; a < Queries; ++a) acc[a] = v8d{};
+  v8d acc[Keys][Queries];
+  for (int b = 0; b < Keys; ++b) {
+    for (int a = 0; a < Queries; ++a) acc[b][a] = v8d{};
+  }
   const int64_t body = d - d % 8;
   for (int64_t e = 0; e < body; e += 8) {
-    const v8d kv = widen(k + e);
-    for (int a = 0; a < Queries; ++a) acc[a] += load(q + a * d + e) * kv;
-  }
-  if (Tail) {  // a separate instantiation: the tail's arrays would slow the common d % 8 == 0 loop
-    double kt[8] = {};
-    for (int64_t e = body; e < d; ++e) kt[e - body] = double(k[e]);
+    v8d kv[Keys];
+    for (int b = 0; b < Keys; ++b) kv[b] = widen(k + b * d + e);
     for (int a = 0; a < Queries; ++a) {
-      double qt[8] = {};
-      for (int64_t e = body; e < d; ++e) qt[e - body] = q[a * d + e];
-      acc[a] += load(qt) * load(kt);
+      const v8d qv = load(q + a * d + e);
+      for (int b = 0; b < Keys; ++b) acc[b][a] += qv * kv[b];
     }
   }
-  for (int a = 0; a < Queries; ++a) out[a * stride] = lane_sum(acc[a]) * scale;
+  if (Tail) {  // a separate instantiation: the tail's arrays would slow the common d % 8 == 0 loop
+    for (int b = 0; b < Keys; ++b) {
+      double kt[8] = {};
+      for (int64_t e = body; e < d; ++e) kt[e - body] = double(k[b * d + e]);
+      for (int a = 0; a < Queries; ++a) {
+        double qt[8] = {};
+        for (int64_t e = body; e < d; ++e) qt[e - body] = q[a * d + e];
+        acc[b][a] += load(qt) * load(kt);
+      }
+    }
+  }
+  for (int b = 0; b < Keys; ++b) {
+    for (int a = 0; a < Queries; ++a) out[a * stride + b] = lane_sum(acc[b][a]) * scale;
+  }
 }
 
-template <bool Tail>
+// Four queries share each widened key vector. Keys key rows at a time: 2 with the 32 vector
+// registers of AVX-512 (eight chains), 1 elsewhere (AVX2's four v8d accumulators already take
+// eight of its 16 registers).
+template <int Keys, bool Tail>
 [[gnu::always_inline]] inline void logits_rows(const double* q, int64_t nq, const float* k, int64_t t, int64_t d,
                                                double scale, double* out) {
-  // Four queries share each widened key vector; 4 accumulators fit the registers of every target.
   constexpr int64_t kQueries = 4;
-  for (int64_t j = 0; j < t; ++j) {
+  int64_t j = 0;
+  for (; j + Keys <= t; j += Keys) {
     int64_t i = 0;
-    for (; i + kQueries <= nq; i += kQueries) dots<kQueries, Tail>(q + i * d, k + j * d, d, scale, out + i * t + j, t);
-    for (; i < nq; ++i) dots<1, Tail>(q + i * d, k + j * d, d, scale, out + i * t + j, t);
+    for (; i + kQueries <= nq; i += kQueries) {
+      dots<kQueries, Keys, Tail>(q + i * d, k + j * d, d, scale, out + i * t + j, t);
+    }
+    for (; i < nq; ++i) dots<1, Keys, Tail>(q + i * d, k + j * d, d, scale, out + i * t + j, t);
   }
+  for (; j < t; ++j) {
+    int64_t i = 0;
+    for (; i + kQueries <= nq; i += kQueries) dots<kQueries, 1, Tail>(q + i * d, k + j * d, d, scale, out + i * t + j, t);
+    for (; i < nq; ++i) dots<1, 1, Tail>(q + i * d, k + j * d, d, scale, out + i * t + j, t);
+  }
+}
+
+// Whether this machine has AVX-512 (the wider blockings above are chosen at run time; every
+// blocking gives the same bits).
+bool wide_vectors() {
+  static const bool wide = __builtin_cpu_supports("avx512f");
+  return wide;
 }
 
 }  // namespace
 
 KVTUNE_ATTENTION_CLONES
 void logits(const double* q, int64_t nq, const float* k, int64_t t, int64_t d, double scale, double* out) {
+  const bool wide = wide_vectors();
   if (d % 8 == 0) {
-    logits_rows<false>(q, nq, k, t, d, scale, out);
+    wide ? logits_rows<2, false>(q, nq, k, t, d, scale, out) : logits_rows<1, false>(q, nq, k, t, d, scale, out);
   } else {
-    logits_rows<true>(q, nq, k, t, d, scale, out);
+    wide ? logits_rows<2, true>(q, nq, k, t, d, scale, out) : logits_rows<1, true>(q, nq, k, t, d, scale, out);
   }
 }
 
@@ -159,7 +188,7 @@ void probs_times_values(const double* const* rows, int64_t nrows, const float* v
   std::fill(out, out + nrows * d, 0.0);
   // 256 tokens of values (128 KiB at d = 128) stay in L2 while every row passes over them.
   constexpr int64_t kBlock = 256;
-  static const bool wide = __builtin_cpu_supports("avx512f");
+  const bool wide = wide_vectors();
   for (int64_t j0 = 0; j0 < t; j0 += kBlock) {
     const int64_t n = std::min(kBlock, t - j0);
     if (wide) {

@@ -115,6 +115,20 @@ TEST(Attention, OutputRowsAreTheSameStackedOrAlone) {
             std::vector<double>(a.logits.begin() + 2 * 301, a.logits.begin() + 5 * 301));
 }
 
+// Keys are taken two at a time on AVX-512: dropping the first key pairs every other key
+// differently, and no logit moves.
+TEST(Attention, LogitsDoNotDependOnHowKeysArePaired) {
+  std::mt19937 rng(13);
+  const Matrix q = random_matrix(5, 131, rng), k = random_matrix(64, 131, rng, 3.0f);
+  const AttentionScores all = attention_scores(q, k);
+  const AttentionScores rest = attention_scores(q, k.view().row_range(1, 63));
+  for (int64_t i = 0; i < 5; ++i) {
+    for (int64_t j = 0; j < 63; ++j) {
+      ASSERT_EQ(rest.logits[size_t(i * 63 + j)], all.logits[size_t(i * 64 + j + 1)]) << i << ", " << j;
+    }
+  }
+}
+
 // A 3 K × 2 V grid over cases of two lengths: the same samples on 1 and 3 threads, and the same
 // again after the threads' reused storage served a longer evaluation in between.
 TEST(Evaluator, GridResultsDoNotDependOnThreadsOrReusedStorage) {
