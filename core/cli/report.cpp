@@ -124,14 +124,14 @@ void print_needle_tables(std::ostream& out, const std::vector<EvalResult>& runs)
       std::vector<std::string> row = {fmt(runs.front().pairs[p].needle_depths[d].depth, "%.3g")};
       for (const EvalResult& r : runs) {
         const DepthSamples& ds = r.pairs[p].needle_depths[d];
-        const Summary hit = summarize(ds.hit), mass = summarize(ds.mass_ratio);
+        // needle_hit is a rate: its interval is the Wilson one (summarize's rule, as in needle_csv).
+        const Summary hit = summarize(ds.hit, {.rate = true}), mass = summarize(ds.mass_ratio);
         if (hit.count == 0) {
           row.push_back("-");
           continue;
         }
-        const Interval ci = wilson_interval(hit.mean * double(hit.count), hit.count, kDefaultConfidence);
-        row.push_back(fmt(hit.mean, "%.3f") + " (" + fmt(mass.mean, "%.3f") + ") [" + fmt(ci.lo, "%.2f") + ", " +
-                      fmt(ci.hi, "%.2f") + "]");
+        row.push_back(fmt(hit.mean, "%.3f") + " (" + fmt(mass.mean, "%.3f") + ") [" + fmt(hit.mean_ci.lo, "%.2f") +
+                      ", " + fmt(hit.mean_ci.hi, "%.2f") + "]");
       }
       rows.push_back(std::move(row));
     }
