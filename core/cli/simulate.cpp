@@ -1,6 +1,6 @@
 // kvtune simulate [FILE.toml] | --k K.npy --v V.npy --q Q.npy --pair KSPEC/VSPEC ...
 //                 | --cache DIR --pair KSPEC/VSPEC ...
-//                 [--topk K] [--threads N] [--backend cpu|cuda|cuda-kernel] [--json] [--needle-csv FILE]
+//                 [--topk K] [--precision float64|float32] [--threads N] [--backend cpu|cuda|cuda-kernel] [--json] [--needle-csv FILE]
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -26,6 +26,7 @@ struct SimulateOptions {
   std::string cache;  // a capture directory (docs/real-caches.md)
   std::vector<std::string> pairs;
   std::optional<int64_t> topk;
+  std::string precision;  // empty: the scenario file's `[metrics] precision` (float64 by default)
   std::string needle_csv;
   std::string backend;  // empty: the scenario file's `backend` (cpu by default)
   int threads = 0;
@@ -105,6 +106,7 @@ int run(const SimulateOptions& o) {
     std::vector<PairRequest> requests;
     for (const std::string& p : o.pairs) requests.push_back(parse_pair(p));
     EvalPlan plan = build_plan(requests, registry, o.topk.value_or(8));
+    if (o.precision == "float32") plan.precision = Precision::float32;
     plan.backend = make_backend(o.backend.empty() ? "cpu" : o.backend, "--backend");
     const Case c = load_tensor_case(o);
     check_plan_shape(plan, c.keys.rows(), c.keys.cols());
@@ -122,6 +124,7 @@ int run(const SimulateOptions& o) {
                       ? parse_scenario(kDefaultScenario, kDefaultScenarioName, resolve_model_preset, resolve_model_profile)
                       : load_scenario(o.file, resolve_model_preset, resolve_model_profile);
     sc.topk = o.topk.value_or(sc.topk);
+    if (!o.precision.empty()) sc.precision = o.precision == "float32" ? Precision::float32 : Precision::float64;
     const EvalBackendPtr backend =
         o.backend.empty() ? make_backend(sc.backend, o.file.empty() ? kDefaultScenarioName : o.file)
                           : make_backend(o.backend, "--backend");
@@ -174,6 +177,10 @@ Runner add_simulate(CLI::App& app) {
   app.add_option("--cache", o->cache, "a capture directory (python/kvtune_capture.py): its samples, layers and heads");
   app.add_option("--pair", o->pairs, "KSPEC/VSPEC, repeatable (with --k/--v/--q or --cache)");
   app.add_option("--topk", o->topk, "k of topk_overlap")->check(CLI::PositiveNumber);
+  app.add_option("--precision", o->precision,
+                 "the products' arithmetic: float64 (the reference) or float32 (faster, within stated bounds); "
+                 "overrides the file's [metrics] precision")
+      ->check(CLI::IsMember({"float64", "float32"}));
   app.add_option("--threads", o->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   app.add_option("--needle-csv", o->needle_csv,
                  "write needle_hit and needle_mass_ratio by pair, context and depth as CSV");

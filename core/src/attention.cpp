@@ -26,13 +26,17 @@ void finish_softmax(AttentionScores& s) {
 
 }  // namespace
 
-void attention_scores(ConstMatrixView queries, ConstMatrixView keys, AttentionScores& out) {
+void attention_scores(ConstMatrixView queries, ConstMatrixView keys, AttentionScores& out, Precision precision) {
   out.queries = queries.rows;
   out.tokens = keys.rows;
   out.logits.resize(static_cast<size_t>(out.queries * out.tokens));
-  const std::vector<double> q(queries.data, queries.data + queries.size());
-  kernels::logits(q.data(), queries.rows, keys.data, keys.rows, keys.cols, 1.0 / std::sqrt(double(queries.cols)),
-                  out.logits.data());
+  const double scale = 1.0 / std::sqrt(double(queries.cols));
+  if (precision == Precision::float32) {
+    kernels::logits_f32(queries.data, queries.rows, keys.data, keys.rows, keys.cols, scale, out.logits.data());
+  } else {
+    const std::vector<double> q(queries.data, queries.data + queries.size());
+    kernels::logits(q.data(), queries.rows, keys.data, keys.rows, keys.cols, scale, out.logits.data());
+  }
   finish_softmax(out);
 }
 
@@ -53,16 +57,17 @@ AttentionScores scores_from_raw_logits(ConstMatrixView raw, int64_t head_dim) {
   return s;
 }
 
-void attention_outputs(std::span<const double* const> prob_rows, ConstMatrixView values, double* out) {
-  kernels::probs_times_values(prob_rows.data(), int64_t(prob_rows.size()), values.data, values.rows, values.cols,
-                              out);
+void attention_outputs(std::span<const double* const> prob_rows, ConstMatrixView values, double* out,
+                       Precision precision) {
+  (precision == Precision::float32 ? kernels::probs_times_values_f32 : kernels::probs_times_values)(
+      prob_rows.data(), int64_t(prob_rows.size()), values.data, values.rows, values.cols, out);
 }
 
-std::vector<double> attention_output(const AttentionScores& scores, ConstMatrixView values) {
+std::vector<double> attention_output(const AttentionScores& scores, ConstMatrixView values, Precision precision) {
   std::vector<const double*> rows;
   for (int64_t i = 0; i < scores.queries; ++i) rows.push_back(scores.prob_row(i));
   std::vector<double> out(static_cast<size_t>(scores.queries * values.cols));
-  attention_outputs(rows, values, out.data());
+  attention_outputs(rows, values, out.data(), precision);
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kvtune/numeric/multiversion.h"
 
@@ -327,6 +328,221 @@ double exp_shifted(const double* l, int64_t t, double m, double* p) {
   double s[8];
   store(s, sum);
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+}  // namespace kvtune::kernels
+
+// The float32 products (EvalPrecision::float32): sixteen floats per vector, no widening. Their
+// error against the exact result is bounded in attention_kernels.h; each element is still one
+// fixed chain, so the bits do not depend on blocking or threads.
+namespace kvtune::kernels {
+namespace {
+
+using v16f = float __attribute__((vector_size(64), aligned(4)));
+
+[[gnu::always_inline]] inline v16f load16(const float* p) {
+  v16f v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+[[gnu::always_inline]] inline void store16(float* p, v16f v) { std::memcpy(p, &v, sizeof v); }
+
+// The two halves of sixteen floats, each widened (exactly) to eight doubles.
+[[gnu::always_inline]] inline v8d low_half(v16f x) {
+  return __builtin_convertvector(__builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7), v8d);
+}
+[[gnu::always_inline]] inline v8d high_half(v16f x) {
+  return __builtin_convertvector(__builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15), v8d);
+}
+
+// One step of the reduction below: two vectors whose groups of W lanes each hold one logit's
+// partial sums become one vector whose groups of W/2 lanes do (A's group g, then B's group g).
+template <int W>
+[[gnu::always_inline]] inline v16f fold(v16f a, v16f b) {
+  if constexpr (W == 16) {
+    return __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+           __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  } else if constexpr (W == 8) {
+    return __builtin_shufflevector(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) +
+           __builtin_shufflevector(a, b, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+  } else if constexpr (W == 4) {
+    return __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29) +
+           __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+  } else {
+    return __builtin_shufflevector(a, b, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30) +
+           __builtin_shufflevector(a, b, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+  }
+}
+
+// Sixteen accumulators folded into one vector in four rounds; lane l ends up holding accumulator
+// bit_reverse(l), so the caller feeds key row bit_reverse(s) to slot s and reads lanes in order.
+[[gnu::always_inline]] inline v16f fold16(const v16f* acc) {
+  v16f a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i) a[i] = fold<16>(acc[2 * i], acc[2 * i + 1]);
+  for (int i = 0; i < 4; ++i) b[i] = fold<8>(a[2 * i], a[2 * i + 1]);
+  for (int i = 0; i < 2; ++i) c[i] = fold<4>(b[2 * i], b[2 * i + 1]);
+  return fold<2>(c[0], c[1]);
+}
+
+constexpr int kBitReverse16[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+
+// The logits of every query against 16 consecutive key rows from `k` (a tile of 16 · d floats,
+// L1-resident across the queries): sixteen chains per query, element e in lane e mod 16 (the tail
+// zero-padded), folded in float32 and scaled in float64. D > 0 fixes d at compile time (the common
+// head sizes), so the sixteen rows are one base register plus constant offsets.
+template <int D, bool Tail>
+[[gnu::always_inline]] inline void logits32_tile(const float* q, int64_t nq, const float* k, int64_t d, double scale,
+                                                 double* out, int64_t stride) {
+  const int64_t dd = D > 0 ? D : d;
+  const int64_t body = dd - dd % 16;
+  for (int64_t i = 0; i < nq; ++i) {
+    const float* qi = q + i * dd;
+    v16f acc[16];
+#pragma GCC unroll 16
+    for (int s = 0; s < 16; ++s) acc[s] = v16f{};
+    for (int64_t e = 0; e < body; e += 16) {
+      const v16f qv = load16(qi + e);
+#pragma GCC unroll 16
+      for (int s = 0; s < 16; ++s) acc[s] += qv * load16(k + kBitReverse16[s] * dd + e);
+    }
+    if (Tail) {
+      float qt[16] = {};
+      for (int64_t e = body; e < dd; ++e) qt[e - body] = qi[e];
+      for (int s = 0; s < 16; ++s) {
+        float kt[16] = {};
+        for (int64_t e = body; e < dd; ++e) kt[e - body] = k[kBitReverse16[s] * dd + e];
+        acc[s] += load16(qt) * load16(kt);
+      }
+    }
+    const v16f sums = fold16(acc);
+    store(out + i * stride, low_half(sums) * scale);
+    store(out + i * stride + 8, high_half(sums) * scale);
+  }
+}
+
+template <int D, bool Tail>
+[[gnu::always_inline]] inline void logits32_all(const float* q, int64_t nq, const float* k, int64_t t, int64_t d,
+                                                double scale, double* out) {
+  int64_t j = 0;
+  for (; j + 16 <= t; j += 16) logits32_tile<D, Tail>(q, nq, k + j * d, d, scale, out + j, t);
+  if (j == t) return;
+  // The last keys through the same tile, padded with zero rows, so every logit has the same chain.
+  const int64_t left = t - j;
+  std::vector<float> pad(size_t(16 * d), 0.0f);
+  std::copy(k + j * d, k + t * d, pad.begin());
+  std::vector<double> tile(size_t(nq * 16));
+  logits32_tile<D, Tail>(q, nq, pad.data(), d, scale, tile.data(), 16);
+  for (int64_t i = 0; i < nq; ++i) std::copy(tile.data() + i * 16, tile.data() + i * 16 + left, out + i * t + j);
+}
+
+}  // namespace
+
+KVTUNE_ATTENTION_CLONES
+void logits_f32(const float* q, int64_t nq, const float* k, int64_t t, int64_t d, double scale, double* out) {
+  switch (d) {
+    case 64: return logits32_all<64, false>(q, nq, k, t, d, scale, out);
+    case 128: return logits32_all<128, false>(q, nq, k, t, d, scale, out);
+    case 256: return logits32_all<256, false>(q, nq, k, t, d, scale, out);
+    default:
+      d % 16 == 0 ? logits32_all<0, false>(q, nq, k, t, d, scale, out) : logits32_all<0, true>(q, nq, k, t, d, scale, out);
+  }
+}
+
+namespace {
+
+// Adds Σ_j p[r][j] · v[j, e..e+16·Cols) over n ≤ kChain tokens to out[r] for `Rows` rows: a float32
+// chain over the n tokens (p rounded to float32), then one float64 addition per element. D > 0 fixes
+// the row stride at compile time.
+template <int Rows, int Cols, int D>
+[[gnu::always_inline]] inline void chain_columns(const double* const* p, const float* v, int64_t n, int64_t d,
+                                                 int64_t e, double* const* out) {
+  const int64_t dd = D > 0 ? D : d;
+  v16f acc[Rows][Cols];
+#pragma GCC unroll 4
+  for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 16
+    for (int c = 0; c < Cols; ++c) acc[r][c] = v16f{};
+  }
+  for (int64_t j = 0; j < n; ++j) {
+#pragma GCC unroll 4
+    for (int r = 0; r < Rows; ++r) {
+      const float w = float(p[r][j]);
+#pragma GCC unroll 16
+      for (int c = 0; c < Cols; ++c) acc[r][c] += w * load16(v + j * dd + e + 16 * c);
+    }
+  }
+  for (int r = 0; r < Rows; ++r) {
+    for (int c = 0; c < Cols; ++c) {
+      double* o = out[r] + e + 16 * c;
+      store(o, load(o) + low_half(acc[r][c]));
+      store(o + 8, load(o + 8) + high_half(acc[r][c]));
+    }
+  }
+}
+
+// Every column of `Rows` rows over one chain of n tokens: blocks of 16 · Cols columns, then of 16,
+// then single columns (the same chain, scalar).
+template <int Rows, int Cols, int D>
+[[gnu::always_inline]] inline void chain(const double* const* p, const float* v, int64_t n, int64_t d,
+                                         double* const* out) {
+  const int64_t body = d - d % 16;
+  int64_t e = 0;
+  for (; e + 16 * Cols <= body; e += 16 * Cols) chain_columns<Rows, Cols, D>(p, v, n, d, e, out);
+  for (; e < body; e += 16) chain_columns<Rows, 1, D>(p, v, n, d, e, out);
+  for (; e < d; ++e) {
+    for (int r = 0; r < Rows; ++r) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < n; ++j) acc += float(p[r][j]) * v[j * d + e];
+      out[r][e] += double(acc);
+    }
+  }
+}
+
+// Rows rows of one chain of tokens starting at j0, Cols column vectors at a time.
+template <int Rows, int Cols, int D>
+[[gnu::always_inline]] inline void chain_rows(const double* const* rows, int64_t nrows, const float* v, int64_t j0,
+                                              int64_t n, int64_t d, double* out) {
+  int64_t r = 0;
+  for (; r + Rows <= nrows; r += Rows) {
+    const double* p[Rows];
+    double* o[Rows];
+    for (int x = 0; x < Rows; ++x) {
+      p[x] = rows[r + x] + j0;
+      o[x] = out + (r + x) * d;
+    }
+    chain<Rows, Cols, D>(p, v + j0 * d, n, d, o);
+  }
+  for (; r < nrows; ++r) {
+    const double* p[1] = {rows[r] + j0};
+    double* o[1] = {out + r * d};
+    chain<1, Cols, D>(p, v + j0 * d, n, d, o);
+  }
+}
+
+// 2 rows × 8 column vectors on AVX-512 (16 accumulators of its 32 registers: a whole 128-wide head
+// per token), 1 × 4 elsewhere (AVX2's 16 registers).
+template <int D>
+[[gnu::always_inline]] inline void probs_times_values32(const double* const* rows, int64_t nrows, const float* v,
+                                                        int64_t t, int64_t d, double* out) {
+  const bool wide = wide_vectors();
+  for (int64_t j0 = 0; j0 < t; j0 += kChain) {
+    const int64_t n = std::min(kChain, t - j0);
+    wide ? chain_rows<2, 8, D>(rows, nrows, v, j0, n, d, out) : chain_rows<1, 4, D>(rows, nrows, v, j0, n, d, out);
+  }
+}
+
+}  // namespace
+
+KVTUNE_ATTENTION_CLONES
+void probs_times_values_f32(const double* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d,
+                            double* out) {
+  std::fill(out, out + nrows * d, 0.0);
+  switch (d) {
+    case 64: return probs_times_values32<64>(rows, nrows, v, t, d, out);
+    case 128: return probs_times_values32<128>(rows, nrows, v, t, d, out);
+    case 256: return probs_times_values32<256>(rows, nrows, v, t, d, out);
+    default: return probs_times_values32<0>(rows, nrows, v, t, d, out);
+  }
 }
 
 }  // namespace kvtune::kernels

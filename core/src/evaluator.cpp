@@ -154,7 +154,7 @@ Workspace& thread_workspace() {
 }
 
 void key_scores(const Scheme& scheme, const Case& c, const QuantContext& ctx, const EvalBackend& backend,
-                Workspace& ws, AttentionScores& out) {
+                Precision precision, Workspace& ws, AttentionScores& out) {
   if (scheme.estimates_logits()) {
     const auto packed = scheme.quantize(c.keys, ctx);
     Matrix raw(c.queries.rows(), c.keys.rows());
@@ -165,7 +165,7 @@ void key_scores(const Scheme& scheme, const Case& c, const QuantContext& ctx, co
   }
   const MatrixView keys = ws.cache_like(c.keys);
   backend.roundtrip(scheme, c.keys, ctx, keys);
-  attention_scores(c.queries, keys, out);
+  attention_scores(c.queries, keys, out, precision);
   // A non-finite key makes its logits non-finite, so the [T, D] scan runs only to name it.
   if (!kernels::all_finite(out.logits.data(), int64_t(out.logits.size()))) {
     require_finite_roundtrip(c.keys, keys, scheme, Role::key, c.keys_file);
@@ -195,9 +195,9 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
   const EvalBackend& backend = plan.backend ? *plan.backend : *cpu_backend();
   Workspace& ws = thread_workspace();
   const AttentionScores& ref = ws.ref;
-  attention_scores(c.queries, c.keys, ws.ref);
+  attention_scores(c.queries, c.keys, ws.ref, plan.precision);
   const int64_t d = c.values.cols(), nq = ref.queries;
-  ws.ref_out = attention_output(ref, c.values);
+  ws.ref_out = attention_output(ref, c.values, plan.precision);
   const int64_t k = std::min(plan.topk, ref.tokens);
   ReferenceRanks ranks;
   for (int64_t i = 0; i < nq; ++i) ranks.push_back(top_indices(ref.prob_row(i), ref.tokens, k));
@@ -210,7 +210,7 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
   std::vector<CaseSamples> k_samples(plan.k_schemes.size());
   for (size_t i = 0; i < plan.k_schemes.size(); ++i) {
     k_run.push_back(calibrated(plan.k_schemes[i], c, Role::key));
-    key_scores(*k_run.back(), c, kctx, backend, ws, ws.k_scores[i]);
+    key_scores(*k_run.back(), c, kctx, backend, plan.precision, ws, ws.k_scores[i]);
     key_metrics(c, ref, ws.k_scores[i], plan.topk, ranks, k_samples[i]);
     if (plan.on_step) plan.on_step();
   }
@@ -235,7 +235,7 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
       for (int64_t i = 0; i < nq; ++i) rows.push_back(ws.k_scores[kk].prob_row(i));
     }
     ws.outs.resize(rows.size() * size_t(d));
-    attention_outputs(rows, values, ws.outs.data());
+    attention_outputs(rows, values, ws.outs.data(), plan.precision);
     // p · inf and 0 · inf are both non-finite: a non-finite value always reaches the outputs.
     if (!kernels::all_finite(ws.outs.data(), int64_t(ws.outs.size()))) {
       require_finite_roundtrip(c.values, values, *v_run, Role::value, c.values_file);

@@ -423,6 +423,16 @@ void read_seeds(TableReader& top, Scenario& sc) {
 
 void read_backend(TableReader& top, Scenario& sc) { sc.backend = top.choice("backend", sc.backend, kEvalBackends); }
 
+void read_metrics(TableReader& top, Scenario& sc) {
+  TableReader metrics = top.table("metrics");
+  sc.topk = metrics.integer("topk", sc.topk, 1, 1 << 20);
+  const std::string name = metrics.choice("precision", std::string(precision_name(sc.precision)),
+                                          {std::string(precision_name(Precision::float64)),
+                                           std::string(precision_name(Precision::float32))});
+  sc.precision = name == precision_name(Precision::float32) ? Precision::float32 : Precision::float64;
+  metrics.finish();
+}
+
 }  // namespace detail
 
 std::vector<CaseKey> scenario_cases(const Scenario& sc) {
@@ -467,9 +477,7 @@ Scenario parse_scenario(std::string_view text, const std::string& source_name, c
   detail::read_seeds(top, sc);
   detail::read_backend(top, sc);
 
-  TableReader metrics = top.table("metrics");
-  sc.topk = metrics.integer("topk", sc.topk, 1, 1 << 20);
-  metrics.finish();
+  detail::read_metrics(top, sc);
 
   const toml::node* pairs = top.node("pairs");
   const toml::array* list = pairs ? pairs->as_array() : nullptr;
@@ -504,6 +512,7 @@ std::vector<EvalResult> evaluate_scenario(const Scenario& sc, const Registry& re
                                           const EvalBackendPtr& backend,
                                           const std::optional<IsolationOptions>& isolate_plugins) {
   EvalPlan plan = build_plan(sc.pairs, registry, sc.topk);
+  plan.precision = sc.precision;
   plan.backend = backend;
   for (int64_t tokens : sc.contexts) check_plan_shape(plan, tokens == 0 ? sc.workload.tokens : tokens, sc.workload.head_dim);
   const std::vector<CaseKey> cases = scenario_cases(sc);

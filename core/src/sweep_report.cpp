@@ -372,6 +372,12 @@ std::string intervals_text(const SweepSpec& spec) {
          (spec.exemption.any() ? "; a layer exemption's intervals are its layers' mixed end by end (a bound)" : "");
 }
 
+// The products' arithmetic, said only when it is not the float64 reference.
+std::string precision_text(const SweepSpec& spec) {
+  if (spec.scenario.precision == Precision::float64) return "";
+  return "products: float32 (every metric within its stated bound of the float64 reference; [metrics] precision)";
+}
+
 Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis) {
   Doc doc;
   const Counts n = count(records, analysis);
@@ -393,6 +399,7 @@ Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& record
                                 (spec.budget.confidence ? ", " + std::to_string(n.derived_undecided) + " undecided"
                                                         : std::string())));
   add(doc, Block::text, intervals_text(spec));
+  if (const std::string p = precision_text(spec); !p.empty()) add(doc, Block::text, p);
   const std::vector<std::string> terms = budget_terms(spec);
   add(doc, Block::text,
       "budget: " + (terms.empty() ? std::string("none") : join(terms, ", ")) + "; objective " +
@@ -882,7 +889,8 @@ std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRec
                                  : spec.scenario.profile.empty() ? json("generic")
                                                                  : json(spec.scenario.profile)},
                      {"tokens", evaluated_context(spec)},
-                     {"cases", scenario_cases(spec.scenario).size()}};
+                     {"cases", scenario_cases(spec.scenario).size()},
+                     {"precision", precision_name(spec.scenario.precision)}};
   doc["objective"] = objective_text(b.objective);
   doc["budget"] = std::move(budget);
   doc["counts"] = {

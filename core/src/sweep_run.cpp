@@ -206,6 +206,7 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
                                          const std::function<void(double)>& on_fraction) {
   EvalPlan plan;
   plan.topk = spec.scenario.topk;
+  plan.precision = spec.scenario.precision;
   plan.backend = o.backend;
   std::map<std::string, size_t, std::less<>> k_index, v_index;
   auto slot = [](std::map<std::string, size_t, std::less<>>& index, std::vector<SchemePtr>& schemes,

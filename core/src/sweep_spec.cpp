@@ -851,7 +851,7 @@ std::string capture_identity(const Capture& c) {
 // Everything that determines a point's metrics: the [workload] table as written, the shape a model
 // preset resolved it to (a changed preset file changes the hash), the statistics a model profile
 // resolved it to (only with a profile, so hashes without one are what they were), seeds, layers,
-// heads, topk and the intervals' confidence level.
+// heads, topk, the products' precision and the intervals' confidence level.
 uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
   std::string text = "kvtune sweep v1\nworkload=";
   if (const toml::node* w = root.get("workload")) serialize(*w, text);
@@ -874,6 +874,8 @@ uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
           "\nheads=" + list(sc.heads) + "\ntopk=" + std::to_string(sc.topk);
   // The level of the records' intervals (only when the file sets one, so other hashes stay).
   if (const auto level = root.at_path("budget.confidence").value<double>()) text += "\nconfidence=" + format_real(*level);
+  // float32 products give other bits (only when set, so float64 hashes stay what they were).
+  if (sc.precision == Precision::float32) text += "\nprecision=float32";
   // cpu and cuda give the same bits; kernel mode's rel_out_err comes from another computation.
   if (backend_computes_attention(sc.backend)) text += "\nbackend=" + sc.backend;
   return fnv1a64(text);
@@ -1055,9 +1057,7 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   detail::validate_workload(sc, source_name);
   detail::read_seeds(top, sc);
   detail::read_backend(top, sc);
-  TableReader metrics = top.table("metrics");
-  sc.topk = metrics.integer("topk", sc.topk, 1, 1 << 20);
-  metrics.finish();
+  detail::read_metrics(top, sc);
   if (!sc.model.empty()) spec.model = context.models(sc.model);  // resolved once already: cannot fail now
   if (sc.capture) spec.model = capture_model(*sc.capture);         // the captured model's shape
 

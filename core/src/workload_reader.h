@@ -21,6 +21,8 @@ void read_seeds(TableReader& top, Scenario& sc);
 
 // Reads the top-level `backend` (one of kEvalBackends) into sc.backend.
 void read_backend(TableReader& top, Scenario& sc);
+// The [metrics] table: topk and precision.
+void read_metrics(TableReader& top, Scenario& sc);
 
 // The [workload] keys that describe a synthetic workload: a capture (source = "cache") brings its
 // own shape and statistics, so the scenario reader refuses them beside it and a sweep override

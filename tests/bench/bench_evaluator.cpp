@@ -12,14 +12,15 @@
 //
 //   build/tests/bench/bench_evaluator --benchmark_min_time=0.5
 //
-// Every evaluate() but BM_ThreadScaling's runs on one thread, so the comparison is not confused by OpenMP. The case is
-// generated once per benchmark, outside the timing. evaluate() takes its case by value from a
-// CaseSource, so each call is handed a fresh copy: the copy is made before the clock starts and
-// moved into the evaluator, so no timed figure includes generating or copying the case. That favours
-// the one-by-one side, which would otherwise pay for 64 cases instead of one.
+// Every evaluate() but BM_ThreadScaling's runs on one thread, so the comparison is not confused by
+// OpenMP. The case is generated once per benchmark, outside the timing, and handed to every call
+// shared (as a sweep's case cache does), so no timed figure includes generating or copying it.
+//
+// A second argument f32:1 runs the products in float32 (EvalPlan::precision), f32:0 in float64.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,27 +48,34 @@ kvtune::Case make_case(int64_t tokens) {
   return kvtune::generate_case(cfg, 0);
 }
 
-// Runs evaluate() over copies of `cases` on `threads` threads, returning the seconds spent inside
-// evaluate() only: the copies the CaseSource hands over are made before the clock starts.
-double timed_evaluate(const kvtune::EvalPlan& plan, std::vector<kvtune::Case> fresh, int threads) {
-  const kvtune::CaseSource source = [&fresh](size_t i) { return std::move(fresh[i]); };
+// Runs evaluate() over `cases` on `threads` threads, returning the seconds spent inside evaluate().
+// The cases are handed over shared (SharedCaseSource), so nothing is copied or freed on the clock.
+double timed_evaluate(const kvtune::EvalPlan& plan, const std::vector<std::shared_ptr<const kvtune::Case>>& cases,
+                      int threads) {
+  const kvtune::SharedCaseSource source = [&cases](size_t i) { return cases[i]; };
   const auto t0 = std::chrono::steady_clock::now();
-  const kvtune::EvalResult r = kvtune::evaluate(plan, fresh.size(), source, threads);
+  const kvtune::EvalResult r = kvtune::evaluate(plan, cases.size(), source, threads);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   benchmark::DoNotOptimize(r.pairs.data());
   return s;
 }
 
 // The same on one case and one thread.
-double timed_evaluate(const kvtune::EvalPlan& plan, const kvtune::Case& prototype) {
-  return timed_evaluate(plan, std::vector<kvtune::Case>{prototype}, 1);
+double timed_evaluate(const kvtune::EvalPlan& plan, const std::shared_ptr<const kvtune::Case>& c) {
+  return timed_evaluate(plan, std::vector<std::shared_ptr<const kvtune::Case>>{c}, 1);
+}
+
+// The products' arithmetic of a benchmark's second argument: 0 float64 (the reference), 1 float32.
+kvtune::Precision precision_arg(const benchmark::State& state) {
+  return state.range(1) == 1 ? kvtune::Precision::float32 : kvtune::Precision::float64;
 }
 
 void BM_EvaluateContext(benchmark::State& state) {
   const int64_t tokens = state.range(0);
-  const kvtune::Case c = make_case(tokens);
-  const kvtune::EvalPlan plan = kvtune::build_plan(
+  const auto c = std::make_shared<const kvtune::Case>(make_case(tokens));
+  kvtune::EvalPlan plan = kvtune::build_plan(
       {{"", "int:bits=4,axis=channel", "int:bits=4,axis=token", ""}}, kvtune::builtin_registry(), 8);
+  plan.precision = precision_arg(state);
   double total_s = 0.0;
   for (auto _ : state) {
     const double s = timed_evaluate(plan, c);
@@ -82,9 +90,8 @@ void BM_EvaluateContext(benchmark::State& state) {
   state.counters["us_per_token"] = 1e6 * total_s / double(state.iterations() * tokens);
 }
 BENCHMARK(BM_EvaluateContext)
-    ->Arg(4096)
-    ->Arg(32768)
-    ->Arg(131072)
+    ->ArgsProduct({{4096, 32768, 131072}, {0, 1}})
+    ->ArgNames({"T", "f32"})
     ->UseManualTime()
     ->Complexity(benchmark::oN)
     ->Unit(benchmark::kMillisecond);
@@ -115,14 +122,19 @@ std::vector<kvtune::PairRequest> grid_pairs() {
 //                    and metrics); 64 of them are the floor of the grid's time
 //   shared_ms        grid − 64 · per_pair_ms: the reference and the 16 quantizations
 void BM_GridVsPairs(benchmark::State& state) {
-  const kvtune::Case c = make_case(state.range(0));
+  const auto c = std::make_shared<const kvtune::Case>(make_case(state.range(0)));
   const std::vector<kvtune::PairRequest> requests = grid_pairs();
-  const kvtune::EvalPlan grid = kvtune::build_plan(requests, kvtune::builtin_registry(), 8);
+  kvtune::EvalPlan grid = kvtune::build_plan(requests, kvtune::builtin_registry(), 8);
+  grid.precision = precision_arg(state);
   std::vector<kvtune::EvalPlan> singles;
-  for (const kvtune::PairRequest& p : requests) singles.push_back(kvtune::build_plan({p}, kvtune::builtin_registry(), 8));
+  for (const kvtune::PairRequest& p : requests) {
+    singles.push_back(kvtune::build_plan({p}, kvtune::builtin_registry(), 8));
+    singles.back().precision = grid.precision;
+  }
   std::vector<kvtune::PairRequest> diagonal_requests;
   for (size_t i = 0; i < 8; ++i) diagonal_requests.push_back(requests[i * 8 + i]);
-  const kvtune::EvalPlan diagonal = kvtune::build_plan(diagonal_requests, kvtune::builtin_registry(), 8);
+  kvtune::EvalPlan diagonal = kvtune::build_plan(diagonal_requests, kvtune::builtin_registry(), 8);
+  diagonal.precision = grid.precision;
   if (grid.k_schemes.size() != 8 || grid.v_schemes.size() != 8 || grid.pairs.size() != 64 ||
       diagonal.k_schemes.size() != 8 || diagonal.v_schemes.size() != 8) {
     state.SkipWithError("the grid is not 8 K x 8 V = 64 pairs");
@@ -147,12 +159,12 @@ void BM_GridVsPairs(benchmark::State& state) {
 }
 // T = 16384 keeps one iteration (66 evaluate() calls) to a few seconds on the 2-core machine;
 // three iterations give a stable sum.
-BENCHMARK(BM_GridVsPairs)->Arg(16384)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GridVsPairs)->Args({16384, 0})->Args({16384, 1})->ArgNames({"T", "f32"})->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // Cases are what the threads share out (each case is evaluated on one thread), so 4 cases on 2
 // threads can at best halve the time.
 void BM_ThreadScaling(benchmark::State& state) {
-  std::vector<kvtune::Case> cases;
+  std::vector<std::shared_ptr<const kvtune::Case>> cases;
   for (int64_t seed = 0; seed < 4; ++seed) {
     kvtune::WorkloadConfig cfg;
     cfg.tokens = state.range(0);
@@ -160,9 +172,10 @@ void BM_ThreadScaling(benchmark::State& state) {
     cfg.queries = kQueries;
     cfg.keys.outlier_channels = {7, 23, 88};
     cfg.keys.outlier_scale = 20.0;
-    cases.push_back(kvtune::generate_case(cfg, seed));
+    cases.push_back(std::make_shared<const kvtune::Case>(kvtune::generate_case(cfg, seed)));
   }
-  const kvtune::EvalPlan grid = kvtune::build_plan(grid_pairs(), kvtune::builtin_registry(), 8);
+  kvtune::EvalPlan grid = kvtune::build_plan(grid_pairs(), kvtune::builtin_registry(), 8);
+  grid.precision = precision_arg(state);
   double one_s = 0.0, two_s = 0.0;
   for (auto _ : state) {
     const double one = timed_evaluate(grid, cases, 1);
@@ -174,7 +187,7 @@ void BM_ThreadScaling(benchmark::State& state) {
   state.counters["one_thread_ms"] = 1e3 * one_s / double(state.iterations());
   state.counters["speedup"] = one_s / two_s;
 }
-BENCHMARK(BM_ThreadScaling)->Arg(16384)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ThreadScaling)->Args({16384, 0})->Args({16384, 1})->ArgNames({"T", "f32"})->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -130,7 +130,8 @@ TEST(Attention, LogitsDoNotDependOnHowKeysArePaired) {
 }
 
 // A 3 K × 2 V grid over cases of two lengths: the same samples on 1 and 3 threads, and the same
-// again after the threads' reused storage served a longer evaluation in between.
+// again after the threads' reused storage served a longer evaluation in between, with either
+// precision of the products.
 TEST(Evaluator, GridResultsDoNotDependOnThreadsOrReusedStorage) {
   WorkloadConfig cfg;
   cfg.tokens = 300;
@@ -142,19 +143,22 @@ TEST(Evaluator, GridResultsDoNotDependOnThreadsOrReusedStorage) {
   for (const char* k : {"int:bits=4,axis=channel", "q4_0", "fp8:format=e4m3,scale=unit"}) {
     for (const char* v : {"int:bits=3,axis=token", "q8_0"}) req.push_back({"", k, v, ""});
   }
-  const EvalPlan plan = build_plan(req, builtin_registry(), 8);
-  auto source = [&](size_t i) { return generate_case(cfg, 40 + i); };
-  const EvalResult one = evaluate(plan, 5, source, 1);
-  WorkloadConfig longer = cfg;
-  longer.tokens = 1100;
-  evaluate(plan, 3, [&](size_t i) { return generate_case(longer, i); }, 3);
-  const EvalResult three = evaluate(plan, 5, source, 3);
-  const EvalResult again = evaluate(plan, 5, source, 1);
-  ASSERT_EQ(one.pairs.size(), 6u);
-  for (size_t p = 0; p < 6; ++p) {
-    for (size_t m = 0; m < kMetricCount; ++m) {
-      EXPECT_EQ(one.pairs[p].samples[m], three.pairs[p].samples[m]) << p << " " << m;
-      EXPECT_EQ(one.pairs[p].samples[m], again.pairs[p].samples[m]) << p << " " << m;
+  for (const Precision precision : {Precision::float64, Precision::float32}) {
+    EvalPlan plan = build_plan(req, builtin_registry(), 8);
+    plan.precision = precision;
+    auto source = [&](size_t i) { return generate_case(cfg, 40 + i); };
+    const EvalResult one = evaluate(plan, 5, source, 1);
+    WorkloadConfig longer = cfg;
+    longer.tokens = 1100;
+    evaluate(plan, 3, [&](size_t i) { return generate_case(longer, i); }, 3);
+    const EvalResult three = evaluate(plan, 5, source, 3);
+    const EvalResult again = evaluate(plan, 5, source, 1);
+    ASSERT_EQ(one.pairs.size(), 6u);
+    for (size_t p = 0; p < 6; ++p) {
+      for (size_t m = 0; m < kMetricCount; ++m) {
+        EXPECT_EQ(one.pairs[p].samples[m], three.pairs[p].samples[m]) << p << " " << m;
+        EXPECT_EQ(one.pairs[p].samples[m], again.pairs[p].samples[m]) << p << " " << m;
+      }
     }
   }
 }

@@ -425,6 +425,24 @@ TEST(SweepSpec, BudgetConfidenceIsReadRangeCheckedAndHashed) {
   }
 }
 
+// [metrics] precision reaches the scenario; float32 changes the hash, float64 (the default, written
+// or not) leaves it; anything else is refused with its position.
+TEST(SweepSpec, MetricsPrecisionIsReadCheckedAndHashed) {
+  const SweepSpec plain = parse(kHashed);
+  EXPECT_EQ(plain.scenario.precision, Precision::float64);
+  const SweepSpec f64 = parse(std::string(kHashed) + "[metrics]\nprecision = \"float64\"\n");
+  EXPECT_EQ(f64.scenario.precision, Precision::float64);
+  EXPECT_EQ(f64.hash, plain.hash);
+  const SweepSpec f32 = parse(std::string(kHashed) + "[metrics]\nprecision = \"float32\"\n");
+  EXPECT_EQ(f32.scenario.precision, Precision::float32);
+  EXPECT_NE(f32.hash, plain.hash);
+  for (const char* bad : {"\"fp32\"", "32"}) {
+    EXPECT_THAT(error_of(std::string(kHashed) + "[metrics]\nprecision = " + bad + "\n"),
+                HasSubstr("s.toml:13:13: 'precision' must be one of: float64, float32"))
+        << bad;
+  }
+}
+
 // cpu and cuda compute the same bits; the fused kernel's rel_out_err is another computation.
 TEST(SweepSpec, HashCoversOnlyTheKernelBackend) {
   const uint64_t h = parse(kHashed).hash;
@@ -442,6 +460,7 @@ TEST(SweepSpec, ShippedDefaultParses) {
   EXPECT_EQ(s.scenario.contexts, std::vector<int64_t>{32768});
   EXPECT_EQ(s.scenario.workload.q_per_kv, 4);
   EXPECT_EQ(s.runtime_views.size(), 7u);
+  EXPECT_EQ(s.scenario.precision, Precision::float32);
   ASSERT_TRUE(s.budget.fit.has_value());
   EXPECT_FALSE(s.text.empty());
   size_t search = 0;

@@ -1,20 +1,28 @@
-// Reference attention in float64 and the per-query comparison of a quantized key cache against it.
+// Attention of float32 caches (as stored) with its two products, q · k and p · v, in float64 (the
+// reference) or float32 (about three times faster), and softmax always in float64.
 //
-// Inputs are float32 (the caches as stored); every product and sum is float64. The product of two
-// float32 numbers is exact in float64 (24 + 24 significand bits < 53), so a logit or an output
-// element differs from the exact real-number result only by its float64 sum: at most
-// n · 2^-53 · Σ|terms| for a sum of n terms. Each element is one in-order fused multiply-add chain
-// whatever the CPU's vector width, so results are bit-identical on every x86-64 machine and for
-// every thread count.
+// float64: the product of two float32 numbers is exact in float64 (24 + 24 significand bits < 53),
+// so a logit or an output element differs from the exact real-number result only by its float64
+// sum: at most n · 2^-53 · Σ|terms| for a sum of n terms.
+// float32: with u = 2^-24, each logit is within (⌈D/16⌉ + 5) · u · Σ_e |q_e k_e| / sqrt(D) of the
+// exact value and each output element within 18 · u · Σ_j p_j |v_je| (kernels::logits_f32,
+// probs_times_values_f32); docs/sweep-file.md turns these into bounds on every metric.
+// Each element is one fixed chain whatever the CPU's vector width, so results are bit-identical
+// for every thread count, and on every x86-64 machine with FMA.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "kvtune/matrix.h"
 
 namespace kvtune {
+
+// The arithmetic of the two products.
+enum class Precision { float64, float32 };
+constexpr std::string_view precision_name(Precision p) { return p == Precision::float32 ? "float32" : "float64"; }
 
 // Logits and probabilities of one set of queries against one key cache, [Nq, T] row-major float64;
 // log_norm holds log Σ_j exp(logit_ij) per query, so log p_ij = logit_ij - log_norm_i.
@@ -28,16 +36,19 @@ struct AttentionScores {
 // logits = (q · k_j) / sqrt(D), softmax over j. The second form reuses `out`'s storage (an
 // evaluator keeps one AttentionScores per key configuration across cases).
 AttentionScores attention_scores(ConstMatrixView queries, ConstMatrixView keys);
-void attention_scores(ConstMatrixView queries, ConstMatrixView keys, AttentionScores& out);
+void attention_scores(ConstMatrixView queries, ConstMatrixView keys, AttentionScores& out,
+                      Precision precision = Precision::float64);
 
 // Scores from logits given without the 1/sqrt(D) factor (a scheme's logits estimator).
 AttentionScores scores_from_raw_logits(ConstMatrixView raw_logits, int64_t head_dim);
 
 // out[r, :] = Σ_j prob_rows[r][j] · values[j, :] for every row r, [rows.size(), D] row-major. One
 // pass over `values` serves every row, so the rows of several key configurations share it.
-void attention_outputs(std::span<const double* const> prob_rows, ConstMatrixView values, double* out);
+void attention_outputs(std::span<const double* const> prob_rows, ConstMatrixView values, double* out,
+                       Precision precision = Precision::float64);
 
 // out [Nq, D] = probs · values.
-std::vector<double> attention_output(const AttentionScores& scores, ConstMatrixView values);
+std::vector<double> attention_output(const AttentionScores& scores, ConstMatrixView values,
+                                     Precision precision = Precision::float64);
 
 }  // namespace kvtune

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvtune/attention.h"
 #include "kvtune/eval_backend.h"
 #include "kvtune/isolation.h"
 #include "kvtune/metrics.h"
@@ -32,6 +33,9 @@ struct EvalPlan {
   std::vector<SchemePtr> v_schemes;
   std::vector<EvalPair> pairs;
   int64_t topk = 8;  // k of topk_overlap
+  // The products' arithmetic (kvtune/attention.h): float64, the reference, or float32 with its
+  // stated bounds on every metric.
+  Precision precision = Precision::float64;
   EvalBackendPtr backend;  // where the quantizers (and in kernel mode attention) run; null = the CPU
   // Called after each case's K configuration and each V configuration is evaluated, i.e.
   // cases · (K configurations + V configurations) times per evaluate(), from the evaluation threads

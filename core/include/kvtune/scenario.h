@@ -43,6 +43,9 @@ struct Scenario {
   std::vector<int64_t> layers{0};  // the sampled layers and KV heads (default: all of them)
   std::vector<int64_t> heads{0};
   int64_t topk = 8;
+  // `[metrics] precision`: the products' arithmetic (kvtune/attention.h); float64 unless the file
+  // asks for float32.
+  Precision precision = Precision::float64;
   std::string backend = "cpu";     // `backend`: one of kEvalBackends; the CLI turns it into an EvalBackend
   std::vector<PairRequest> pairs;
 };
