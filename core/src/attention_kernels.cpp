@@ -498,35 +498,46 @@ template <int Rows, int Cols, int D>
   }
 }
 
-// Rows rows of one chain of tokens starting at j0, Cols column vectors at a time.
+// Rows rows over n tokens from j0 (one block of values, L2-resident), one chain of kChain tokens
+// after another, so the rows' outputs stay in L1 across the block's chains.
+template <int Rows, int Cols, int D>
+[[gnu::always_inline]] inline void chain_block(const double* const* p, const float* v, int64_t j0, int64_t n,
+                                               int64_t d, double* const* o) {
+  for (int64_t c = j0; c < j0 + n; c += kChain) {
+    const double* pc[Rows];
+    for (int x = 0; x < Rows; ++x) pc[x] = p[x] + c;
+    chain<Rows, Cols, D>(pc, v + c * d, std::min(kChain, j0 + n - c), d, o);
+  }
+}
+
+// Every row over one block: Rows at a time, then one at a time.
 template <int Rows, int Cols, int D>
 [[gnu::always_inline]] inline void chain_rows(const double* const* rows, int64_t nrows, const float* v, int64_t j0,
                                               int64_t n, int64_t d, double* out) {
   int64_t r = 0;
   for (; r + Rows <= nrows; r += Rows) {
-    const double* p[Rows];
     double* o[Rows];
-    for (int x = 0; x < Rows; ++x) {
-      p[x] = rows[r + x] + j0;
-      o[x] = out + (r + x) * d;
-    }
-    chain<Rows, Cols, D>(p, v + j0 * d, n, d, o);
+    for (int x = 0; x < Rows; ++x) o[x] = out + (r + x) * d;
+    chain_block<Rows, Cols, D>(rows + r, v, j0, n, d, o);
   }
   for (; r < nrows; ++r) {
-    const double* p[1] = {rows[r] + j0};
     double* o[1] = {out + r * d};
-    chain<1, Cols, D>(p, v + j0 * d, n, d, o);
+    chain_block<1, Cols, D>(rows + r, v, j0, n, d, o);
   }
 }
 
-// 2 rows × 8 column vectors on AVX-512 (16 accumulators of its 32 registers: a whole 128-wide head
-// per token), 1 × 4 elsewhere (AVX2's 16 registers).
+// Blocks of 256 tokens (128 KiB of values at d = 128, kept in L2 while every row passes over
+// them; a multiple of kChain, so the chains are the same whatever the block). 2 rows × 8 column
+// vectors on AVX-512 (16 accumulators of its 32 registers: a whole 128-wide head per token), 1 × 4
+// elsewhere (AVX2's 16 registers).
 template <int D>
 [[gnu::always_inline]] inline void probs_times_values32(const double* const* rows, int64_t nrows, const float* v,
                                                         int64_t t, int64_t d, double* out) {
+  constexpr int64_t kBlock = 256;
+  static_assert(kBlock % kChain == 0);
   const bool wide = wide_vectors();
-  for (int64_t j0 = 0; j0 < t; j0 += kChain) {
-    const int64_t n = std::min(kChain, t - j0);
+  for (int64_t j0 = 0; j0 < t; j0 += kBlock) {
+    const int64_t n = std::min(kBlock, t - j0);
     wide ? chain_rows<2, 8, D>(rows, nrows, v, j0, n, d, out) : chain_rows<1, 4, D>(rows, nrows, v, j0, n, d, out);
   }
 }

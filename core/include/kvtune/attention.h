@@ -5,7 +5,7 @@
 // so a logit or an output element differs from the exact real-number result only by its float64
 // sum: at most n · 2^-53 · Σ|terms| for a sum of n terms.
 // float32: with u = 2^-24, each logit is within (⌈D/16⌉ + 5) · u · Σ_e |q_e k_e| / sqrt(D) of the
-// exact value and each output element within 18 · u · Σ_j p_j |v_je| (kernels::logits_f32,
+// exact value and each output element within 66 · u · Σ_j p_j |v_je| (kernels::logits_f32,
 // probs_times_values_f32); docs/sweep-file.md turns these into bounds on every metric.
 // Each element is one fixed chain whatever the CPU's vector width, so results are bit-identical
 // for every thread count, and on every x86-64 machine with FMA.
