@@ -53,6 +53,7 @@ void print_table(std::ostream& out, const EvalResult& result) {
   const size_t cases = static_cast<size_t>(result.cases);
   out << "cases " << result.cases << "  tokens " << result.tokens << "  head_dim " << result.head_dim
       << "  queries/case " << result.queries_per_case << "  backend " << result.backend
+      << (result.precision == Precision::float32 ? "  products float32" : "")
       << "  (metrics: mean [its " << fmt(100.0 * kDefaultConfidence, "%.3g")
       << " % confidence interval: Wilson for the rates top1_agree and needle_hit, "
       << (cases >= 2 ? "a bootstrap over cases" : "a bootstrap over samples")
@@ -194,6 +195,7 @@ nlohmann::json to_json(const std::string& name, const std::vector<EvalResult>& r
           {"contexts", std::move(contexts)},
           {"cases", first.cases},
           {"backend", first.backend},
+          {"precision", precision_name(first.precision)},
           {"head_dim", first.head_dim},
           {"queries_per_case", first.queries_per_case},
           {"rows", std::move(rows)}};

@@ -89,8 +89,18 @@ bool isolated(const EvalPlan& plan) {
   return false;
 }
 
+// --precision as given (empty: the file's).
+std::optional<Precision> precision_option(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  for (const Precision p : {Precision::float64, Precision::float32}) {
+    if (text == precision_name(p)) return p;
+  }
+  throw InputError("--precision: unknown precision '" + text + "'; expected one of: float64, float32");
+}
+
 int run(const SimulateOptions& o) {
   const Registry& registry = command_registry();
+  const std::optional<Precision> precision = precision_option(o.precision);
   const bool tensors = !o.k_path.empty() || !o.v_path.empty() || !o.q_path.empty();
   if (!o.needle_csv.empty()) require_writable(o.needle_csv);  // before any long computation
   std::vector<EvalResult> runs;
@@ -106,7 +116,7 @@ int run(const SimulateOptions& o) {
     std::vector<PairRequest> requests;
     for (const std::string& p : o.pairs) requests.push_back(parse_pair(p));
     EvalPlan plan = build_plan(requests, registry, o.topk.value_or(8));
-    if (o.precision == "float32") plan.precision = Precision::float32;
+    plan.precision = precision.value_or(Precision::float64);
     plan.backend = make_backend(o.backend.empty() ? "cpu" : o.backend, "--backend");
     const Case c = load_tensor_case(o);
     check_plan_shape(plan, c.keys.rows(), c.keys.cols());
@@ -124,7 +134,7 @@ int run(const SimulateOptions& o) {
                       ? parse_scenario(kDefaultScenario, kDefaultScenarioName, resolve_model_preset, resolve_model_profile)
                       : load_scenario(o.file, resolve_model_preset, resolve_model_profile);
     sc.topk = o.topk.value_or(sc.topk);
-    if (!o.precision.empty()) sc.precision = o.precision == "float32" ? Precision::float32 : Precision::float64;
+    sc.precision = precision.value_or(sc.precision);
     const EvalBackendPtr backend =
         o.backend.empty() ? make_backend(sc.backend, o.file.empty() ? kDefaultScenarioName : o.file)
                           : make_backend(o.backend, "--backend");
@@ -179,8 +189,7 @@ Runner add_simulate(CLI::App& app) {
   app.add_option("--topk", o->topk, "k of topk_overlap")->check(CLI::PositiveNumber);
   app.add_option("--precision", o->precision,
                  "the products' arithmetic: float64 (the reference) or float32 (faster, within stated bounds); "
-                 "overrides the file's [metrics] precision")
-      ->check(CLI::IsMember({"float64", "float32"}));
+                 "overrides the file's [metrics] precision");
   app.add_option("--threads", o->threads, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   app.add_option("--needle-csv", o->needle_csv,
                  "write needle_hit and needle_mass_ratio by pair, context and depth as CSV");

@@ -127,6 +127,7 @@ EvalResult decode_eval_result(std::string_view bytes, const EvalPlan& plan) {
   r.tokens = in.get<int64_t>();
   r.head_dim = in.get<int64_t>();
   r.backend = in.get_string();
+  r.precision = plan.precision;  // the child ran this plan
   const uint64_t n = in.get<uint64_t>();
   if (n != plan.pairs.size()) {
     throw std::runtime_error("evaluation result: " + std::to_string(n) + " pairs for a plan of " +

@@ -325,6 +325,7 @@ EvalResult evaluate(const EvalPlan& plan, size_t case_count, const SharedCaseSou
 
   EvalResult result;
   result.backend = plan.backend ? plan.backend->name() : "cpu";
+  result.precision = plan.precision;
   result.cases = static_cast<int64_t>(case_count);
   if (case_count > 0) {
     // The longest case: a sliding-window layer's cases hold only their window.

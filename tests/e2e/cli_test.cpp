@@ -221,6 +221,40 @@ TEST_F(Cli, SimulateScenarioFileJsonHasExactlyTheMetricKeys) {
   EXPECT_TRUE(row["kernel_vs_sim"].is_null());  // only the cuda-kernel backend measures it
 }
 
+// [metrics] precision and --precision choose the products' arithmetic; the JSON and the table say
+// which ran, float32 gives other (bounded) numbers, and a bad value is refused with exit 2.
+TEST_F(Cli, SimulatePrecisionComesFromTheFileOrTheCommandLine) {
+  const std::string scenario =
+      "name = \"p\"\nseeds = 2\n[workload]\ntokens = 300\nhead_dim = 64\nqueries = 2\n"
+      "[[pairs]]\nk = \"f16\"\nv = \"q8_0\"\n";
+  write_text(path("p64.toml"), scenario);
+  write_text(path("p32.toml"), scenario + "[metrics]\nprecision = \"float32\"\n");
+  const RunResult f64 = run({"simulate", path("p64.toml"), "--json"});
+  const RunResult f32 = run({"simulate", path("p32.toml"), "--json"});
+  const RunResult flag = run({"simulate", path("p64.toml"), "--precision", "float32", "--json"});
+  ASSERT_EQ(f64.status, 0) << f64.err;
+  ASSERT_EQ(f32.status, 0) << f32.err;
+  ASSERT_EQ(flag.status, 0) << flag.err;
+  EXPECT_EQ(json::parse(f64.out)["precision"], "float64");
+  EXPECT_EQ(json::parse(f32.out)["precision"], "float32");
+  EXPECT_EQ(json::parse(flag.out), json::parse(f32.out));
+  const double a = json::parse(f64.out)["rows"][0]["max_logit_err"]["mean"].get<double>();
+  const double b = json::parse(f32.out)["rows"][0]["max_logit_err"]["mean"].get<double>();
+  EXPECT_NE(a, b);
+  EXPECT_NEAR(a, b, 1e-3 * a);
+  const RunResult table = run({"simulate", path("p32.toml")});
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("backend cpu  products float32"));
+
+  const RunResult unknown = run({"simulate", path("p64.toml"), "--precision", "double"});
+  expect_input_error(unknown);
+  EXPECT_THAT(unknown.err, HasSubstr("--precision: unknown precision 'double'; expected one of: float64, float32"));
+  write_text(path("bad.toml"), scenario + "[metrics]\nprecision = \"half\"\n");
+  const RunResult bad = run({"simulate", path("bad.toml")});
+  expect_input_error(bad);
+  EXPECT_THAT(bad.err, HasSubstr(path("bad.toml").string() + ":11:13: 'precision' must be one of: float64, float32"));
+}
+
 TEST_F(Cli, SimulateScenarioWithNeedlesSummarizesTheNeedleMetrics) {
   write_text(path("needles.toml"),
              "seeds = 3\n"

@@ -76,6 +76,7 @@ struct EvalResult {
   int64_t queries_per_case = 0;
   int64_t tokens = 0, head_dim = 0;
   std::string backend = "cpu";  // EvalBackend::name() of the backend that ran
+  Precision precision = Precision::float64;  // the plan's products
 };
 
 // Produces case `index` (generated or loaded); called concurrently from several threads.
