@@ -1,10 +1,10 @@
 #include "ggml_avx2.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include "kvtune/codecs/ggml_blocks.h"
+#include "kvtune/numeric/cpu_features.h"
 
 #define KVTUNE_AVX2 __attribute__((target("avx2,f16c")))
 
@@ -166,14 +166,7 @@ KVTUNE_AVX2 void min_max_eight(const float* x, float* y, float levels, bool clam
 
 }  // namespace
 
-bool available() {
-  // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
-  static const bool ok = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-  }();
-  return ok;
-}
+bool available() { return cpu_has_avx2_f16c(); }
 
 int64_t roundtrip(Format format, const float* x, float* y, int64_t blocks) {
   const int64_t whole = blocks - blocks % 8;

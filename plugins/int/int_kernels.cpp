@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kvtune/codecs/int_codec.h"
+#include "kvtune/numeric/cpu_features.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -278,45 +279,207 @@ __attribute__((target("avx2"))) inline void segment_min_max8(const float* x, int
   for (int k = 1; k < 8; ++k) lo = ls[k] < lo ? ls[k] : lo, hi = hs[k] > hi ? hs[k] : hi;
 }
 
-// The per-token path in one sweep per group: min/max, the group's parameters stored as
-// `scale_type` (the same codec functions the generic path calls) and the levels, without
-// parameter arrays or calls.
-__attribute__((target("avx2"))) void token_groups_avx2(const float* x, int64_t rows, int64_t d, int64_t group,
-                                                       int bits, bool asym, ScaleType scale_type, float* y) {
+// One group of the per-token path: min/max, the group's parameters stored as `scale_type` (the
+// same codec functions the generic path calls) and the levels, without parameter arrays or calls.
+__attribute__((target("avx2"))) void one_token_group(const float* xs, int64_t group, int bits, bool asym,
+                                                     ScaleType scale_type, float* ys) {
   const float qmax = codec::int_sym_qmax(bits), top = codec::int_asym_top(bits);
+  float lo, hi;
+  segment_min_max8(xs, group, lo, hi);
+  const float m = asym ? codec::stored_minimum(lo, scale_type) : 0.0f;
+  const float s = asym ? codec::int_asym_scale(m, hi, bits, scale_type)
+                       : codec::int_sym_scale(hi > -lo ? hi : -lo, bits, scale_type);
+  const float divisor = codec::int_divisor(s);
+  const float recip = fast_reciprocal(divisor);
+  if (recip == 0.0f) {  // subnormal scale: divide, as the generic path does
+    if (asym) {
+      asym_segment_exact(xs, m, divisor, s, m, top, ys, group);
+    } else {
+      sym_segment_exact(xs, divisor, s, qmax, ys, group);
+    }
+    return;
+  }
   const __m256 lo_bound = _mm256_set1_ps(asym ? 0.0f : -qmax), hi_bound = _mm256_set1_ps(asym ? top : qmax);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c0 = 0; c0 < d; c0 += group) {
-      const float* xs = x + r * d + c0;
-      float* ys = y + r * d + c0;
-      float lo, hi;
-      segment_min_max8(xs, group, lo, hi);
-      const float m = asym ? codec::stored_minimum(lo, scale_type) : 0.0f;
-      const float s = asym ? codec::int_asym_scale(m, hi, bits, scale_type)
-                           : codec::int_sym_scale(hi > -lo ? hi : -lo, bits, scale_type);
-      const float divisor = codec::int_divisor(s);
-      const float recip = fast_reciprocal(divisor);
-      if (recip == 0.0f) {  // subnormal scale: divide, as the generic path does
-        if (asym) {
-          asym_segment_exact(xs, m, divisor, s, m, top, ys, group);
-        } else {
-          sym_segment_exact(xs, divisor, s, qmax, ys, group);
-        }
-        continue;
-      }
-      const __m256 rv = _mm256_set1_ps(recip), dv = _mm256_set1_ps(divisor), sv = _mm256_set1_ps(s);
-      const __m256 mv = _mm256_set1_ps(m);
-      for (int64_t c = 0; c < group; c += 8) {
-        const __m256 v = _mm256_loadu_ps(xs + c);
-        if (asym) {
-          const __m256 level = levels8(_mm256_sub_ps(v, mv), rv, dv, lo_bound, hi_bound);
-          _mm256_storeu_ps(ys + c, _mm256_add_ps(_mm256_mul_ps(level, sv), mv));
-        } else {
-          _mm256_storeu_ps(ys + c, _mm256_mul_ps(levels8(v, rv, dv, lo_bound, hi_bound), sv));
-        }
+  const __m256 rv = _mm256_set1_ps(recip), dv = _mm256_set1_ps(divisor), sv = _mm256_set1_ps(s);
+  const __m256 mv = _mm256_set1_ps(m);
+  for (int64_t c = 0; c < group; c += 8) {
+    const __m256 v = _mm256_loadu_ps(xs + c);
+    if (asym) {
+      const __m256 level = levels8(_mm256_sub_ps(v, mv), rv, dv, lo_bound, hi_bound);
+      _mm256_storeu_ps(ys + c, _mm256_add_ps(_mm256_mul_ps(level, sv), mv));
+    } else {
+      _mm256_storeu_ps(ys + c, _mm256_mul_ps(levels8(v, rv, dv, lo_bound, hi_bound), sv));
+    }
+  }
+}
+
+// ---- eight groups' parameters at once (lane g: group g) ----------------------------------------
+// The scalar codec's operations in its order, on vectors: division, the scale dtype's rounding
+// (F16C's round-to-nearest-even for f16, the same integer formula for bf16), the one-step
+// adjustments on the dtype's bits. Batches with a zero, infinite or NaN extreme, or a subnormal
+// divisor, take one_token_group instead, so signed zeros and special values never reach it.
+#define KVTUNE_AVX2_F16C __attribute__((target("avx2,f16c")))
+
+KVTUNE_AVX2_F16C inline __m256 rne8(__m256 v) { return rne(v); }
+
+// stored_scale for finite v.
+KVTUNE_AVX2_F16C inline __m256 stored8(__m256 v, ScaleType t) {
+  if (t == ScaleType::f16) {
+    const __m256 cap = _mm256_set1_ps(kF16MaxFinite);
+    v = _mm256_min_ps(_mm256_max_ps(v, _mm256_sub_ps(_mm256_setzero_ps(), cap)), cap);
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  if (t == ScaleType::bf16) {
+    const __m256i x = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb);
+    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(int(0xffff0000u))));
+  }
+  return v;
+}
+
+// The dtype value one step from a stored value s (bits of s moved by `delta` dtype steps).
+KVTUNE_AVX2_F16C inline __m256 dtype_step(__m256 s, int delta, ScaleType t) {
+  if (t == ScaleType::f16) {
+    const __m128i h = _mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm256_cvtph_ps(_mm_add_epi16(h, _mm_set1_epi16(short(delta))));
+  }
+  const int unit = t == ScaleType::bf16 ? 0x10000 : 1;
+  return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(s), _mm256_set1_epi32(delta * unit)));
+}
+
+// reach_top_code: one dtype step down where the span would miss the top code.
+KVTUNE_AVX2_F16C inline __m256 reach_top8(__m256 s, __m256 span, float top, ScaleType t) {
+  if (t == ScaleType::f32) return s;
+  const __m256 positive = _mm256_cmp_ps(s, _mm256_setzero_ps(), _CMP_GT_OQ);
+  const __m256 short_of_top = _mm256_cmp_ps(rne8(_mm256_div_ps(span, s)), _mm256_set1_ps(top), _CMP_LT_OQ);
+  return _mm256_blendv_ps(s, dtype_step(s, -1, t), _mm256_and_ps(positive, short_of_top));
+}
+
+// stored_minimum for finite, nonzero lo: the nearest dtype value at or above it.
+KVTUNE_AVX2_F16C inline __m256 stored_minimum8(__m256 lo, ScaleType t) {
+  const __m256 r = stored8(lo, t);
+  if (t == ScaleType::f32) return r;
+  // One step up: toward zero for a negative value, away from it for a positive one (r = -0 never
+  // steps: it rounds a lo <= 0 and so lies at or above it).
+  const __m256 negative = _mm256_cmp_ps(r, _mm256_setzero_ps(), _CMP_LT_OQ);
+  const __m256 up = _mm256_blendv_ps(dtype_step(r, 1, t), dtype_step(r, -1, t), negative);
+  const __m256 cap = _mm256_set1_ps(kF16MaxFinite);
+  __m256 keep = _mm256_cmp_ps(r, lo, _CMP_GE_OQ);
+  if (t == ScaleType::f16) {
+    keep = _mm256_or_ps(keep, _mm256_cmp_ps(r, cap, _CMP_EQ_OQ));
+    keep = _mm256_or_ps(keep, _mm256_cmp_ps(r, _mm256_sub_ps(_mm256_setzero_ps(), cap), _CMP_EQ_OQ));
+  }
+  return _mm256_blendv_ps(up, r, keep);
+}
+
+// Lane g = the minimum (maximum) of v[g]'s eight lanes.
+KVTUNE_AVX2_F16C inline __m256 lanes_min(const __m256* v) {
+  __m256 a[4], b[2];
+  for (int i = 0; i < 4; ++i) {
+    a[i] = _mm256_min_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                         _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+  }
+  for (int i = 0; i < 2; ++i) {
+    b[i] = _mm256_min_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  const __m256 c = _mm256_min_ps(_mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+KVTUNE_AVX2_F16C inline __m256 lanes_max(const __m256* v) {
+  __m256 a[4], b[2];
+  for (int i = 0; i < 4; ++i) {
+    a[i] = _mm256_max_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                         _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+  }
+  for (int i = 0; i < 2; ++i) {
+    b[i] = _mm256_max_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  const __m256 c = _mm256_max_ps(_mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Eight consecutive groups of `group` floats from x; false (nothing written) when the batch needs
+// the one-group path.
+KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits, bool asym, ScaleType t, float* y) {
+  __m256 lo_v[8], hi_v[8];
+  __m256 nan = _mm256_setzero_ps();  // a NaN's fate in min/max depends on the order: one by one
+  for (int g = 0; g < 8; ++g) {
+    const float* xs = x + g * group;
+    __m256 l = _mm256_loadu_ps(xs), h = l;
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(l, l, _CMP_UNORD_Q));
+    for (int64_t c = 8; c < group; c += 8) {
+      const __m256 v = _mm256_loadu_ps(xs + c);
+      l = _mm256_min_ps(l, v), h = _mm256_max_ps(h, v);
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    lo_v[g] = l, hi_v[g] = h;
+  }
+  if (_mm256_movemask_ps(nan) != 0) return false;
+  const __m256 lo = lanes_min(lo_v), hi = lanes_max(hi_v);
+  // Min and max are exact, so any order of reduction gives the scalar path's values, except for
+  // the sign of a zero; infinities overflow the spans. Those batches go one by one.
+  const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(INFINITY);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 special = _mm256_or_ps(_mm256_cmp_ps(lo, zero, _CMP_EQ_UQ), _mm256_cmp_ps(hi, zero, _CMP_EQ_UQ));
+  special = _mm256_or_ps(special, _mm256_cmp_ps(_mm256_and_ps(lo, abs_mask), inf, _CMP_EQ_OQ));
+  special = _mm256_or_ps(special, _mm256_cmp_ps(_mm256_and_ps(hi, abs_mask), inf, _CMP_EQ_OQ));
+  if (_mm256_movemask_ps(special) != 0) return false;
+
+  const float qmax = codec::int_sym_qmax(bits), top = codec::int_asym_top(bits);
+  __m256 m = zero, s;
+  if (asym) {
+    m = stored_minimum8(lo, t);
+    const __m256 span = _mm256_sub_ps(hi, m);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(span, abs_mask), inf, _CMP_EQ_OQ)) != 0) return false;
+    const __m256 raw = _mm256_max_ps(_mm256_div_ps(span, _mm256_set1_ps(top)), zero);  // s > 0 ? s : 0
+    s = reach_top8(stored8(raw, t), span, top, t);
+  } else {
+    const __m256 amax = _mm256_blendv_ps(_mm256_sub_ps(zero, lo), hi, _mm256_cmp_ps(hi, _mm256_sub_ps(zero, lo), _CMP_GT_OQ));
+    s = reach_top8(stored8(_mm256_div_ps(amax, _mm256_set1_ps(qmax)), t), amax, qmax, t);
+  }
+  // A zero scale divides by 1; a subnormal one (reciprocal overflows) by division: one by one.
+  const __m256 divisor = _mm256_blendv_ps(_mm256_set1_ps(1.0f), s, _mm256_cmp_ps(s, zero, _CMP_GT_OQ));
+  const __m256 recip = _mm256_div_ps(_mm256_set1_ps(1.0f), divisor);
+  if (_mm256_movemask_ps(_mm256_cmp_ps(recip, inf, _CMP_EQ_OQ)) != 0) return false;
+
+  alignas(32) float ss[8], ms[8], ds[8], rs[8];
+  _mm256_store_ps(ss, s), _mm256_store_ps(ms, m), _mm256_store_ps(ds, divisor), _mm256_store_ps(rs, recip);
+  const __m256 lo_bound = _mm256_set1_ps(asym ? 0.0f : -qmax), hi_bound = _mm256_set1_ps(asym ? top : qmax);
+  for (int g = 0; g < 8; ++g) {
+    const float* xs = x + g * group;
+    float* ys = y + g * group;
+    const __m256 rv = _mm256_set1_ps(rs[g]), dv = _mm256_set1_ps(ds[g]), sv = _mm256_set1_ps(ss[g]);
+    const __m256 mv = _mm256_set1_ps(ms[g]);
+    for (int64_t c = 0; c < group; c += 8) {
+      const __m256 v = _mm256_loadu_ps(xs + c);
+      if (asym) {
+        const __m256 level = levels8(_mm256_sub_ps(v, mv), rv, dv, lo_bound, hi_bound);
+        _mm256_storeu_ps(ys + c, _mm256_add_ps(_mm256_mul_ps(level, sv), mv));
+      } else {
+        _mm256_storeu_ps(ys + c, _mm256_mul_ps(levels8(v, rv, dv, lo_bound, hi_bound), sv));
       }
     }
   }
+  return true;
+}
+
+// The per-token path: the groups of a [rows, d] block with d a multiple of `group` lie end to end,
+// so they are taken eight at a time across rows.
+KVTUNE_AVX2_F16C void token_groups_avx2(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym,
+                                        ScaleType scale_type, float* y) {
+  const int64_t groups = rows * (d / group);
+  int64_t g = 0;
+  for (; g + 8 <= groups; g += 8) {
+    if (!eight_token_groups(x + g * group, group, bits, asym, scale_type, y + g * group)) {
+      for (int k = 0; k < 8; ++k) one_token_group(x + (g + k) * group, group, bits, asym, scale_type, y + (g + k) * group);
+    }
+  }
+  for (; g < groups; ++g) one_token_group(x + g * group, group, bits, asym, scale_type, y + g * group);
 }
 
 }  // namespace
@@ -325,7 +488,7 @@ __attribute__((target("avx2"))) void token_groups_avx2(const float* x, int64_t r
 bool token_groups(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym, ScaleType scale_type,
                   float* y) {
 #if KVTUNE_HAVE_AVX2_PATH
-  if (have_avx2() && group % 8 == 0 && d % group == 0) {
+  if (cpu_has_avx2_f16c() && group % 8 == 0 && d % group == 0) {
     token_groups_avx2(x, rows, d, group, bits, asym, scale_type, y);
     return true;
   }
