@@ -163,17 +163,9 @@ class IntScheme final : public Scheme {
         }
       }
     }
-    for (int64_t g = 0; g < t.groups_per_row; ++g) {
-      if (format_.asymmetric) {
-        p.minimum[g] = codec::stored_minimum(p.lo[g], format_.scale_type);
-        p.scale[g] = codec::int_asym_scale(p.minimum[g], p.hi[g], format_.bits, format_.scale_type);
-      } else {
-        p.minimum[g] = 0.0f;
-        p.scale[g] = codec::int_sym_scale(std::max(-p.lo[g], p.hi[g]), format_.bits, format_.scale_type);
-      }
-      p.divisor[g] = codec::int_divisor(p.scale[g]);
-      p.reciprocal[g] = int_kernels::fast_reciprocal(p.divisor[g]);
-    }
+    int_kernels::group_params(p.lo.data(), p.hi.data(), t.groups_per_row, format_.bits, format_.asymmetric,
+                              format_.scale_type, p.minimum.data(), p.scale.data(), p.divisor.data(),
+                              p.reciprocal.data());
     p.all_reciprocals = std::find(p.reciprocal.begin(), p.reciprocal.end(), 0.0f) == p.reciprocal.end();
     return {r0, r1};
   }

@@ -2,6 +2,7 @@
 
 #include "kvtune/numeric/multiversion.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kvtune/codecs/int_codec.h"
@@ -256,6 +257,25 @@ void min_max(const float* x, int64_t n, float& lo, float& hi) {
   min_max_portable(x, n, lo, hi);
 }
 
+namespace {
+
+void group_params_portable(const float* lo, const float* hi, int64_t n, int bits, bool asym, ScaleType t,
+                           float* minimum, float* scale, float* divisor, float* reciprocal) {
+  for (int64_t g = 0; g < n; ++g) {
+    if (asym) {
+      minimum[g] = codec::stored_minimum(lo[g], t);
+      scale[g] = codec::int_asym_scale(minimum[g], hi[g], bits, t);
+    } else {
+      minimum[g] = 0.0f;
+      scale[g] = codec::int_sym_scale(std::max(-lo[g], hi[g]), bits, t);
+    }
+    divisor[g] = codec::int_divisor(scale[g]);
+    reciprocal[g] = fast_reciprocal(divisor[g]);
+  }
+}
+
+}  // namespace
+
 #if KVTUNE_HAVE_AVX2_PATH
 namespace {
 
@@ -403,6 +423,36 @@ KVTUNE_AVX2_F16C inline __m256 lanes_max(const __m256* v) {
   return _mm256_permutevar8x32_ps(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// The stored minimum, scale, divisor and reciprocal of eight groups from their extremes, by the
+// scalar codec's operations in its order. False, computing nothing useful, when a lane needs the
+// scalar path: a zero extreme (its sign depends on the order min and max met the zeros), an
+// infinite or NaN one, an infinite span, or a subnormal divisor (its reciprocal overflows).
+KVTUNE_AVX2_F16C bool params8(__m256 lo, __m256 hi, int bits, bool asym, ScaleType t, __m256& m, __m256& s,
+                              __m256& divisor, __m256& recip) {
+  const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(INFINITY);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 special = _mm256_or_ps(_mm256_cmp_ps(lo, zero, _CMP_EQ_UQ), _mm256_cmp_ps(hi, zero, _CMP_EQ_UQ));
+  special = _mm256_or_ps(special, _mm256_cmp_ps(_mm256_and_ps(lo, abs_mask), inf, _CMP_EQ_OQ));
+  special = _mm256_or_ps(special, _mm256_cmp_ps(_mm256_and_ps(hi, abs_mask), inf, _CMP_EQ_OQ));
+  if (_mm256_movemask_ps(special) != 0) return false;
+  const float qmax = codec::int_sym_qmax(bits), top = codec::int_asym_top(bits);
+  if (asym) {
+    m = stored_minimum8(lo, t);
+    const __m256 span = _mm256_sub_ps(hi, m);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(span, abs_mask), inf, _CMP_EQ_OQ)) != 0) return false;
+    const __m256 raw = _mm256_max_ps(_mm256_div_ps(span, _mm256_set1_ps(top)), zero);  // s > 0 ? s : 0
+    s = reach_top8(stored8(raw, t), span, top, t);
+  } else {
+    m = zero;
+    const __m256 neg_lo = _mm256_sub_ps(zero, lo);
+    const __m256 amax = _mm256_blendv_ps(neg_lo, hi, _mm256_cmp_ps(hi, neg_lo, _CMP_GT_OQ));
+    s = reach_top8(stored8(_mm256_div_ps(amax, _mm256_set1_ps(qmax)), t), amax, qmax, t);
+  }
+  divisor = _mm256_blendv_ps(_mm256_set1_ps(1.0f), s, _mm256_cmp_ps(s, zero, _CMP_GT_OQ));  // int_divisor
+  recip = _mm256_div_ps(_mm256_set1_ps(1.0f), divisor);
+  return _mm256_movemask_ps(_mm256_cmp_ps(recip, inf, _CMP_EQ_OQ)) == 0;
+}
+
 // Eight consecutive groups of `group` floats from x; false (nothing written) when the batch needs
 // the one-group path.
 KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits, bool asym, ScaleType t, float* y) {
@@ -420,33 +470,12 @@ KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits
     lo_v[g] = l, hi_v[g] = h;
   }
   if (_mm256_movemask_ps(nan) != 0) return false;
-  const __m256 lo = lanes_min(lo_v), hi = lanes_max(hi_v);
   // Min and max are exact, so any order of reduction gives the scalar path's values, except for
-  // the sign of a zero; infinities overflow the spans. Those batches go one by one.
-  const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(INFINITY);
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  __m256 special = _mm256_or_ps(_mm256_cmp_ps(lo, zero, _CMP_EQ_UQ), _mm256_cmp_ps(hi, zero, _CMP_EQ_UQ));
-  special = _mm256_or_ps(special, _mm256_cmp_ps(_mm256_and_ps(lo, abs_mask), inf, _CMP_EQ_OQ));
-  special = _mm256_or_ps(special, _mm256_cmp_ps(_mm256_and_ps(hi, abs_mask), inf, _CMP_EQ_OQ));
-  if (_mm256_movemask_ps(special) != 0) return false;
-
+  // the sign of a zero, which params8 refuses.
+  const __m256 lo = lanes_min(lo_v), hi = lanes_max(hi_v);
   const float qmax = codec::int_sym_qmax(bits), top = codec::int_asym_top(bits);
-  __m256 m = zero, s;
-  if (asym) {
-    m = stored_minimum8(lo, t);
-    const __m256 span = _mm256_sub_ps(hi, m);
-    if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(span, abs_mask), inf, _CMP_EQ_OQ)) != 0) return false;
-    const __m256 raw = _mm256_max_ps(_mm256_div_ps(span, _mm256_set1_ps(top)), zero);  // s > 0 ? s : 0
-    s = reach_top8(stored8(raw, t), span, top, t);
-  } else {
-    const __m256 amax = _mm256_blendv_ps(_mm256_sub_ps(zero, lo), hi, _mm256_cmp_ps(hi, _mm256_sub_ps(zero, lo), _CMP_GT_OQ));
-    s = reach_top8(stored8(_mm256_div_ps(amax, _mm256_set1_ps(qmax)), t), amax, qmax, t);
-  }
-  // A zero scale divides by 1; a subnormal one (reciprocal overflows) by division: one by one.
-  const __m256 divisor = _mm256_blendv_ps(_mm256_set1_ps(1.0f), s, _mm256_cmp_ps(s, zero, _CMP_GT_OQ));
-  const __m256 recip = _mm256_div_ps(_mm256_set1_ps(1.0f), divisor);
-  if (_mm256_movemask_ps(_mm256_cmp_ps(recip, inf, _CMP_EQ_OQ)) != 0) return false;
-
+  __m256 m, s, divisor, recip;
+  if (!params8(lo, hi, bits, asym, t, m, s, divisor, recip)) return false;
   alignas(32) float ss[8], ms[8], ds[8], rs[8];
   _mm256_store_ps(ss, s), _mm256_store_ps(ms, m), _mm256_store_ps(ds, divisor), _mm256_store_ps(rs, recip);
   const __m256 lo_bound = _mm256_set1_ps(asym ? 0.0f : -qmax), hi_bound = _mm256_set1_ps(asym ? top : qmax);
@@ -482,6 +511,23 @@ KVTUNE_AVX2_F16C void token_groups_avx2(const float* x, int64_t rows, int64_t d,
   for (; g < groups; ++g) one_token_group(x + g * group, group, bits, asym, scale_type, y + g * group);
 }
 
+
+// group_params eight columns at a time, the rest (and any batch params8 refuses) one by one.
+KVTUNE_AVX2_F16C void group_params_avx2(const float* lo, const float* hi, int64_t n, int bits, bool asym, ScaleType t,
+                                        float* minimum, float* scale, float* divisor, float* reciprocal) {
+  int64_t g = 0;
+  for (; g + 8 <= n; g += 8) {
+    __m256 m, s, d, r;
+    if (params8(_mm256_loadu_ps(lo + g), _mm256_loadu_ps(hi + g), bits, asym, t, m, s, d, r)) {
+      _mm256_storeu_ps(minimum + g, m), _mm256_storeu_ps(scale + g, s);
+      _mm256_storeu_ps(divisor + g, d), _mm256_storeu_ps(reciprocal + g, r);
+    } else {
+      group_params_portable(lo + g, hi + g, 8, bits, asym, t, minimum + g, scale + g, divisor + g, reciprocal + g);
+    }
+  }
+  group_params_portable(lo + g, hi + g, n - g, bits, asym, t, minimum + g, scale + g, divisor + g, reciprocal + g);
+}
+
 }  // namespace
 #endif
 
@@ -495,6 +541,14 @@ bool token_groups(const float* x, int64_t rows, int64_t d, int64_t group, int bi
 #endif
   (void)x, (void)rows, (void)d, (void)group, (void)bits, (void)asym, (void)scale_type, (void)y;
   return false;
+}
+
+void group_params(const float* lo, const float* hi, int64_t n, int bits, bool asym, ScaleType scale_type,
+                  float* minimum, float* scale, float* divisor, float* reciprocal) {
+#if KVTUNE_HAVE_AVX2_PATH
+  if (cpu_has_avx2_f16c()) return group_params_avx2(lo, hi, n, bits, asym, scale_type, minimum, scale, divisor, reciprocal);
+#endif
+  group_params_portable(lo, hi, n, bits, asym, scale_type, minimum, scale, divisor, reciprocal);
 }
 
 }  // namespace kvtune::builtin::int_kernels

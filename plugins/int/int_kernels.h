@@ -43,6 +43,12 @@ void asym_segment(const float* x, float minimum, float divisor, float reciprocal
 bool token_groups(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym, ScaleType scale_type,
                   float* y);
 
+// The stored parameters of n groups from their extremes lo[g], hi[g]: minimum (0 when symmetric),
+// scale, divisor and fast_reciprocal(divisor), each as the codec computes it (eight groups at a time
+// on AVX2 + F16C, bit-identical).
+void group_params(const float* lo, const float* hi, int64_t n, int bits, bool asym, ScaleType scale_type,
+                  float* minimum, float* scale, float* divisor, float* reciprocal);
+
 // The references the fast paths must equal.
 void sym_segment_exact(const float* x, float divisor, float out_scale, float qmax, float* y, int64_t n);
 void asym_segment_exact(const float* x, float minimum, float divisor, float out_scale, float out_min, float top,
