@@ -345,7 +345,6 @@ using v16f = float __attribute__((vector_size(64), aligned(4)));
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-[[gnu::always_inline]] inline void store16(float* p, v16f v) { std::memcpy(p, &v, sizeof v); }
 
 // The two halves of sixteen floats, each widened (exactly) to eight doubles.
 [[gnu::always_inline]] inline v8d low_half(v16f x) {
