@@ -92,9 +92,7 @@ bool isolated(const EvalPlan& plan) {
 // --precision as given (empty: the file's).
 std::optional<Precision> precision_option(const std::string& text) {
   if (text.empty()) return std::nullopt;
-  for (const Precision p : {Precision::float64, Precision::float32}) {
-    if (text == precision_name(p)) return p;
-  }
+  if (const std::optional<Precision> p = precision_from_name(text)) return p;
   throw InputError("--precision: unknown precision '" + text + "'; expected one of: float64, float32");
 }
 

@@ -426,10 +426,8 @@ void read_backend(TableReader& top, Scenario& sc) { sc.backend = top.choice("bac
 void read_metrics(TableReader& top, Scenario& sc) {
   TableReader metrics = top.table("metrics");
   sc.topk = metrics.integer("topk", sc.topk, 1, 1 << 20);
-  const std::string name = metrics.choice("precision", std::string(precision_name(sc.precision)),
-                                          {std::string(precision_name(Precision::float64)),
-                                           std::string(precision_name(Precision::float32))});
-  sc.precision = name == precision_name(Precision::float32) ? Precision::float32 : Precision::float64;
+  sc.precision = *precision_from_name(
+      metrics.choice("precision", std::string(precision_name(sc.precision)), {"float64", "float32"}));
   metrics.finish();
 }
 

@@ -299,6 +299,24 @@ __attribute__((target("avx2"))) inline void segment_min_max8(const float* x, int
   for (int k = 1; k < 8; ++k) lo = ls[k] < lo ? ls[k] : lo, hi = hs[k] > hi ? hs[k] : hi;
 }
 
+// y = level(x) * s (+ m when asymmetric) over one group, with its parameters.
+__attribute__((target("avx2"))) inline void group_levels(const float* xs, int64_t group, bool asym, float qmax,
+                                                         float top, float m, float s, float divisor, float recip,
+                                                         float* ys) {
+  const __m256 lo_bound = _mm256_set1_ps(asym ? 0.0f : -qmax), hi_bound = _mm256_set1_ps(asym ? top : qmax);
+  const __m256 rv = _mm256_set1_ps(recip), dv = _mm256_set1_ps(divisor), sv = _mm256_set1_ps(s);
+  const __m256 mv = _mm256_set1_ps(m);
+  for (int64_t c = 0; c < group; c += 8) {
+    const __m256 v = _mm256_loadu_ps(xs + c);
+    if (asym) {
+      const __m256 level = levels8(_mm256_sub_ps(v, mv), rv, dv, lo_bound, hi_bound);
+      _mm256_storeu_ps(ys + c, _mm256_add_ps(_mm256_mul_ps(level, sv), mv));
+    } else {
+      _mm256_storeu_ps(ys + c, _mm256_mul_ps(levels8(v, rv, dv, lo_bound, hi_bound), sv));
+    }
+  }
+}
+
 // One group of the per-token path: min/max, the group's parameters stored as `scale_type` (the
 // same codec functions the generic path calls) and the levels, without parameter arrays or calls.
 __attribute__((target("avx2"))) void one_token_group(const float* xs, int64_t group, int bits, bool asym,
@@ -319,18 +337,7 @@ __attribute__((target("avx2"))) void one_token_group(const float* xs, int64_t gr
     }
     return;
   }
-  const __m256 lo_bound = _mm256_set1_ps(asym ? 0.0f : -qmax), hi_bound = _mm256_set1_ps(asym ? top : qmax);
-  const __m256 rv = _mm256_set1_ps(recip), dv = _mm256_set1_ps(divisor), sv = _mm256_set1_ps(s);
-  const __m256 mv = _mm256_set1_ps(m);
-  for (int64_t c = 0; c < group; c += 8) {
-    const __m256 v = _mm256_loadu_ps(xs + c);
-    if (asym) {
-      const __m256 level = levels8(_mm256_sub_ps(v, mv), rv, dv, lo_bound, hi_bound);
-      _mm256_storeu_ps(ys + c, _mm256_add_ps(_mm256_mul_ps(level, sv), mv));
-    } else {
-      _mm256_storeu_ps(ys + c, _mm256_mul_ps(levels8(v, rv, dv, lo_bound, hi_bound), sv));
-    }
-  }
+  group_levels(xs, group, asym, qmax, top, m, s, divisor, recip, ys);
 }
 
 // ---- eight groups' parameters at once (lane g: group g) ----------------------------------------
@@ -393,34 +400,25 @@ KVTUNE_AVX2_F16C inline __m256 stored_minimum8(__m256 lo, ScaleType t) {
   return _mm256_blendv_ps(up, r, keep);
 }
 
-// Lane g = the minimum (maximum) of v[g]'s eight lanes.
-KVTUNE_AVX2_F16C inline __m256 lanes_min(const __m256* v) {
-  __m256 a[4], b[2];
-  for (int i = 0; i < 4; ++i) {
-    a[i] = _mm256_min_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
-                         _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
-  }
-  for (int i = 0; i < 2; ++i) {
-    b[i] = _mm256_min_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  const __m256 c = _mm256_min_ps(_mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                 _mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  return _mm256_permutevar8x32_ps(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+// Lane g = the minimum (Max: maximum) of v[g]'s eight lanes. Both are exact, so the order does not
+// matter: three rounds of halving, then one permutation back to group order.
+template <bool Max>
+KVTUNE_AVX2_F16C inline __m256 op(__m256 p, __m256 q) {
+  return Max ? _mm256_max_ps(p, q) : _mm256_min_ps(p, q);
 }
-KVTUNE_AVX2_F16C inline __m256 lanes_max(const __m256* v) {
+
+template <bool Max>
+KVTUNE_AVX2_F16C inline __m256 lanes_reduce(const __m256* v) {
   __m256 a[4], b[2];
   for (int i = 0; i < 4; ++i) {
-    a[i] = _mm256_max_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
-                         _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+    a[i] = op<Max>(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20), _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
   }
   for (int i = 0; i < 2; ++i) {
-    b[i] = _mm256_max_ps(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    b[i] = op<Max>(_mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+              _mm256_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
   }
-  const __m256 c = _mm256_max_ps(_mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                 _mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  return _mm256_permutevar8x32_ps(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  const __m256 c = op<Max>(_mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm256_permutevar8x32_ps(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));  // c holds groups 0 2 4 6 1 3 5 7
 }
 
 // The stored minimum, scale, divisor and reciprocal of eight groups from their extremes, by the
@@ -472,28 +470,13 @@ KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits
   if (_mm256_movemask_ps(nan) != 0) return false;
   // Min and max are exact, so any order of reduction gives the scalar path's values, except for
   // the sign of a zero, which params8 refuses.
-  const __m256 lo = lanes_min(lo_v), hi = lanes_max(hi_v);
+  const __m256 lo = lanes_reduce<false>(lo_v), hi = lanes_reduce<true>(hi_v);
   const float qmax = codec::int_sym_qmax(bits), top = codec::int_asym_top(bits);
   __m256 m, s, divisor, recip;
   if (!params8(lo, hi, bits, asym, t, m, s, divisor, recip)) return false;
   alignas(32) float ss[8], ms[8], ds[8], rs[8];
   _mm256_store_ps(ss, s), _mm256_store_ps(ms, m), _mm256_store_ps(ds, divisor), _mm256_store_ps(rs, recip);
-  const __m256 lo_bound = _mm256_set1_ps(asym ? 0.0f : -qmax), hi_bound = _mm256_set1_ps(asym ? top : qmax);
-  for (int g = 0; g < 8; ++g) {
-    const float* xs = x + g * group;
-    float* ys = y + g * group;
-    const __m256 rv = _mm256_set1_ps(rs[g]), dv = _mm256_set1_ps(ds[g]), sv = _mm256_set1_ps(ss[g]);
-    const __m256 mv = _mm256_set1_ps(ms[g]);
-    for (int64_t c = 0; c < group; c += 8) {
-      const __m256 v = _mm256_loadu_ps(xs + c);
-      if (asym) {
-        const __m256 level = levels8(_mm256_sub_ps(v, mv), rv, dv, lo_bound, hi_bound);
-        _mm256_storeu_ps(ys + c, _mm256_add_ps(_mm256_mul_ps(level, sv), mv));
-      } else {
-        _mm256_storeu_ps(ys + c, _mm256_mul_ps(levels8(v, rv, dv, lo_bound, hi_bound), sv));
-      }
-    }
-  }
+  for (int g = 0; g < 8; ++g) group_levels(x + g * group, group, asym, qmax, top, ms[g], ss[g], ds[g], rs[g], y + g * group);
   return true;
 }
 

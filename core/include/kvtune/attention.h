@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,12 @@ namespace kvtune {
 // The arithmetic of the two products.
 enum class Precision { float64, float32 };
 constexpr std::string_view precision_name(Precision p) { return p == Precision::float32 ? "float32" : "float64"; }
+// The precision a name from precision_name() stands for; nullopt for any other text.
+constexpr std::optional<Precision> precision_from_name(std::string_view name) {
+  if (name == precision_name(Precision::float64)) return Precision::float64;
+  if (name == precision_name(Precision::float32)) return Precision::float32;
+  return std::nullopt;
+}
 
 // Logits and probabilities of one set of queries against one key cache, [Nq, T] row-major float64;
 // log_norm holds log Σ_j exp(logit_ij) per query, so log p_ij = logit_ij - log_norm_i.
