@@ -16,7 +16,7 @@ void logits(const double* q, int64_t nq, const float* k, int64_t t, int64_t d, d
 // out[r * d + e] = Σ_j rows[r][j] · v[j * d + e]   for r < nrows   (v is [t, d])
 void probs_times_values(const double* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d, double* out);
 
-// The same two products in float32 arithmetic (Precision::float32), about three times faster.
+// The same two products in float32 arithmetic (Precision::float32), two to three times faster.
 // Bounds against the exact real-number result, with u = 2^-24:
 //   logits_f32:  |out - exact| ≤ (⌈d/16⌉ + 5) · u · scale · Σ_e |q_e · k_e|
 //                (sixteen lanes of ⌈d/16⌉ float32 multiply-adds, four float32 folds, one scaling);

@@ -1,5 +1,5 @@
 // Attention of float32 caches (as stored) with its two products, q · k and p · v, in float64 (the
-// reference) or float32 (about three times faster), and softmax always in float64.
+// reference) or float32 (two to three times faster), and softmax always in float64.
 //
 // float64: the product of two float32 numbers is exact in float64 (24 + 24 significand bits < 53),
 // so a logit or an output element differs from the exact real-number result only by its float64
