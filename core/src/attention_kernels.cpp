@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kvtune/numeric/cpu_features.h"
 #include "kvtune/numeric/multiversion.h"
 
 // The code is written once on GCC vector types and compiled per target (target_clones); this file
@@ -99,10 +100,7 @@ template <int Keys, bool Tail>
 
 // Whether this machine has AVX-512 (the wider blockings above are chosen at run time; every
 // blocking gives the same bits).
-bool wide_vectors() {
-  static const bool wide = __builtin_cpu_supports("avx512f");
-  return wide;
-}
+bool wide_vectors() { return cpu_has_avx512(); }
 
 }  // namespace
 
@@ -332,7 +330,7 @@ double exp_shifted(const double* l, int64_t t, double m, double* p) {
 
 }  // namespace kvtune::kernels
 
-// The float32 products (EvalPrecision::float32): sixteen floats per vector, no widening. Their
+// The float32 products (Precision::float32): sixteen floats per vector, no widening. Their
 // error against the exact result is bounded in attention_kernels.h; each element is still one
 // fixed chain, so the bits do not depend on blocking or threads.
 namespace kvtune::kernels {

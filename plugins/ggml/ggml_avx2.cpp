@@ -116,11 +116,6 @@ KVTUNE_AVX2 inline void each_vector(const float* x, float* y, Element element) {
 // GgmlAvx2 tests compare with the scalar codecs on whichever path this machine takes).
 #define KVTUNE_AVX512 __attribute__((target("avx512f,avx512dq,avx2,f16c")))
 
-bool wide_vectors() {
-  static const bool wide = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  return wide;
-}
-
 template <class Element>
 KVTUNE_AVX512 inline void each_vector16(const float* x, float* y, Element element) {
   for (int b = 0; b < 8; ++b) {
@@ -180,7 +175,7 @@ KVTUNE_AVX2 void q8_0_eight(const float* x, float* y, bool x86) {
   alignas(32) float ds[8], ids[8];
   _mm256_store_ps(ds, d);
   _mm256_store_ps(ids, id);
-  if (wide_vectors()) return q8_0_elements16(x, y, ds, ids, x86);
+  if (cpu_has_avx512()) return q8_0_elements16(x, y, ds, ids, x86);
   each_vector(x, y, [&](__m256 v, int b) KVTUNE_AVX2 {
     const __m256 scaled = _mm256_mul_ps(v, _mm256_set1_ps(ids[b]));
     // The x86 variant rounds half to even: the conversion's own rounding (MXCSR's default).
@@ -197,7 +192,7 @@ KVTUNE_AVX2 void signed_max_eight(const float* x, float* y, float half) {
   alignas(32) float ds[8], ids[8];
   _mm256_store_ps(ds, f16_round(d_exact));
   _mm256_store_ps(ids, safe_reciprocal(d_exact));
-  if (wide_vectors()) return signed_max_elements16(x, y, ds, ids, half);
+  if (cpu_has_avx512()) return signed_max_elements16(x, y, ds, ids, half);
   const __m256i top = _mm256_set1_epi32(2 * int(half) - 1), offset = _mm256_set1_epi32(int(half));
   const __m256 bias = _mm256_set1_ps(half + 0.5f);
   each_vector(x, y, [&](__m256 v, int b) KVTUNE_AVX2 {
@@ -220,7 +215,7 @@ KVTUNE_AVX2 void min_max_eight(const float* x, float* y, float levels, bool clam
   _mm256_store_ps(ids, safe_reciprocal(d_exact));
   _mm256_store_ps(ms, f16_round(e.lo));
   _mm256_store_ps(lows, e.lo);
-  if (wide_vectors()) return min_max_elements16(x, y, ds, ids, ms, lows, levels, clamp_top);
+  if (cpu_has_avx512()) return min_max_elements16(x, y, ds, ids, ms, lows, levels, clamp_top);
   const __m256i top = _mm256_set1_epi32(int(levels)), mask = _mm256_set1_epi32(clamp_top ? 0x0f : 0x1f);
   const __m256 half = _mm256_set1_ps(0.5f);
   each_vector(x, y, [&](__m256 v, int b) KVTUNE_AVX2 {

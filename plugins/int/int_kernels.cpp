@@ -317,18 +317,14 @@ __attribute__((target("avx2"))) inline void group_levels(const float* xs, int64_
   }
 }
 
-// One group of the per-token path: min/max, the group's parameters stored as `scale_type` (the
-// same codec functions the generic path calls) and the levels, without parameter arrays or calls.
+// One group of the per-token path: min/max, the group's parameters (group_params' scalar codec
+// calls) and the levels.
 __attribute__((target("avx2"))) void one_token_group(const float* xs, int64_t group, int bits, bool asym,
                                                      ScaleType scale_type, float* ys) {
   const float qmax = codec::int_sym_qmax(bits), top = codec::int_asym_top(bits);
-  float lo, hi;
+  float lo, hi, m, s, divisor, recip;
   segment_min_max8(xs, group, lo, hi);
-  const float m = asym ? codec::stored_minimum(lo, scale_type) : 0.0f;
-  const float s = asym ? codec::int_asym_scale(m, hi, bits, scale_type)
-                       : codec::int_sym_scale(hi > -lo ? hi : -lo, bits, scale_type);
-  const float divisor = codec::int_divisor(s);
-  const float recip = fast_reciprocal(divisor);
+  group_params_portable(&lo, &hi, 1, bits, asym, scale_type, &m, &s, &divisor, &recip);
   if (recip == 0.0f) {  // subnormal scale: divide, as the generic path does
     if (asym) {
       asym_segment_exact(xs, m, divisor, s, m, top, ys, group);
@@ -344,10 +340,8 @@ __attribute__((target("avx2"))) void one_token_group(const float* xs, int64_t gr
 // The scalar codec's operations in its order, on vectors: division, the scale dtype's rounding
 // (F16C's round-to-nearest-even for f16, the same integer formula for bf16), the one-step
 // adjustments on the dtype's bits. Batches with a zero, infinite or NaN extreme, or a subnormal
-// divisor, take one_token_group instead, so signed zeros and special values never reach it.
+// divisor, take the one-group path instead, so signed zeros and special values never reach it.
 #define KVTUNE_AVX2_F16C __attribute__((target("avx2,f16c")))
-
-KVTUNE_AVX2_F16C inline __m256 rne8(__m256 v) { return rne(v); }
 
 // stored_scale for finite v.
 KVTUNE_AVX2_F16C inline __m256 stored8(__m256 v, ScaleType t) {
@@ -379,7 +373,7 @@ KVTUNE_AVX2_F16C inline __m256 dtype_step(__m256 s, int delta, ScaleType t) {
 KVTUNE_AVX2_F16C inline __m256 reach_top8(__m256 s, __m256 span, float top, ScaleType t) {
   if (t == ScaleType::f32) return s;
   const __m256 positive = _mm256_cmp_ps(s, _mm256_setzero_ps(), _CMP_GT_OQ);
-  const __m256 short_of_top = _mm256_cmp_ps(rne8(_mm256_div_ps(span, s)), _mm256_set1_ps(top), _CMP_LT_OQ);
+  const __m256 short_of_top = _mm256_cmp_ps(rne(_mm256_div_ps(span, s)), _mm256_set1_ps(top), _CMP_LT_OQ);
   return _mm256_blendv_ps(s, dtype_step(s, -1, t), _mm256_and_ps(positive, short_of_top));
 }
 

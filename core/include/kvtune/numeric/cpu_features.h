@@ -1,4 +1,4 @@
-// Run-time CPU checks for the hand-vectorized codec paths.
+// Run-time CPU checks for the hand-vectorized codec and attention paths.
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -15,6 +15,16 @@ inline bool cpu_has_avx2_f16c() {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
   }();
+  return ok;
+#else
+  return false;
+#endif
+}
+
+// AVX-512 F and DQ (the 512-bit float and 32-bit integer operations the kernels use).
+inline bool cpu_has_avx512() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
   return ok;
 #else
   return false;
