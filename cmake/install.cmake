@@ -36,6 +36,16 @@ install(FILES "${PROJECT_BINARY_DIR}/core/generated/kvtune/version.h" "${PROJECT
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/kvtune")
 # The installed CLI finds these relative to itself (<prefix>/bin/../share/kvtune/configs).
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/configs" "${PROJECT_SOURCE_DIR}/sweeps" DESTINATION "${KVTUNE_INSTALL_DATADIR}")
+# The chart scripts report.html inlines, in node_modules' layout (<prefix>/share/kvtune/web/node_modules,
+# the first place the CLI looks; report_page.cpp): each package's build, package.json and LICENSE.
+# scripts/setup installs them with npm; without them the install still works, and --report says
+# where it looked.
+foreach(package vega vega-lite vega-embed)
+  set(from "${PROJECT_SOURCE_DIR}/web/node_modules/${package}")
+  set(to "${KVTUNE_INSTALL_DATADIR}/web/node_modules/${package}")
+  install(FILES "${from}/package.json" "${from}/LICENSE" DESTINATION "${to}" OPTIONAL)
+  install(FILES "${from}/build/${package}.min.js" DESTINATION "${to}/build" OPTIONAL)
+endforeach()
 
 install(EXPORT kvtunePluginSdkTargets NAMESPACE kvtune:: DESTINATION "${KVTUNE_INSTALL_CMAKEDIR}")
 install(EXPORT kvtuneTargets NAMESPACE kvtune:: DESTINATION "${KVTUNE_INSTALL_CMAKEDIR}")

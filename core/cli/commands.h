@@ -15,6 +15,7 @@ Runner add_schemes(CLI::App& app);
 Runner add_memory(CLI::App& app);
 Runner add_sweep(CLI::App& app);
 Runner add_merge(CLI::App& app);
+Runner add_report(CLI::App& app);
 Runner add_recommend(CLI::App& app);
 Runner add_check_plugin(CLI::App& app);
 Runner add_calibrate(CLI::App& app);

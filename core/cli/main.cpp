@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   add(kvtune::cli::add_sweep, "sweep", "search K/V schemes against a budget; the frontier, the best and each runtime's flags");
   add(kvtune::cli::add_recommend, "recommend", "the common question as a sweep: a model, a context, a budget, runtimes");
   add(kvtune::cli::add_merge, "merge", "combine the results of a sharded sweep and report on them");
+  add(kvtune::cli::add_report, "report", "write report.html for a sweep's results: charts, every point, each runtime's flags");
   add(kvtune::cli::add_simulate, "simulate", "attention over quantized K/V caches, synthetic or from .npy tensors");
   add(kvtune::cli::add_quantize, "quantize", "round-trip a tensor through a scheme, optionally writing packed bytes");
   add(kvtune::cli::add_schemes, "schemes", "list every scheme family with its parameters and their domains");

@@ -20,6 +20,7 @@
 #include "kvtune/memory.h"
 #include "plugins.h"
 #include "presets.h"
+#include "report_page.h"
 #include "sweep_support.h"
 
 namespace kvtune::cli {
@@ -41,6 +42,7 @@ struct RecommendOptions {
   bool resume = false;
   int jobs = 0;
   bool json = false;
+  bool html = false;
 };
 
 // The longest context the simulation runs at by default: the user's --ctx up to 131072 tokens
@@ -180,6 +182,7 @@ int recommend(const RecommendOptions& o) {
   if (!o.cache.empty() && !o.profile.empty()) {
     throw InputError("--profile describes a synthetic workload; a capture (--cache) brings its own statistics");
   }
+  const std::optional<std::vector<ChartScript>> scripts = page_scripts(o.html);
   std::optional<Capture> capture;
   if (!o.cache.empty()) capture = open_capture(o.cache);
   const ModelPreset preset = capture ? capture_model(*capture) : resolve_model_preset(o.model);
@@ -202,7 +205,7 @@ int recommend(const RecommendOptions& o) {
               << (capture ? " tokens (the capture's samples)" : " tokens (--eval-ctx)")
               << (spec.budget.fit ? "; memory at " + std::to_string(o.ctx) + " tokens" : std::string()) << "\n";
   }
-  report(spec, *records, o.out, o.json);
+  report(spec, *records, o.out, o.json, scripts);
   return 0;
 }
 
@@ -236,6 +239,7 @@ Runner add_recommend(CLI::App& app) {
   app.add_flag("--resume", o->resume, "continue the recommendation's sweep in --out, skipping the points already there");
   app.add_option("--jobs", o->jobs, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   app.add_flag("--json", o->json, "print summary.json instead of the console summary");
+  app.add_flag("--report", o->html, "also write report.html (charts, every point, the runtimes' flags; docs/report.md)");
   return [o] { return recommend(*o); };
 }
 

@@ -1,5 +1,5 @@
-// kvtune sweep [FILE.toml] [--out DIR] [--resume] [--shard I/N|auto[/N]] [--jobs N] [--json]
-// kvtune merge DIR... [--out DIR] [--json]
+// kvtune sweep [FILE.toml] [--out DIR] [--resume] [--shard I/N|auto[/N]] [--jobs N] [--json] [--report]
+// kvtune merge DIR... [--out DIR] [--json] [--report]
 
 #include <cstdlib>
 #include <iostream>
@@ -11,6 +11,7 @@
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
 #include "kvtune/sweep_dir.h"
+#include "report_page.h"
 #include "shard_option.h"
 #include "sweep_support.h"
 
@@ -24,6 +25,7 @@ struct SweepOptions {
   std::string shard;  // "I/N", "auto" or "auto/N" (shard_option.h)
   int jobs = 0;
   bool json = false;
+  bool html = false;
 };
 
 std::string read_text(const std::string& path) {
@@ -41,6 +43,7 @@ std::string resume_command(const SweepOptions& o) {
 }
 
 int sweep(const SweepOptions& o) {
+  const std::optional<std::vector<ChartScript>> scripts = page_scripts(o.html);
   const auto [shard, shards] = o.shard.empty() ? Shard{} : resolve_shard(o.shard, [](const char* name) {
     return std::getenv(name);
   });
@@ -65,7 +68,7 @@ int sweep(const SweepOptions& o) {
               << o.out << "/results.jsonl); combine the shards with: kvtune merge DIR...\n";
     return 0;
   }
-  report(spec, *records, o.out, o.json);
+  report(spec, *records, o.out, o.json, scripts);
   return 0;
 }
 
@@ -73,11 +76,13 @@ struct MergeOptions {
   std::vector<std::string> dirs;
   std::string out = "kvtune-merged";
   bool json = false;
+  bool html = false;
 };
 
 int merge(const MergeOptions& o) {
+  const std::optional<std::vector<ChartScript>> scripts = page_scripts(o.html);
   const MergedSweep merged = merge_sweep(o.dirs, o.out, sweep_context());
-  report(merged.spec, merged.records, o.out, o.json);
+  report(merged.spec, merged.records, o.out, o.json, scripts);
   return 0;
 }
 
@@ -94,6 +99,7 @@ Runner add_sweep(CLI::App& app) {
                  "job array or a Kubernetes Indexed Job");
   app.add_option("--jobs", o->jobs, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   app.add_flag("--json", o->json, "print summary.json instead of the console summary");
+  app.add_flag("--report", o->html, "also write report.html (charts, every point, the runtimes' flags; docs/report.md)");
   return [o] { return sweep(*o); };
 }
 
@@ -102,6 +108,7 @@ Runner add_merge(CLI::App& app) {
   app.add_option("dirs", o->dirs, "the --out directories of the shards")->required();
   app.add_option("--out", o->out, "where the merged results and reports go")->capture_default_str();
   app.add_flag("--json", o->json, "print summary.json instead of the console summary");
+  app.add_flag("--report", o->html, "also write report.html (charts, every point, the runtimes' flags; docs/report.md)");
   return [o] { return merge(*o); };
 }
 

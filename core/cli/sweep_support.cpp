@@ -81,16 +81,19 @@ std::optional<std::vector<SweepRecord>> run_interruptible(const SweepSpec& spec,
   }
 }
 
-void report(const SweepSpec& spec, const std::vector<SweepRecord>& evaluated, const std::string& out, bool json) {
+void report(const SweepSpec& spec, const std::vector<SweepRecord>& evaluated, const std::string& out, bool json,
+            const std::optional<std::vector<ChartScript>>& html) {
   // The evaluated records plus the layer exemptions derived from them (never written to results.jsonl).
   const std::vector<SweepRecord> records = with_layer_exemptions(spec, evaluated);
   const SweepAnalysis analysis = analyze_sweep(spec, records);
   write_sweep_report(out, spec, records, analysis);
+  if (html) write_sweep_html((fs::path(out) / "report.html").string(), spec, records, analysis, *html);
   if (json) {
     std::cout << sweep_summary_json(spec, records, analysis);
   } else {
     print_sweep_summary(std::cout, spec, records, analysis);
-    std::cout << "\nwritten to " << out << "/: sweep.toml resolved.json results.jsonl summary.json frontier.csv report.md\n";
+    std::cout << "\nwritten to " << out << "/: sweep.toml resolved.json results.jsonl summary.json frontier.csv report.md"
+              << (html ? " report.html report-charts/" : "") << "\n";
   }
 }
 

@@ -4,11 +4,13 @@
 // running, the output directory and merging — is the core's (kvtune/sweep*.h).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "progress_line.h"
 #include "kvtune/sweep.h"
+#include "kvtune/sweep_html.h"
 #include "kvtune/sweep_run.h"
 
 namespace kvtune::cli {
@@ -23,9 +25,11 @@ SweepContext sweep_context(ProgressLine* progress = nullptr);
 std::optional<std::vector<SweepRecord>> run_interruptible(const SweepSpec& spec, SweepRunOptions run,
                                                           const std::string& resume_command, ProgressLine& progress);
 
-// Analyses the records, writes summary.json, frontier.csv and report.md into `out`, and prints
-// the console summary (or summary.json with `json`).
-void report(const SweepSpec& spec, const std::vector<SweepRecord>& records, const std::string& out, bool json);
+// Analyses the records, writes summary.json, frontier.csv and report.md into `out` (and
+// report.html with `html`, the chart scripts), and prints the console summary (or summary.json
+// with `json`).
+void report(const SweepSpec& spec, const std::vector<SweepRecord>& records, const std::string& out, bool json,
+            const std::optional<std::vector<ChartScript>>& html = std::nullopt);
 
 // The exit status of an interrupted run (128 + SIGINT).
 inline constexpr int kInterruptedStatus = 130;

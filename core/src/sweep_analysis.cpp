@@ -311,6 +311,16 @@ const char* gap_kind_name(Gap::Kind kind) {
   return "?";
 }
 
+std::optional<MemoryEstimate> record_memory(const SweepSpec& spec, const SweepRecord& record, int64_t context) {
+  if (!spec.model) return std::nullopt;
+  MemoryModel memory(spec.model->shape, context, spec);
+  try {
+    return memory.estimate(record);
+  } catch (const InputError&) {
+    return std::nullopt;  // the scheme cannot store this head size: analyze_sweep says why
+  }
+}
+
 std::vector<size_t> pareto_frontier(const std::vector<SweepRecord>& records,
                                     const std::function<double(const SweepRecord&)>& bits) {
   std::vector<size_t> order;

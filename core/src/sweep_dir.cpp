@@ -112,13 +112,8 @@ SweepSpec load_sweep_dir(const std::string& dir, const SweepContext& context) {
   return parse_sweep(read_text(path), path, context, o);
 }
 
-MergedSweep merge_sweep(const std::vector<std::string>& dirs, const std::string& out, const SweepContext& context) {
+MergedSweep load_sweep_results(const std::vector<std::string>& dirs, const SweepContext& context) {
   if (dirs.empty()) throw InputError("merge: no result directories given");
-  for (const std::string& dir : dirs) {
-    if (same_directory(dir, out)) {
-      throw InputError("merge: --out " + out + " is one of the inputs; merged results go to a directory of their own");
-    }
-  }
   MergedSweep merged;
   merged.spec = load_sweep_dir(dirs.front(), context);
   const SweepSpec& spec = merged.spec;
@@ -147,11 +142,21 @@ MergedSweep merge_sweep(const std::vector<std::string>& dirs, const std::string&
                      std::to_string(shards) + " shards and " + std::to_string(dirs.size()) +
                      " directories were given (or a shard is unfinished), e.g. " + missing.front());
   }
+  return merged;
+}
+
+MergedSweep merge_sweep(const std::vector<std::string>& dirs, const std::string& out, const SweepContext& context) {
+  for (const std::string& dir : dirs) {
+    if (same_directory(dir, out)) {
+      throw InputError("merge: --out " + out + " is one of the inputs; merged results go to a directory of their own");
+    }
+  }
+  MergedSweep merged = load_sweep_results(dirs, context);
   create_sweep_dir(out);
   const SweepDirLock lock(out);
   std::string lines;
   for (const SweepRecord& r : merged.records) lines += record_to_json_line(r);
-  write_sweep_inputs(out, spec);
+  write_sweep_inputs(out, merged.spec);
   write_text(fs::path(out) / kResultsFile, lines);
   return merged;
 }

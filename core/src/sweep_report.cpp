@@ -11,36 +11,15 @@
 #include "kvtune/csv.h"
 #include "kvtune/file_io.h"
 #include "kvtune/layer_exemption.h"
+#include "report_doc.h"
 #include "summary_json.h"
 #include "sweep_json.h"
 
 namespace kvtune {
 namespace {
 
-// The console summary and report.md are one document rendered twice, so they cannot drift apart.
-// A line is a run of spans; code spans (specs, flags) become `code` in Markdown.
-struct Span {
-  std::string text;
-  bool code = false;
-};
-using Line = std::vector<Span>;
-
-struct Table {
-  std::vector<std::string> header;
-  std::vector<std::vector<std::string>> rows;
-  size_t text_columns = 0;  // the first columns are text (left-aligned; code in Markdown), the rest numbers
-};
-
-struct Block {
-  enum Kind { heading1, heading2, heading3, text, item, code, table } kind;
-  Line line;         // headings, text, items
-  std::string body;  // code: pasted verbatim
-  Table grid;        // table
-};
-
-using Doc = std::vector<Block>;
-
-Span code(std::string text) { return {std::move(text), true}; }
+using namespace detail;  // the document's types (report_doc.h)
+using json = nlohmann::ordered_json;
 
 std::string fmt(double v, const char* spec = "%.4g") {
   char buf[64];
@@ -598,8 +577,6 @@ std::string render_markdown(const Doc& doc) {
 
 // --- JSON ---
 
-using json = nlohmann::ordered_json;
-
 // A violation as data: its kind and the fields that kind sets.
 json violation_json(const Violation& v) {
   json j = {{"kind", violation_kind_name(v.kind)}};
@@ -680,6 +657,18 @@ json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, 
     layers.push_back(std::move(entry));
   }
   p["layers"] = std::move(layers);
+  json heads = json::array();
+  for (const HeadSummary& h : r.heads) {
+    json entry = {{"kv_head", h.kv_head}};
+    for (size_t m = 0; m < kMetricCount; ++m) entry[std::string(kMetricNames[m])] = detail::summary_json<json>(h.metrics[m]);
+    heads.push_back(std::move(entry));
+  }
+  p["heads"] = std::move(heads);
+  json depths = json::array();
+  for (const DepthSummary& d : r.needle_depths) {
+    depths.push_back({{"depth", d.depth}, {"needle_hit", detail::summary_json<json>(d.needle_hit)}});
+  }
+  p["needle_depths"] = std::move(depths);
   p["feasible"] = v.feasible;
   p["undecided"] = v.undecided;
   json violations = json::array();
@@ -763,6 +752,16 @@ json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>& records
 }
 
 }  // namespace
+
+Doc detail::build_sweep_document(const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                                 const SweepAnalysis& analysis) {
+  return build_document(spec, records, analysis);
+}
+
+json detail::sweep_point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                              const SweepAnalysis& analysis, size_t index) {
+  return point_json(spec, records, analysis, index);
+}
 
 std::string violation_text(const Violation& v) {
   switch (v.kind) {
@@ -866,8 +865,8 @@ std::string sweep_report_md(const SweepSpec& spec, const std::vector<SweepRecord
   return render_markdown(build_document(spec, records, analysis));
 }
 
-std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRecord>& records,
-                               const SweepAnalysis& analysis) {
+json detail::summary_document(const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                              const SweepAnalysis& analysis) {
   const Counts n = count(records, analysis);
   const SweepBudget& b = spec.budget;
   json budget = json::object();
@@ -910,7 +909,12 @@ std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRec
   for (size_t i = 0; i < analysis.runtimes.size(); ++i) runtimes.push_back(runtime_json(spec, records, analysis, i));
   doc["runtimes"] = std::move(runtimes);
   doc["notes"] = detail::notes_json(spec.notes);
-  return doc.dump(2) + "\n";
+  return doc;
+}
+
+std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                               const SweepAnalysis& analysis) {
+  return detail::summary_document(spec, records, analysis).dump(2) + "\n";
 }
 
 std::string frontier_csv(const SweepSpec& /*spec*/, const std::vector<SweepRecord>& records,

@@ -103,6 +103,30 @@ SweepRecord record_from_json(const json& j, const std::string& where) {
       r.layers.push_back(s);
     }
   }
+  if (const auto heads = j.find("heads"); heads != j.end()) {
+    if (!heads->is_array()) throw InputError(where + ": field 'heads' must be an array");
+    for (const json& h : *heads) {
+      if (!h.is_object()) throw InputError(where + ": each entry of 'heads' must be an object");
+      HeadSummary s;
+      s.kv_head = field<int64_t>(h, "kv_head", where);
+      metrics_from_json(h, s.metrics, where + " (kv head " + std::to_string(s.kv_head) + ")");
+      r.heads.push_back(s);
+    }
+  }
+  if (const auto depths = j.find("needle_depths"); depths != j.end()) {
+    if (!depths->is_array()) throw InputError(where + ": field 'needle_depths' must be an array");
+    for (const json& d : *depths) {
+      if (!d.is_object()) throw InputError(where + ": each entry of 'needle_depths' must be an object");
+      DepthSummary s;
+      s.depth = field<double>(d, "depth", where);
+      const auto hit = d.find("needle_hit");
+      if (hit == d.end() || !hit->is_object()) {
+        throw InputError(where + ": each entry of 'needle_depths' needs a 'needle_hit' object");
+      }
+      s.needle_hit = detail::summary_from_json(*hit, where + " (needle depth " + std::to_string(s.depth) + ")");
+      r.needle_depths.push_back(s);
+    }
+  }
   r.spec_hash = std::stoull(field<std::string>(j, "spec_hash", where), nullptr, 16);
   r.kvtune_version = field<std::string>(j, "kvtune_version", where);
   r.git_commit = field<std::string>(j, "git_commit", where);
@@ -199,6 +223,41 @@ std::vector<LayerSummary> layer_summaries(const PairResult& pair, const std::vec
   return out;
 }
 
+// The same per sampled KV head (each head's cases across the sampled layers).
+std::vector<HeadSummary> head_summaries(const PairResult& pair, const std::vector<CaseKey>& cases,
+                                        const std::vector<int64_t>& heads, double level) {
+  std::vector<HeadSummary> out;
+  for (int64_t head : heads) out.push_back({.kv_head = head});
+  for (size_t m = 0; m < kMetricCount; ++m) {
+    const std::vector<double>& samples = pair.samples[m];
+    if (samples.empty() || cases.empty() || samples.size() % cases.size() != 0) continue;
+    const size_t per_case = samples.size() / cases.size();
+    for (HeadSummary& h : out) {
+      std::vector<double> mine;
+      size_t head_cases = 0;
+      for (size_t c = 0; c < cases.size(); ++c) {
+        if (cases[c].kv_head != h.kv_head) continue;
+        const auto first = samples.begin() + static_cast<std::ptrdiff_t>(c * per_case);
+        mine.insert(mine.end(), first, first + static_cast<std::ptrdiff_t>(per_case));
+        ++head_cases;
+      }
+      h.metrics[m] = summarize_metric(mine, m, head_cases, level);
+    }
+  }
+  return out;
+}
+
+// needle_hit per depth: a rate, so its mean interval is Wilson's whatever the cases.
+std::vector<DepthSummary> depth_summaries(const PairResult& pair, size_t cases, double level) {
+  std::vector<DepthSummary> out;
+  const auto hit = static_cast<size_t>(Metric::needle_hit);
+  for (const DepthSamples& d : pair.needle_depths) {
+    if (d.hit.empty()) continue;
+    out.push_back({.depth = d.depth, .needle_hit = summarize_metric(d.hit, hit, cases, level)});
+  }
+  return out;
+}
+
 // One separable evaluation of `points` (their own schemes) over every case of the spec.
 // `on_fraction` (may be empty) hears the share of the evaluation done, from the evaluation threads.
 std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vector<SweepPoint>& points,
@@ -244,6 +303,8 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
       r.metrics[m] = summarize_metric(result.pairs[i].samples[m], m, cases.size(), level);
     }
     if (spec.scenario.layers.size() > 1) r.layers = layer_summaries(result.pairs[i], cases, spec.scenario.layers, level);
+    if (spec.scenario.heads.size() > 1) r.heads = head_summaries(result.pairs[i], cases, spec.scenario.heads, level);
+    r.needle_depths = depth_summaries(result.pairs[i], cases.size(), level);
     out.push_back(std::move(r));
   }
   return out;
@@ -343,6 +404,22 @@ std::string record_to_json_line(const SweepRecord& r) {
     }
     j["layers"] = std::move(layers);
   }
+  if (!r.heads.empty()) {
+    json heads = json::array();
+    for (const HeadSummary& h : r.heads) {
+      json entry = metrics_json(h.metrics);
+      entry["kv_head"] = h.kv_head;
+      heads.push_back(std::move(entry));
+    }
+    j["heads"] = std::move(heads);
+  }
+  if (!r.needle_depths.empty()) {
+    json depths = json::array();
+    for (const DepthSummary& d : r.needle_depths) {
+      depths.push_back({{"depth", d.depth}, {"needle_hit", detail::summary_json<json>(d.needle_hit)}});
+    }
+    j["needle_depths"] = std::move(depths);
+  }
   j["spec_hash"] = hex(r.spec_hash);
   j["kvtune_version"] = r.kvtune_version;
   j["git_commit"] = r.git_commit;
@@ -378,6 +455,15 @@ bool same_result(const SweepRecord& a, const SweepRecord& b) {
   if (!same_metrics(a.metrics, b.metrics) || a.layers.size() != b.layers.size()) return false;
   for (size_t i = 0; i < a.layers.size(); ++i) {
     if (a.layers[i].layer != b.layers[i].layer || !same_metrics(a.layers[i].metrics, b.layers[i].metrics)) return false;
+  }
+  if (a.heads.size() != b.heads.size() || a.needle_depths.size() != b.needle_depths.size()) return false;
+  for (size_t i = 0; i < a.heads.size(); ++i) {
+    if (a.heads[i].kv_head != b.heads[i].kv_head || !same_metrics(a.heads[i].metrics, b.heads[i].metrics)) return false;
+  }
+  for (size_t i = 0; i < a.needle_depths.size(); ++i) {
+    if (a.needle_depths[i].depth != b.needle_depths[i].depth ||
+        !same(a.needle_depths[i].needle_hit, b.needle_depths[i].needle_hit))
+      return false;
   }
   return true;
 }

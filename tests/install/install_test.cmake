@@ -35,7 +35,11 @@ foreach(f bin/kvtune
           lib/libkvtune_core.a lib/libkvtune_builtin_schemes.a
           lib/cmake/kvtune/kvtuneConfig.cmake lib/cmake/kvtune/kvtuneConfigVersion.cmake
           lib/cmake/kvtune/kvtuneTargets.cmake lib/cmake/kvtune/kvtunePluginSdkTargets.cmake
-          share/kvtune/configs/models share/kvtune/configs/runtimes share/kvtune/sweeps/seed-table.toml)
+          share/kvtune/configs/models share/kvtune/configs/runtimes share/kvtune/sweeps/seed-table.toml
+          share/kvtune/web/node_modules/vega/build/vega.min.js share/kvtune/web/node_modules/vega/LICENSE
+          share/kvtune/web/node_modules/vega-lite/build/vega-lite.min.js
+          share/kvtune/web/node_modules/vega-embed/build/vega-embed.min.js
+          share/kvtune/web/node_modules/vega-embed/package.json)
   if(NOT EXISTS "${prefix}/${f}")
     message(FATAL_ERROR "the install lacks ${f}")
   endif()
@@ -47,6 +51,19 @@ execute_process(COMMAND "${prefix}/bin/kvtune" memory --model llama-3.1-70b --ct
                 WORKING_DIRECTORY "${WORK_DIR}/elsewhere" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "installed kvtune memory failed (${rc}):\n${out}\n${err}")
+endif()
+
+# 2b. and writes report.html with the chart scripts of <prefix>/share/kvtune (issue #18)
+execute_process(COMMAND "${prefix}/bin/kvtune" sweep "${SOURCE_DIR}/tests/browser/report-sweep.toml"
+                        --out "${WORK_DIR}/elsewhere/report" --report --jobs 2
+                WORKING_DIRECTORY "${WORK_DIR}/elsewhere" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT EXISTS "${WORK_DIR}/elsewhere/report/report.html")
+  message(FATAL_ERROR "installed kvtune sweep --report failed (${rc}):\n${out}\n${err}")
+endif()
+file(READ "${WORK_DIR}/elsewhere/report/report.html" page)
+string(FIND "${page}" "/*! vega-embed " at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "the installed kvtune's report.html lacks the inlined vega-embed")
 endif()
 
 # 3. and 4. out-of-tree builds against the prefix, with the build's sanitizer flags if any

@@ -107,6 +107,11 @@ struct SweepAnalysis {
 // Memory comes from the spec's own schemes (SweepSpec::scheme).
 SweepAnalysis analyze_sweep(const SweepSpec& spec, const std::vector<SweepRecord>& records);
 
+// One sequence's cache for the workload's model at `context` tokens, as analyze_sweep counts it
+// (exempt layers with their own storage); nullopt without a model or when a scheme cannot store
+// the model's head size.
+std::optional<MemoryEstimate> record_memory(const SweepSpec& spec, const SweepRecord& record, int64_t context);
+
 // The Pareto-optimal ok records on (bits(record), mean rel_out_err), by bits ascending: a record is
 // on it when it is the first of its bits value and its error is below every error at fewer bits
 // (an exact tie keeps only its first record).

@@ -48,7 +48,13 @@ struct MergedSweep {
   std::vector<SweepRecord> records;  // one per point of the spec, in point order
 };
 
-// Merges the shard directories into `out`: refuses an `out` that is one of the inputs, shards of
+// Reads the sweep the directories hold together (one directory for an unsharded sweep, or a merged
+// one): refuses a directory without a sweep's files, shards of other sweeps or builds, shard counts
+// that disagree, two shards with different records for one point, a half-written results.jsonl,
+// and points without a record (naming how many and one of them). Writes nothing.
+MergedSweep load_sweep_results(const std::vector<std::string>& dirs, const SweepContext& context);
+
+// Merges the shard directories into `out` (load_sweep_results, then the files): refuses an `out` that is one of the inputs, shards of
 // other sweeps or builds, shard counts that disagree, two shards with different records for one
 // point, and points without a record (naming how many and one of them). Then writes sweep.toml,
 // resolved.json and results.jsonl into `out` (locked while it writes).

@@ -24,6 +24,18 @@ struct LayerSummary {
   std::array<Summary, kMetricCount> metrics{};  // count 0: no samples (or not attributable to layers)
 };
 
+// The metrics of the cases of one sampled KV head (every sampled layer's head of that index).
+struct HeadSummary {
+  int64_t kv_head = 0;
+  std::array<Summary, kMetricCount> metrics{};
+};
+
+// needle_hit over the needles planted at one depth (a fraction of the context): Wilson interval.
+struct DepthSummary {
+  double depth = 0.0;
+  Summary needle_hit;
+};
+
 // One evaluated point, as one line of results.jsonl; or a point derived from two evaluated ones
 // with some layers exempt from quantization (layer_exemption.h), which is never written there.
 struct SweepRecord {
@@ -37,6 +49,11 @@ struct SweepRecord {
   std::string backend = "cpu";
   // Per sampled layer, in the scenario's layer order; empty when the sweep samples one layer.
   std::vector<LayerSummary> layers;
+  // Per sampled KV head, in the scenario's head order; empty when the sweep samples one head.
+  std::vector<HeadSummary> heads;
+  // needle_hit per needle depth, in the workload's order; empty without needles (and for records
+  // written before depths were kept, which read back without them).
+  std::vector<DepthSummary> needle_depths;
   // A derived record: these model layers keep `exempt` (K and V, e.g. "bf16") while every other
   // layer stores k / v. Its p95 values are bounds of the mixture, not sample quantiles.
   std::vector<int64_t> exempt_layers;
