@@ -196,11 +196,16 @@ ChartSpec pareto_chart(const SweepSpec& spec, const std::vector<SweepRecord>& re
                     {"encoding", {{"x", x}, {"y", y}, {"order", {{"field", "bits"}}}}}});
   layers.push_back(
       {{"name", "points"},
-       {"mark", {{"type", "point"}, {"filled", true}, {"size", 45}, {"opacity", 0.85}}},
+       {"mark", {{"type", "point"}, {"filled", true}}},
        {"encoding",
         {{"x", x},
          {"y", y},
          {"color", colour},
+         // Layer exemptions (derived from two evaluated pairs) small and faint: they are many.
+         {"size", {{"field", "kind"}, {"type", "ordinal"}, {"title", "kind"},
+                   {"scale", {{"domain", {"evaluated", "layer exemption"}}, {"range", {50, 14}}}}}},
+         {"opacity", {{"field", "kind"}, {"type", "ordinal"}, {"legend", nullptr},
+                      {"scale", {{"domain", {"evaluated", "layer exemption"}}, {"range", {0.9, 0.35}}}}}},
          {"shape",
           {{"field", "status"},
            {"type", "nominal"},

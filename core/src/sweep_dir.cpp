@@ -107,6 +107,14 @@ void write_sweep_inputs(const std::string& dir, const SweepSpec& spec) {
 
 SweepSpec load_sweep_dir(const std::string& dir, const SweepContext& context) {
   const std::string path = (fs::path(dir) / kSweepSpecFile).string();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw InputError(dir + ": no such directory (expected a kvtune sweep's --out)");
+  for (const char* file : {kSweepSpecFile, kResolvedFile, kResultsFile}) {
+    if (!fs::exists(fs::path(dir) / file, ec)) {
+      throw InputError(dir + ": not a kvtune sweep's output directory (it has no " + file +
+                       "; kvtune sweep --out writes sweep.toml, resolved.json and results.jsonl)");
+    }
+  }
   SweepOverrides o;
   o.plugins = recorded_plugins(dir);
   return parse_sweep(read_text(path), path, context, o);

@@ -108,6 +108,45 @@ TEST_F(SweepRun, RecordsCarryEachSampledLayersSummaries) {
   EXPECT_EQ(read[0].layers[1].metrics[size_t(Metric::rel_out_err)].mean, r.layers[1].metrics[size_t(Metric::rel_out_err)].mean);
 }
 
+// Each sampled KV head summarised apart like a layer, and needle_hit kept per depth (a rate with
+// Wilson's interval): both survive results.jsonl, and the depths' needles add up to the record's.
+TEST_F(SweepRun, RecordsCarryEachHeadAndEachNeedleDepth) {
+  SweepSpec spec = small_spec({{"q4_0", "q4_0", "search"}});
+  spec.budget.confidence = 0.95;
+  spec.scenario.workload.kv_heads = 2;
+  spec.scenario.heads = {0, 1};
+  spec.scenario.workload.needles.depths = {0.25, 0.75};
+  spec.scenario.workload.needles.mass = 0.5;
+  const std::vector<SweepRecord> records = run_sweep(typed(spec), options());
+  ASSERT_EQ(records.size(), 1u);
+  const SweepRecord& r = records[0];
+  ASSERT_EQ(r.heads.size(), 2u);
+  EXPECT_EQ(r.heads[0].kv_head, 0);
+  EXPECT_EQ(r.heads[1].kv_head, 1);
+  const auto err = size_t(Metric::rel_out_err);
+  EXPECT_EQ(r.heads[0].metrics[err].count + r.heads[1].metrics[err].count, r.metrics[err].count);
+  ASSERT_EQ(r.needle_depths.size(), 2u);
+  EXPECT_EQ(r.needle_depths[0].depth, 0.25);
+  EXPECT_EQ(r.needle_depths[1].depth, 0.75);
+  const Summary& hit = r.metric(Metric::needle_hit);
+  ASSERT_GT(hit.count, 0u);
+  const Summary &d0 = r.needle_depths[0].needle_hit, &d1 = r.needle_depths[1].needle_hit;
+  EXPECT_EQ(d0.count + d1.count, hit.count);
+  EXPECT_NEAR((d0.mean * double(d0.count) + d1.mean * double(d1.count)) / double(hit.count), hit.mean, 1e-12);
+  const Interval wilson = wilson_interval(d0.mean * double(d0.count), d0.count, 0.95);
+  EXPECT_DOUBLE_EQ(d0.mean_ci.lo, wilson.lo);
+  EXPECT_DOUBLE_EQ(d0.mean_ci.hi, wilson.hi);
+  const std::vector<SweepRecord> read = read_records(results());
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_TRUE(same_result(read[0], r));
+  ASSERT_EQ(read[0].needle_depths.size(), 2u);
+  EXPECT_EQ(read[0].needle_depths[1].needle_hit.mean_ci.hi, d1.mean_ci.hi);
+  // A record that differs in one depth is another result.
+  SweepRecord other = r;
+  other.needle_depths[1].needle_hit.mean += 0.25;
+  EXPECT_FALSE(same_result(other, r));
+}
+
 TEST_F(SweepRun, StreamsOneLinePerPointWithMetricsAndProvenance) {
   const SweepSpec spec = small_spec(grid_points());
   const std::vector<SweepRecord> records = run_sweep(typed(spec), options());
