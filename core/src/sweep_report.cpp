@@ -650,20 +650,20 @@ json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, 
   p["exempt_pattern"] = r.exempt_pattern.empty() ? json(nullptr) : json(r.exempt_pattern);
   p["exempt"] = r.derived() ? json(r.exempt) : json(nullptr);
   p["p95_is_bound"] = r.derived();
-  json layers = json::array();
-  for (const LayerSummary& l : r.layers) {
-    json entry = {{"layer", l.layer}};
-    for (size_t m = 0; m < kMetricCount; ++m) entry[std::string(kMetricNames[m])] = detail::summary_json<json>(l.metrics[m]);
-    layers.push_back(std::move(entry));
-  }
-  p["layers"] = std::move(layers);
-  json heads = json::array();
-  for (const HeadSummary& h : r.heads) {
-    json entry = {{"kv_head", h.kv_head}};
-    for (size_t m = 0; m < kMetricCount; ++m) entry[std::string(kMetricNames[m])] = detail::summary_json<json>(h.metrics[m]);
-    heads.push_back(std::move(entry));
-  }
-  p["heads"] = std::move(heads);
+  // Per sampled layer and KV head: {"layer" (or "kv_head"): N, <metric>: ..., ...}.
+  auto parts = [](const auto& list, const char* id_key, auto id) {
+    json out = json::array();
+    for (const auto& part : list) {
+      json entry = {{id_key, part.*id}};
+      for (size_t m = 0; m < kMetricCount; ++m) {
+        entry[std::string(kMetricNames[m])] = detail::summary_json<json>(part.metrics[m]);
+      }
+      out.push_back(std::move(entry));
+    }
+    return out;
+  };
+  p["layers"] = parts(r.layers, "layer", &LayerSummary::layer);
+  p["heads"] = parts(r.heads, "kv_head", &HeadSummary::kv_head);
   json depths = json::array();
   for (const DepthSummary& d : r.needle_depths) {
     depths.push_back({{"depth", d.depth}, {"needle_hit", detail::summary_json<json>(d.needle_hit)}});

@@ -82,6 +82,35 @@ json metrics_json(const std::array<Summary, kMetricCount>& metrics) {
   return j;
 }
 
+// A record's per-layer or per-head summaries: `key` lists {`id_key`: N, <metric>: ..., ...} objects.
+template <class Part>
+std::vector<Part> parts_from_json(const json& j, const char* key, const char* id_key, int64_t Part::*id,
+                                  const std::string& where) {
+  std::vector<Part> out;
+  const auto list = j.find(key);
+  if (list == j.end()) return out;
+  if (!list->is_array()) throw InputError(where + ": field '" + key + "' must be an array");
+  for (const json& entry : *list) {
+    if (!entry.is_object()) throw InputError(where + ": each entry of '" + key + "' must be an object");
+    Part part;
+    part.*id = field<int64_t>(entry, id_key, where);
+    metrics_from_json(entry, part.metrics, where + " (" + id_key + " " + std::to_string(part.*id) + ")");
+    out.push_back(part);
+  }
+  return out;
+}
+
+template <class Part>
+json parts_json(const std::vector<Part>& parts, const char* id_key, int64_t Part::*id) {
+  json out = json::array();
+  for (const Part& part : parts) {
+    json entry = metrics_json(part.metrics);
+    entry[id_key] = part.*id;
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 SweepRecord record_from_json(const json& j, const std::string& where) {
   SweepRecord r;
   r.k = field<std::string>(j, "k", where);
@@ -93,26 +122,8 @@ SweepRecord record_from_json(const json& j, const std::string& where) {
   r.v_bits = field<double>(j, "v_bits", where);
   if (j.contains("backend")) r.backend = field<std::string>(j, "backend", where);
   metrics_from_json(j, r.metrics, where);
-  if (const auto layers = j.find("layers"); layers != j.end()) {
-    if (!layers->is_array()) throw InputError(where + ": field 'layers' must be an array");
-    for (const json& l : *layers) {
-      if (!l.is_object()) throw InputError(where + ": each entry of 'layers' must be an object");
-      LayerSummary s;
-      s.layer = field<int64_t>(l, "layer", where);
-      metrics_from_json(l, s.metrics, where + " (layer " + std::to_string(s.layer) + ")");
-      r.layers.push_back(s);
-    }
-  }
-  if (const auto heads = j.find("heads"); heads != j.end()) {
-    if (!heads->is_array()) throw InputError(where + ": field 'heads' must be an array");
-    for (const json& h : *heads) {
-      if (!h.is_object()) throw InputError(where + ": each entry of 'heads' must be an object");
-      HeadSummary s;
-      s.kv_head = field<int64_t>(h, "kv_head", where);
-      metrics_from_json(h, s.metrics, where + " (kv head " + std::to_string(s.kv_head) + ")");
-      r.heads.push_back(s);
-    }
-  }
+  r.layers = parts_from_json(j, "layers", "layer", &LayerSummary::layer, where);
+  r.heads = parts_from_json(j, "heads", "kv_head", &HeadSummary::kv_head, where);
   if (const auto depths = j.find("needle_depths"); depths != j.end()) {
     if (!depths->is_array()) throw InputError(where + ": field 'needle_depths' must be an array");
     for (const json& d : *depths) {
@@ -197,51 +208,34 @@ Summary summarize_metric(std::span<const double> samples, size_t m, size_t cases
   return summarize(samples, {.level = level, .cases = cases, .rate = kMetricInfo[m].rate});
 }
 
-// The summaries of each sampled layer's cases. A metric's samples come case by case in equal
-// numbers (one per query, or one per planted needle, and every case of a workload has the same
-// queries and needles); a metric whose sample count does not split evenly is left without samples.
-std::vector<LayerSummary> layer_summaries(const PairResult& pair, const std::vector<CaseKey>& cases,
-                                          const std::vector<int64_t>& layers, double level) {
-  std::vector<LayerSummary> out;
-  for (int64_t layer : layers) out.push_back({.layer = layer});
-  for (size_t m = 0; m < kMetricCount; ++m) {
-    const std::vector<double>& samples = pair.samples[m];
-    if (samples.empty() || cases.empty() || samples.size() % cases.size() != 0) continue;
-    const size_t per_case = samples.size() / cases.size();
-    for (LayerSummary& l : out) {
-      std::vector<double> mine;
-      size_t layer_cases = 0;
-      for (size_t c = 0; c < cases.size(); ++c) {
-        if (cases[c].layer != l.layer) continue;
-        const auto first = samples.begin() + static_cast<std::ptrdiff_t>(c * per_case);
-        mine.insert(mine.end(), first, first + static_cast<std::ptrdiff_t>(per_case));
-        ++layer_cases;
-      }
-      l.metrics[m] = summarize_metric(mine, m, layer_cases, level);
-    }
+// The summaries of each sampled layer's (or KV head's) cases: `part_of` names a case's layer (or
+// head). A metric's samples come case by case in equal numbers (one per query, or one per planted
+// needle, and every case of a workload has the same queries and needles); a metric whose sample
+// count does not split evenly is left without samples.
+template <class Part>
+std::vector<Part> part_summaries(const PairResult& pair, const std::vector<CaseKey>& cases,
+                                 const std::vector<int64_t>& ids, int64_t CaseKey::*part_of, int64_t Part::*id,
+                                 double level) {
+  std::vector<Part> out;
+  for (int64_t i : ids) {
+    Part part;
+    part.*id = i;
+    out.push_back(part);
   }
-  return out;
-}
-
-// The same per sampled KV head (each head's cases across the sampled layers).
-std::vector<HeadSummary> head_summaries(const PairResult& pair, const std::vector<CaseKey>& cases,
-                                        const std::vector<int64_t>& heads, double level) {
-  std::vector<HeadSummary> out;
-  for (int64_t head : heads) out.push_back({.kv_head = head});
   for (size_t m = 0; m < kMetricCount; ++m) {
     const std::vector<double>& samples = pair.samples[m];
     if (samples.empty() || cases.empty() || samples.size() % cases.size() != 0) continue;
     const size_t per_case = samples.size() / cases.size();
-    for (HeadSummary& h : out) {
+    for (Part& part : out) {
       std::vector<double> mine;
-      size_t head_cases = 0;
+      size_t part_cases = 0;
       for (size_t c = 0; c < cases.size(); ++c) {
-        if (cases[c].kv_head != h.kv_head) continue;
+        if (cases[c].*part_of != part.*id) continue;
         const auto first = samples.begin() + static_cast<std::ptrdiff_t>(c * per_case);
         mine.insert(mine.end(), first, first + static_cast<std::ptrdiff_t>(per_case));
-        ++head_cases;
+        ++part_cases;
       }
-      h.metrics[m] = summarize_metric(mine, m, head_cases, level);
+      part.metrics[m] = summarize_metric(mine, m, part_cases, level);
     }
   }
   return out;
@@ -302,8 +296,12 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
     for (size_t m = 0; m < kMetricCount; ++m) {
       r.metrics[m] = summarize_metric(result.pairs[i].samples[m], m, cases.size(), level);
     }
-    if (spec.scenario.layers.size() > 1) r.layers = layer_summaries(result.pairs[i], cases, spec.scenario.layers, level);
-    if (spec.scenario.heads.size() > 1) r.heads = head_summaries(result.pairs[i], cases, spec.scenario.heads, level);
+    if (spec.scenario.layers.size() > 1) {
+      r.layers = part_summaries(result.pairs[i], cases, spec.scenario.layers, &CaseKey::layer, &LayerSummary::layer, level);
+    }
+    if (spec.scenario.heads.size() > 1) {
+      r.heads = part_summaries(result.pairs[i], cases, spec.scenario.heads, &CaseKey::kv_head, &HeadSummary::kv_head, level);
+    }
     r.needle_depths = depth_summaries(result.pairs[i], cases.size(), level);
     out.push_back(std::move(r));
   }
@@ -395,24 +393,8 @@ std::string record_to_json_line(const SweepRecord& r) {
             {"k_bits", r.k_bits}, {"v_bits", r.v_bits}, {"backend", r.backend}};
   if (!r.ok) j["error"] = r.error;
   j.update(metrics_json(r.metrics));
-  if (!r.layers.empty()) {
-    json layers = json::array();
-    for (const LayerSummary& l : r.layers) {
-      json entry = metrics_json(l.metrics);
-      entry["layer"] = l.layer;
-      layers.push_back(std::move(entry));
-    }
-    j["layers"] = std::move(layers);
-  }
-  if (!r.heads.empty()) {
-    json heads = json::array();
-    for (const HeadSummary& h : r.heads) {
-      json entry = metrics_json(h.metrics);
-      entry["kv_head"] = h.kv_head;
-      heads.push_back(std::move(entry));
-    }
-    j["heads"] = std::move(heads);
-  }
+  if (!r.layers.empty()) j["layers"] = parts_json(r.layers, "layer", &LayerSummary::layer);
+  if (!r.heads.empty()) j["heads"] = parts_json(r.heads, "kv_head", &HeadSummary::kv_head);
   if (!r.needle_depths.empty()) {
     json depths = json::array();
     for (const DepthSummary& d : r.needle_depths) {
@@ -452,14 +434,16 @@ bool same_result(const SweepRecord& a, const SweepRecord& b) {
     }
     return true;
   };
-  if (!same_metrics(a.metrics, b.metrics) || a.layers.size() != b.layers.size()) return false;
-  for (size_t i = 0; i < a.layers.size(); ++i) {
-    if (a.layers[i].layer != b.layers[i].layer || !same_metrics(a.layers[i].metrics, b.layers[i].metrics)) return false;
-  }
-  if (a.heads.size() != b.heads.size() || a.needle_depths.size() != b.needle_depths.size()) return false;
-  for (size_t i = 0; i < a.heads.size(); ++i) {
-    if (a.heads[i].kv_head != b.heads[i].kv_head || !same_metrics(a.heads[i].metrics, b.heads[i].metrics)) return false;
-  }
+  auto same_parts = [&](const auto& x, const auto& y, auto id) {
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (x[i].*id != y[i].*id || !same_metrics(x[i].metrics, y[i].metrics)) return false;
+    }
+    return true;
+  };
+  if (!same_metrics(a.metrics, b.metrics) || !same_parts(a.layers, b.layers, &LayerSummary::layer) ||
+      !same_parts(a.heads, b.heads, &HeadSummary::kv_head) || a.needle_depths.size() != b.needle_depths.size())
+    return false;
   for (size_t i = 0; i < a.needle_depths.size(); ++i) {
     if (a.needle_depths[i].depth != b.needle_depths[i].depth ||
         !same(a.needle_depths[i].needle_hit, b.needle_depths[i].needle_hit))

@@ -301,9 +301,9 @@ TEST_F(SweepCli, RecommendRefusesRuntimeVersionsTheTableDoesNotCover) {
 
 // A sweep of 144 points in three batches (about 5 s on one core), so Ctrl-C after 1 s lands in a batch.
 const char* const kInterruptSweep = R"(name = "interrupt"
-seeds = 2
+seeds = 4
 [workload]
-tokens = 32768
+tokens = 65536
 head_dim = 128
 queries = 2
 [search]
