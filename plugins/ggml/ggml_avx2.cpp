@@ -59,14 +59,12 @@ KVTUNE_AVX2 inline __m256 round_half_away(__m256 v) {
 }
 
 
-// Eight blocks' maxima of |x| (and with `signed_max`, each block's first element of largest
-// magnitude, as ggml::signed_absmax), or their minima and maxima.
+// Eight blocks' maxima of |x|, minima and maxima, or first elements of largest magnitude.
 struct Extremes {
-  __m256 amax, lo, hi;
-  alignas(32) float first_max[8];
+  __m256 amax, lo, hi, first_max;
 };
 
-KVTUNE_AVX2 inline void block_absmax8(const float* x, Extremes& e, bool signed_max) {
+KVTUNE_AVX2 inline void block_absmax8(const float* x, Extremes& e) {
   __m256 m[8];
   for (int b = 0; b < 8; ++b) {
     const float* p = x + b * 32;
@@ -74,20 +72,6 @@ KVTUNE_AVX2 inline void block_absmax8(const float* x, Extremes& e, bool signed_m
                 vmax(vabs(_mm256_loadu_ps(p + 16)), vabs(_mm256_loadu_ps(p + 24))));
   }
   e.amax = reduce8(m, vmax);
-  if (!signed_max) return;
-  alignas(32) float amax[8];
-  _mm256_store_ps(amax, e.amax);
-  for (int b = 0; b < 8; ++b) {
-    const float* p = x + b * 32;
-    const __m256 target = _mm256_set1_ps(amax[b]);
-    uint32_t hits = 0;
-    for (int k = 0; k < 4; ++k) {
-      hits |= uint32_t(_mm256_movemask_ps(_mm256_cmp_ps(vabs(_mm256_loadu_ps(p + 8 * k)), target, _CMP_EQ_OQ)))
-              << (8 * k);
-    }
-    // A zero block has every |x| = 0 = amax: its first element, as the scalar loop's 0.
-    e.first_max[b] = amax[b] == 0.0f ? 0.0f : p[__builtin_ctz(hits)];
-  }
 }
 
 KVTUNE_AVX2 inline void block_min_max8(const float* x, Extremes& e) {
@@ -101,6 +85,26 @@ KVTUNE_AVX2 inline void block_min_max8(const float* x, Extremes& e) {
   }
   e.lo = reduce8(lo, vmin);
   e.hi = reduce8(hi, vmax);
+}
+
+// Each block's first element of largest magnitude, as ggml::signed_absmax. From the minimum and
+// maximum: when max > -min every element of largest magnitude is the maximum, when -min > max the
+// minimum. Only a block holding both +a and -a (a tie: which comes first decides), a zero block or
+// one with a NaN is left undecided, and those few take the scalar search itself.
+KVTUNE_AVX2 inline void block_signed_max8(const float* x, Extremes& e) {
+  block_min_max8(x, e);
+  const __m256 minus_lo = _mm256_xor_ps(e.lo, _mm256_set1_ps(-0.0f));
+  const __m256 hi_wins = _mm256_cmp_ps(e.hi, minus_lo, _CMP_GT_OQ), lo_wins = _mm256_cmp_ps(minus_lo, e.hi, _CMP_GT_OQ);
+  e.first_max = _mm256_blendv_ps(e.lo, e.hi, hi_wins);
+  const int decided = _mm256_movemask_ps(_mm256_or_ps(hi_wins, lo_wins));
+  if (decided == 0xff) return;
+  alignas(32) float first[8];
+  _mm256_store_ps(first, e.first_max);
+  for (int b = 0; b < 8; ++b) {
+    float amax = 0.0f;
+    if ((decided >> b & 1) == 0) first[b] = ggml::signed_absmax(x + b * 32, amax);
+  }
+  e.first_max = _mm256_load_ps(first);
 }
 
 // Applies `element(v, b)` to the four vectors of each of eight blocks.
@@ -166,7 +170,7 @@ KVTUNE_AVX512 void min_max_elements16(const float* x, float* y, const float* ds,
 
 KVTUNE_AVX2 void q8_0_eight(const float* x, float* y, bool x86) {
   Extremes e;
-  block_absmax8(x, e, false);
+  block_absmax8(x, e);
   const __m256 d_exact = _mm256_div_ps(e.amax, _mm256_set1_ps(127.0f));
   const __m256 d = f16_round(d_exact);
   const __m256 id = x86 ? _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(127.0f), e.amax),
@@ -187,8 +191,8 @@ KVTUNE_AVX2 void q8_0_eight(const float* x, float* y, bool x86) {
 // q4_0 (half 8) and q5_0 (half 16): d = signed max / -half, q = min(2 half - 1, trunc(x / d + half + 0.5)).
 KVTUNE_AVX2 void signed_max_eight(const float* x, float* y, float half) {
   Extremes e;
-  block_absmax8(x, e, true);
-  const __m256 d_exact = _mm256_div_ps(_mm256_load_ps(e.first_max), _mm256_set1_ps(-half));
+  block_signed_max8(x, e);
+  const __m256 d_exact = _mm256_div_ps(e.first_max, _mm256_set1_ps(-half));
   alignas(32) float ds[8], ids[8];
   _mm256_store_ps(ds, f16_round(d_exact));
   _mm256_store_ps(ids, safe_reciprocal(d_exact));
