@@ -230,6 +230,80 @@ KVTUNE_AVX2 void min_max_eight(const float* x, float* y, float levels, bool clam
   });
 }
 
+// The iq4_nl codebook entry of each lane's index 0..15: two eight-entry permutes, chosen by bit 3.
+KVTUNE_AVX2 inline __m256 iq4nl_entry(__m256i index) {
+  const __m256 low = _mm256_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10);
+  const __m256 high = _mm256_setr_ps(1, 13, 25, 38, 53, 69, 89, 113);
+  return _mm256_blendv_ps(_mm256_permutevar8x32_ps(low, index), _mm256_permutevar8x32_ps(high, index),
+                          _mm256_castsi256_ps(_mm256_slli_epi32(index, 28)));
+}
+
+// ggml::iq4nl_nearest on eight lanes: hi = 1 + the count of entries 1..14 not above v (with
+// `!(v < e)`, so a NaN counts every one), then the nearer of entries hi - 1 and hi.
+KVTUNE_AVX2 inline __m256i iq4nl_nearest8(__m256 v) {
+  __m256i hi = _mm256_set1_epi32(1);
+  for (int e = 1; e < 15; ++e) {
+    const __m256 up = _mm256_cmp_ps(v, _mm256_set1_ps(ggml::iq4nl_value(e)), _CMP_NLT_UQ);
+    hi = _mm256_sub_epi32(hi, _mm256_castps_si256(up));  // a true compare is -1
+  }
+  const __m256 below = iq4nl_entry(_mm256_sub_epi32(hi, _mm256_set1_epi32(1))), above = iq4nl_entry(hi);
+  const __m256 lower = _mm256_cmp_ps(_mm256_sub_ps(v, below), _mm256_sub_ps(above, v), _CMP_LT_OQ);
+  return _mm256_add_epi32(hi, _mm256_castps_si256(lower));
+}
+
+// Transposes the 8 x 8 tile of rows r[0..7] in place.
+KVTUNE_AVX2 inline void transpose8(__m256 (&r)[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+// iq4_nl (ggml::quantize_iq4_nl, then dequantize): one block per lane. Element j of the eight
+// blocks is one vector (the blocks transposed eight elements at a time), so the refit's sums run
+// in element order in every lane, as the scalar loop's.
+KVTUNE_AVX2 void iq4_nl_eight(const float* x, float* y) {
+  Extremes e;
+  block_signed_max8(x, e);
+  const __m256 amax = vabs(e.first_max);
+  // Blocks below ggml's GROUP_MAX_EPS store d = 0 and every code 0 (entry -127).
+  const __m256 tiny = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_NGE_UQ);
+  const __m256 id = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_div_ps(e.first_max, _mm256_set1_ps(-127.0f)));
+  __m256 xt[4][8];
+  for (int tile = 0; tile < 4; ++tile) {
+    for (int b = 0; b < 8; ++b) xt[tile][b] = _mm256_loadu_ps(x + b * 32 + tile * 8);
+    transpose8(xt[tile]);
+  }
+  __m256 v[4][8];
+  __m256 sumqx = _mm256_setzero_ps(), sumq2 = _mm256_setzero_ps();
+  for (int j = 0; j < 32; ++j) {
+    const __m256 xj = xt[j / 8][j % 8];
+    const __m256 entry = _mm256_blendv_ps(iq4nl_entry(iq4nl_nearest8(_mm256_mul_ps(id, xj))),
+                                          _mm256_set1_ps(-127.0f), tiny);
+    v[j / 8][j % 8] = entry;
+    const __m256 wv = _mm256_mul_ps(_mm256_mul_ps(xj, xj), entry);
+    sumqx = _mm256_add_ps(sumqx, _mm256_mul_ps(wv, xj));
+    sumq2 = _mm256_add_ps(sumq2, _mm256_mul_ps(wv, entry));
+  }
+  const __m256 d = f16_round(_mm256_andnot_ps(tiny, _mm256_div_ps(sumqx, sumq2)));
+  for (int tile = 0; tile < 4; ++tile) {
+    for (int k = 0; k < 8; ++k) v[tile][k] = _mm256_mul_ps(d, v[tile][k]);
+    transpose8(v[tile]);
+    for (int b = 0; b < 8; ++b) _mm256_storeu_ps(y + b * 32 + tile * 8, v[tile][b]);
+  }
+}
+
 }  // namespace
 
 bool available() { return cpu_has_avx2_f16c(); }
@@ -246,6 +320,7 @@ int64_t roundtrip(Format format, const float* x, float* y, int64_t blocks) {
       case Format::q5_0: signed_max_eight(in, out, 16.0f); break;
       case Format::q4_1: min_max_eight(in, out, 15.0f, true); break;
       case Format::q5_1: min_max_eight(in, out, 31.0f, false); break;
+      case Format::iq4_nl: iq4_nl_eight(in, out); break;
     }
   }
   return whole;

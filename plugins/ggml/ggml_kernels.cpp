@@ -73,10 +73,11 @@ void dequantize(Type type, const uint8_t* packed, float* y, int64_t blocks) {
 }
 void roundtrip(Type type, const float* x, float* y, int64_t blocks) {
   int64_t done = 0;
-  if (type != Type::iq4_nl && ggml_avx2::available()) {
-    // Type and ggml_avx2::Format list the same formats in the same order, iq4_nl aside.
+  if (ggml_avx2::available()) {
+    // Type and ggml_avx2::Format list the same formats in the same order.
     static_assert(int(Type::q5_1) == int(ggml_avx2::Format::q5_1) && int(Type::q4_1) == int(ggml_avx2::Format::q4_1) &&
-                  int(Type::q8_0_x86) == int(ggml_avx2::Format::q8_0_x86));
+                  int(Type::q8_0_x86) == int(ggml_avx2::Format::q8_0_x86) &&
+                  int(Type::iq4_nl) == int(ggml_avx2::Format::iq4_nl));
     done = ggml_avx2::roundtrip(static_cast<ggml_avx2::Format>(static_cast<int>(type)), x, y, blocks);
   }
   loops(type).roundtrip(x + done * ggml::kBlock, y + done * ggml::kBlock, blocks - done);

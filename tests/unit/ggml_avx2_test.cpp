@@ -2,12 +2,13 @@
 // fused round trips of ggml_blocks.h, bit for bit, on blocks chosen to break a careless vector
 // version: exact rounding ties, zero blocks and blocks of mixed signed zeros, the largest
 // magnitude present with both signs, f16-overflowing and subnormal scales, saturating codes, and
-// block counts that leave a tail for the scalar loop.
+// blocks below iq4_nl's smallest maximum, and block counts that leave a tail for the scalar loop.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "ggml/ggml_avx2.h"
@@ -46,7 +47,11 @@ std::vector<float> adversarial_blocks() {
   block([](int j) { return float(j) * 0.5f; });                               // min-max ties: d = 0.5
   block([](int j) { return 1000.0f + float(j); });                            // offset blocks
   block([](int) { return 3.0f; });                                            // constant: d = 0
-  for (int b = 0; b < 5; ++b) block([&](int) { return normal(rng); });        // a tail of 5 past a multiple of 8
+  block([](int j) { return j == 9 ? -6e-16f : 1e-17f * float(j); });         // below iq4_nl's 1e-15: d = 0
+  // Enough normal blocks that every block above falls in a group of eight (the vector path), and
+  // a tail of 3 past the last multiple of 8 for the scalar loop.
+  for (int b = 0; b < 9; ++b) block([&](int) { return normal(rng); });
+  if (x.size() / 32 % 8 != 3) throw std::logic_error("adversarial_blocks: the tail must stay 3 blocks");
   return x;
 }
 
@@ -58,7 +63,11 @@ void scalar(Type type, const float* x, float* y) {
     case Type::q4_1: return ggml::roundtrip_q4_1(x, y);
     case Type::q5_0: return ggml::roundtrip_q5_0(x, y);
     case Type::q5_1: return ggml::roundtrip_q5_1(x, y);
-    case Type::iq4_nl: break;
+    case Type::iq4_nl: {
+      uint8_t block[ggml::kIq4nlBytes];
+      ggml::quantize_iq4_nl(x, block);
+      return ggml::dequantize_iq4_nl(block, y);
+    }
   }
   FAIL() << "no scalar round trip";
 }
@@ -67,7 +76,7 @@ TEST(GgmlAvx2, FusedRoundTripsAreTheScalarBits) {
   const std::vector<float> x = adversarial_blocks();
   const int64_t blocks = int64_t(x.size() / 32);
   ASSERT_NE(blocks % 8, 0);  // a tail for the scalar loop
-  for (Type type : {Type::q8_0, Type::q8_0_x86, Type::q4_0, Type::q4_1, Type::q5_0, Type::q5_1}) {
+  for (Type type : {Type::q8_0, Type::q8_0_x86, Type::q4_0, Type::q4_1, Type::q5_0, Type::q5_1, Type::iq4_nl}) {
     SCOPED_TRACE(int(type));
     std::vector<float> want(x.size()), got(x.size(), 1234.5f);
     for (int64_t b = 0; b < blocks; ++b) scalar(type, x.data() + 32 * b, want.data() + 32 * b);
