@@ -270,6 +270,38 @@ KVTUNE_AVX2 inline void transpose8(__m256 (&r)[8]) {
   }
 }
 
+// iq4_nl's codebook entries of the 32 transposed element vectors on AVX-512, two vectors (16
+// lanes) at a time: the count of entries 1..14 not above v as a binary search over a 16-entry
+// table (the predicate `!(v < e)` is monotone along the sorted entries; a 15th entry of +inf, and
+// the count capped at 14, keep ggml's answer for +inf and NaN), each lookup one permute.
+KVTUNE_AVX512 inline __m512 both(__m256 low, __m256 high) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(low), high, 1);
+}
+
+KVTUNE_AVX512 void iq4_nl_entries16(const __m256 (&xt)[4][8], __m256 id, __m256 tiny, __m256 (&entries)[4][8]) {
+  const __m512 values = _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+  const __m512 search = _mm512_mask_blend_ps(__mmask16(0x8000), values, _mm512_set1_ps(__builtin_inff()));
+  const __m512 ids = both(id, id);
+  const __mmask16 small = _mm512_movepi32_mask(_mm512_castps_si512(both(tiny, tiny)));
+  const __m512i one = _mm512_set1_epi32(1);
+  for (int j = 0; j < 32; j += 2) {
+    const __m512 v = _mm512_mul_ps(ids, both(xt[j / 8][j % 8], xt[j / 8][j % 8 + 1]));
+    __m512i count = _mm512_setzero_si512();
+    for (int step = 8; step > 0; step /= 2) {
+      const __m512i next = _mm512_add_epi32(count, _mm512_set1_epi32(step));
+      const __mmask16 up = _mm512_cmp_ps_mask(v, _mm512_permutexvar_ps(next, search), _CMP_NLT_UQ);
+      count = _mm512_mask_mov_epi32(count, up, next);
+    }
+    const __m512i hi = _mm512_add_epi32(_mm512_min_epu32(count, _mm512_set1_epi32(14)), one);
+    const __m512 below = _mm512_permutexvar_ps(_mm512_sub_epi32(hi, one), values), above = _mm512_permutexvar_ps(hi, values);
+    const __mmask16 lower = _mm512_cmp_ps_mask(_mm512_sub_ps(v, below), _mm512_sub_ps(above, v), _CMP_LT_OQ);
+    const __m512 entry = _mm512_mask_blend_ps(small, _mm512_permutexvar_ps(_mm512_mask_sub_epi32(hi, lower, hi, one), values),
+                                              _mm512_set1_ps(-127.0f));
+    entries[j / 8][j % 8] = _mm512_castps512_ps256(entry);
+    entries[j / 8][j % 8 + 1] = _mm512_extractf32x8_ps(entry, 1);
+  }
+}
+
 // iq4_nl (ggml::quantize_iq4_nl, then dequantize): one block per lane. Element j of the eight
 // blocks is one vector (the blocks transposed eight elements at a time), so the refit's sums run
 // in element order in every lane, as the scalar loop's.
@@ -286,12 +318,18 @@ KVTUNE_AVX2 void iq4_nl_eight(const float* x, float* y) {
     transpose8(xt[tile]);
   }
   __m256 v[4][8];
+  if (cpu_has_avx512()) {
+    iq4_nl_entries16(xt, id, tiny, v);
+  } else {
+    for (int j = 0; j < 32; ++j) {
+      v[j / 8][j % 8] = _mm256_blendv_ps(iq4nl_entry(iq4nl_nearest8(_mm256_mul_ps(id, xt[j / 8][j % 8]))),
+                                         _mm256_set1_ps(-127.0f), tiny);
+    }
+  }
   __m256 sumqx = _mm256_setzero_ps(), sumq2 = _mm256_setzero_ps();
   for (int j = 0; j < 32; ++j) {
     const __m256 xj = xt[j / 8][j % 8];
-    const __m256 entry = _mm256_blendv_ps(iq4nl_entry(iq4nl_nearest8(_mm256_mul_ps(id, xj))),
-                                          _mm256_set1_ps(-127.0f), tiny);
-    v[j / 8][j % 8] = entry;
+    const __m256 entry = v[j / 8][j % 8];
     const __m256 wv = _mm256_mul_ps(_mm256_mul_ps(xj, xj), entry);
     sumqx = _mm256_add_ps(sumqx, _mm256_mul_ps(wv, xj));
     sumq2 = _mm256_add_ps(sumq2, _mm256_mul_ps(wv, entry));
