@@ -48,14 +48,17 @@ KVTUNE_AVX2 inline __m256 safe_reciprocal(__m256 d) {
 // exact for the codes, and -0 becomes +0.
 KVTUNE_AVX2 inline __m256 through_int(__m256 r) { return _mm256_cvtepi32_ps(_mm256_cvttps_epi32(r)); }
 
-// round_half_away (numeric/rounding.h) on eight lanes: round |v| to even, bump exact ties up,
-// restore the sign.
-KVTUNE_AVX2 inline __m256 round_half_away(__m256 v) {
-  const __m256 a = vabs(v);
-  __m256 r = _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);  // = the trick below 2^22
-  const __m256 tie = _mm256_cmp_ps(_mm256_sub_ps(a, r), _mm256_set1_ps(0.5f), _CMP_EQ_OQ);
-  r = _mm256_add_ps(r, _mm256_and_ps(tie, _mm256_set1_ps(1.0f)));
-  return _mm256_or_ps(r, _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
+// q8_0's levels, int(round_half_away(v)) as a float, for |v| <= 127 (1 + 2^-21) as q8_0's x / d is:
+// trunc(v + copysign(0.5 - 2^-25, v)). Below 2^23, adding the float just under one half carries
+// to the next integer exactly when |v|'s fraction is at least one half (a fraction of 0.5 - 2^-k
+// adds to 1 - 2^-k - 2^-25, which rounds up only where the spacing exceeds 2^-k, and a float
+// with that fraction has a finer spacing), and the truncating conversion keeps the sign; a NaN
+// stays NaN and converts as before.
+constexpr float kBelowHalf = 0x1.fffffep-2f;
+
+KVTUNE_AVX2 inline __m256 q8_0_levels(__m256 v) {
+  const __m256 nudge = _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(kBelowHalf));
+  return through_int(_mm256_add_ps(v, nudge));
 }
 
 
@@ -133,13 +136,9 @@ KVTUNE_AVX512 void q8_0_elements16(const float* x, float* y, const float* ds, co
     __m512 q;
     if (x86) {
       q = _mm512_cvtepi32_ps(_mm512_cvtps_epi32(scaled));
-    } else {  // round_half_away, then through an int
-      const __m512 a = _mm512_abs_ps(scaled);
-      __m512 r = _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      const __mmask16 tie = _mm512_cmp_ps_mask(_mm512_sub_ps(a, r), _mm512_set1_ps(0.5f), _CMP_EQ_OQ);
-      r = _mm512_mask_add_ps(r, tie, r, _mm512_set1_ps(1.0f));
-      r = _mm512_or_ps(r, _mm512_and_ps(scaled, _mm512_set1_ps(-0.0f)));
-      q = _mm512_cvtepi32_ps(_mm512_cvttps_epi32(r));
+    } else {  // round_half_away, then through an int: as the AVX2 path's, below
+      const __m512 nudge = _mm512_or_ps(_mm512_and_ps(scaled, _mm512_set1_ps(-0.0f)), _mm512_set1_ps(kBelowHalf));
+      q = _mm512_cvtepi32_ps(_mm512_cvttps_epi32(_mm512_add_ps(scaled, nudge)));
     }
     return _mm512_mul_ps(q, _mm512_set1_ps(ds[b]));
   });
@@ -183,7 +182,7 @@ KVTUNE_AVX2 void q8_0_eight(const float* x, float* y, bool x86) {
   each_vector(x, y, [&](__m256 v, int b) KVTUNE_AVX2 {
     const __m256 scaled = _mm256_mul_ps(v, _mm256_set1_ps(ids[b]));
     // The x86 variant rounds half to even: the conversion's own rounding (MXCSR's default).
-    const __m256 q = x86 ? _mm256_cvtepi32_ps(_mm256_cvtps_epi32(scaled)) : through_int(round_half_away(scaled));
+    const __m256 q = x86 ? _mm256_cvtepi32_ps(_mm256_cvtps_epi32(scaled)) : q8_0_levels(scaled);
     return _mm256_mul_ps(q, _mm256_set1_ps(ds[b]));
   });
 }

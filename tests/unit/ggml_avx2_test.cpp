@@ -2,7 +2,7 @@
 // fused round trips of ggml_blocks.h, bit for bit, on blocks chosen to break a careless vector
 // version: exact rounding ties, zero blocks and blocks of mixed signed zeros, the largest
 // magnitude present with both signs, f16-overflowing and subnormal scales, saturating codes, and
-// blocks below iq4_nl's smallest maximum, and block counts that leave a tail for the scalar loop.
+// blocks below iq4_nl's smallest maximum, values a float either side of a half-integer, and block counts that leave a tail for the scalar loop.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,9 +48,13 @@ std::vector<float> adversarial_blocks() {
   block([](int j) { return 1000.0f + float(j); });                            // offset blocks
   block([](int) { return 3.0f; });                                            // constant: d = 0
   block([](int j) { return j == 9 ? -6e-16f : 1e-17f * float(j); });         // below iq4_nl's 1e-15: d = 0
+  // With amax 127 q8_0's x / d is x itself: one float either side of each half-integer, where a
+  // careless round-half-away goes wrong.
+  block([](int j) { return j == 0 ? 127.0f : std::nextafter(float(j) - 15.5f, -1000.0f); });
+  block([](int j) { return j == 0 ? -127.0f : std::nextafter(float(j) - 15.5f, 1000.0f); });
   // Enough normal blocks that every block above falls in a group of eight (the vector path), and
   // a tail of 3 past the last multiple of 8 for the scalar loop.
-  for (int b = 0; b < 9; ++b) block([&](int) { return normal(rng); });
+  for (int b = 0; b < 7; ++b) block([&](int) { return normal(rng); });
   if (x.size() / 32 % 8 != 3) throw std::logic_error("adversarial_blocks: the tail must stay 3 blocks");
   return x;
 }
