@@ -239,7 +239,7 @@ Runner add_recommend(CLI::App& app) {
   app.add_flag("--resume", o->resume, "continue the recommendation's sweep in --out, skipping the points already there");
   app.add_option("--jobs", o->jobs, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   app.add_flag("--json", o->json, "print summary.json instead of the console summary");
-  app.add_flag("--report", o->html, "also write report.html (charts, every point, the runtimes' flags; docs/report.md)");
+  app.add_flag("--report", o->html, kReportFlagHelp);
   return [o] { return recommend(*o); };
 }
 

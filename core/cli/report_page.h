@@ -14,6 +14,10 @@ namespace kvtune::cli {
 // (scripts/setup installs them) when none does.
 std::vector<ChartScript> find_chart_scripts();
 
+// The --report flag of sweep, merge and recommend.
+inline constexpr const char* kReportFlagHelp =
+    "also write report.html (charts, every point, the runtimes' flags; docs/report.md)";
+
 // find_chart_scripts() when `html` (a command's --report), found before any work starts.
 std::optional<std::vector<ChartScript>> page_scripts(bool html);
 

@@ -65,7 +65,8 @@ int sweep(const SweepOptions& o) {
   if (!records) return kInterruptedStatus;
   if (shards > 1) {
     std::cerr << "kvtune sweep: shard " << shard << "/" << shards << " done (" << records->size() << " points in "
-              << o.out << "/results.jsonl); combine the shards with: kvtune merge DIR...\n";
+              << o.out << "/results.jsonl); combine the shards with: kvtune merge DIR..."
+              << (o.html ? " --report (a shard alone has no report.html)" : "") << "\n";
     return 0;
   }
   report(spec, *records, o.out, o.json, scripts);
@@ -99,7 +100,7 @@ Runner add_sweep(CLI::App& app) {
                  "job array or a Kubernetes Indexed Job");
   app.add_option("--jobs", o->jobs, "worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   app.add_flag("--json", o->json, "print summary.json instead of the console summary");
-  app.add_flag("--report", o->html, "also write report.html (charts, every point, the runtimes' flags; docs/report.md)");
+  app.add_flag("--report", o->html, kReportFlagHelp);
   return [o] { return sweep(*o); };
 }
 
@@ -108,7 +109,7 @@ Runner add_merge(CLI::App& app) {
   app.add_option("dirs", o->dirs, "the --out directories of the shards")->required();
   app.add_option("--out", o->out, "where the merged results and reports go")->capture_default_str();
   app.add_flag("--json", o->json, "print summary.json instead of the console summary");
-  app.add_flag("--report", o->html, "also write report.html (charts, every point, the runtimes' flags; docs/report.md)");
+  app.add_flag("--report", o->html, kReportFlagHelp);
   return [o] { return merge(*o); };
 }
 

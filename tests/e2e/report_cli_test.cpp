@@ -103,7 +103,11 @@ TEST_F(ReportCli, SweepReportAndTheReportCommandWriteOnePageWithThePinnedScripts
 TEST_F(ReportCli, MergeReportWritesThePageOfTheWholeSweep) {
   for (const char* shard : {"0/2", "1/2"}) {
     const std::string name = std::string("s") + shard[0];
-    ASSERT_EQ(sweep(name, {"--shard", shard}).status, 0);
+    const RunResult r = sweep(name, {"--shard", shard, "--report"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    // A shard has part of the points: its page comes with the merge.
+    EXPECT_THAT(r.err, HasSubstr("kvtune merge DIR... --report (a shard alone has no report.html)"));
+    EXPECT_FALSE(fs::exists(path(name) / "report.html"));
   }
   // One shard alone is not a sweep: merge's words for it.
   expect_refused_like_merge("s0", "points have no record in the given directories");
