@@ -235,17 +235,29 @@ ChartSpec pareto_chart(const SweepSpec& spec, const std::vector<SweepRecord>& re
                       {"err", err},
                       {"label", p.label},
                       {"group", by.empty() ? std::string("search") : runtime_title(spec, by.front())},
-                      {"pair", pair_text(r)}});
+                      {"pair", pair_text(r)},
+                      {"first", marked.empty()}});
   }
   layers.push_back({{"name", "picks"},
                     {"data", {{"values", marked}}},
                     {"mark", {{"type", "point"}, {"shape", "circle"}, {"size", 260}, {"strokeWidth", 2},
                               {"color", "#111111"}, {"filled", false}}},
                     {"encoding", {{"x", x}, {"y", y}, {"tooltip", tooltip_fields({{"label", "chosen by"}, {"pair", "pair"}})}}}});
-  layers.push_back({{"name", "pick_labels"},
-                    {"data", {{"values", marked}}},
-                    {"mark", {{"type", "text"}, {"align", "left"}, {"dx", 10}, {"dy", -10}, {"fontWeight", "bold"}}},
-                    {"encoding", {{"x", x}, {"y", y}, {"text", {{"field", "label"}}}, {"color", colour}}}});
+  // The best's label above its point, the runtimes' below: the best and a runtime's pick are
+  // often neighbours, and their labels would overprint.
+  // (A layer without data would leave its scales an empty extent: each is drawn only with labels.)
+  for (const bool above : {true, false}) {
+    json labels = json::array();
+    for (const json& m : marked) {
+      if (m.at("first").get<bool>() == above) labels.push_back(m);
+    }
+    if (labels.empty()) continue;
+    layers.push_back({{"name", above ? "best_label" : "pick_labels"},
+                      {"data", {{"values", labels}}},
+                      {"mark", {{"type", "text"}, {"align", "left"}, {"dx", 10}, {"dy", above ? -10 : 14},
+                                {"fontWeight", "bold"}}},
+                      {"encoding", {{"x", x}, {"y", y}, {"text", {{"field", "label"}}}, {"color", colour}}}});
+  }
   json chart = base_spec("kvtune sweep " + spec.name + ": every evaluated pair, bits per element against " + axis.label);
   chart["width"] = 720;
   chart["height"] = 380;
