@@ -72,6 +72,11 @@ std::string runtime_title(const SweepSpec& spec, size_t i) {
                                                                                : spec.runtimes[i].name;
 }
 
+// A record's colour group: the first runtime that offers its pair, or "search".
+std::string group_of(const SweepSpec& spec, const std::vector<size_t>& offered) {
+  return offered.empty() ? std::string("search") : runtime_title(spec, offered.front());
+}
+
 // The colour scale of "offered by": search, then each runtime.
 json group_scale(const SweepSpec& spec) {
   json domain = json::array({"search"}), range = json::array({kSearchColour});
@@ -153,7 +158,7 @@ ChartSpec pareto_chart(const SweepSpec& spec, const std::vector<SweepRecord>& re
                       {"err_hi", ci ? number_or_null(ci->hi) : json(nullptr)},
                       {"attn_kl_p95", number_or_null(r.metric(Metric::attn_kl).p95)},
                       {"needle_hit", needle.count ? json(needle.mean) : json(nullptr)},
-                      {"group", by.empty() ? std::string("search") : runtime_title(spec, by.front())},
+                      {"group", group_of(spec, by)},
                       {"runtimes", runtimes.empty() ? json("-") : json(runtimes)},
                       {"status", status_of(analysis.verdicts[i])},
                       {"kind", r.derived() ? "layer exemption" : "evaluated"},
@@ -234,7 +239,7 @@ ChartSpec pareto_chart(const SweepSpec& spec, const std::vector<SweepRecord>& re
     marked.push_back({{"bits", r.bits()},
                       {"err", err},
                       {"label", p.label},
-                      {"group", by.empty() ? std::string("search") : runtime_title(spec, by.front())},
+                      {"group", group_of(spec, by)},
                       {"pair", pair_text(r)},
                       {"first", marked.empty()}});
   }

@@ -255,14 +255,12 @@ constexpr const char* kPageScript = R"(
 })();
 )";
 
-}  // namespace
-
-std::string sweep_report_html(const SweepSpec& spec, const std::vector<SweepRecord>& records,
-                              const SweepAnalysis& analysis, const std::vector<ChartScript>& scripts) {
+// The page around charts already made (write_sweep_html writes them beside it too).
+std::string page_html(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis,
+                      const std::vector<ChartSpec>& charts, const std::vector<ChartScript>& scripts) {
   const Doc doc = build_sweep_document(spec, records, analysis);
   size_t header_end = 0;
   while (header_end < doc.size() && doc[header_end].kind != Block::heading2) ++header_end;
-  const std::vector<ChartSpec> charts = sweep_charts(spec, records, analysis);
 
   std::ostringstream out;
   out << "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -295,6 +293,13 @@ std::string sweep_report_html(const SweepSpec& spec, const std::vector<SweepReco
   return out.str();
 }
 
+}  // namespace
+
+std::string sweep_report_html(const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                              const SweepAnalysis& analysis, const std::vector<ChartScript>& scripts) {
+  return page_html(spec, records, analysis, sweep_charts(spec, records, analysis), scripts);
+}
+
 void write_sweep_html(const std::string& html_path, const SweepSpec& spec, const std::vector<SweepRecord>& records,
                       const SweepAnalysis& analysis, const std::vector<ChartScript>& scripts) {
   auto write = [](const fs::path& path, const std::string& text) {
@@ -305,10 +310,11 @@ void write_sweep_html(const std::string& html_path, const SweepSpec& spec, const
   std::error_code ec;
   fs::create_directories(chart_dir, ec);
   if (ec) throw InputError(chart_dir.string() + ": cannot create the folder for the chart specifications (" + ec.message() + ")");
-  for (const ChartSpec& c : sweep_charts(spec, records, analysis)) {
+  const std::vector<ChartSpec> charts = sweep_charts(spec, records, analysis);
+  for (const ChartSpec& c : charts) {
     write(chart_dir / (c.name + ".vl.json"), nlohmann::ordered_json::parse(c.vega_lite).dump(2) + "\n");
   }
-  write(page, sweep_report_html(spec, records, analysis, scripts));
+  write(page, page_html(spec, records, analysis, charts, scripts));
 }
 
 std::vector<ChartScript> load_chart_scripts(const fs::path& node_modules) {

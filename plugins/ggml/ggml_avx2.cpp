@@ -231,8 +231,11 @@ KVTUNE_AVX2 void min_max_eight(const float* x, float* y, float levels, bool clam
 
 // The iq4_nl codebook entry of each lane's index 0..15: two eight-entry permutes, chosen by bit 3.
 KVTUNE_AVX2 inline __m256 iq4nl_entry(__m256i index) {
-  const __m256 low = _mm256_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10);
-  const __m256 high = _mm256_setr_ps(1, 13, 25, 38, 53, 69, 89, 113);
+  using ggml::iq4nl_value;
+  const __m256 low = _mm256_setr_ps(iq4nl_value(0), iq4nl_value(1), iq4nl_value(2), iq4nl_value(3), iq4nl_value(4),
+                                    iq4nl_value(5), iq4nl_value(6), iq4nl_value(7));
+  const __m256 high = _mm256_setr_ps(iq4nl_value(8), iq4nl_value(9), iq4nl_value(10), iq4nl_value(11),
+                                     iq4nl_value(12), iq4nl_value(13), iq4nl_value(14), iq4nl_value(15));
   return _mm256_blendv_ps(_mm256_permutevar8x32_ps(low, index), _mm256_permutevar8x32_ps(high, index),
                           _mm256_castsi256_ps(_mm256_slli_epi32(index, 28)));
 }
@@ -278,7 +281,9 @@ KVTUNE_AVX512 inline __m512 both(__m256 low, __m256 high) {
 }
 
 KVTUNE_AVX512 void iq4_nl_entries16(const __m256 (&xt)[4][8], __m256 id, __m256 tiny, __m256 (&entries)[4][8]) {
-  const __m512 values = _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+  alignas(64) float codebook[16];
+  for (int i = 0; i < 16; ++i) codebook[i] = ggml::iq4nl_value(i);
+  const __m512 values = _mm512_load_ps(codebook);
   const __m512 search = _mm512_mask_blend_ps(__mmask16(0x8000), values, _mm512_set1_ps(__builtin_inff()));
   const __m512 ids = both(id, id);
   const __mmask16 small = _mm512_movepi32_mask(_mm512_castps_si512(both(tiny, tiny)));
