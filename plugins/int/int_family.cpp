@@ -107,7 +107,10 @@ class IntScheme final : public Scheme {
     BlockParams p(t, x.cols);
     for (int64_t block = 0; block < codec::token_tiles(t); ++block) {
       const auto [r0, r1] = fit_block(x, t, block, p);
-      for (int64_t r = r0; r < r1; ++r) apply_row(x.row(r), t, p, /*levels_only=*/false, out.row(r));
+      for (int64_t r = r0; r < r1; ++r) {
+        prefetch_row(x, r + t.rows_per_tile);
+        apply_row(x.row(r), t, p, /*levels_only=*/false, out.row(r));
+      }
     }
   }
 
@@ -168,6 +171,14 @@ class IntScheme final : public Scheme {
                               p.reciprocal.data());
     p.all_reciprocals = std::find(p.reciprocal.begin(), p.reciprocal.end(), 0.0f) == p.reciprocal.end();
     return {r0, r1};
+  }
+
+  // Asks for row r of the next token block while this block's levels are computed, so its
+  // min/max pass finds it in cache instead of waiting on memory (nothing for a row past the end).
+  static void prefetch_row(ConstMatrixView x, int64_t r) {
+    if (r >= x.rows) return;
+    const char* row = reinterpret_cast<const char*>(x.row(r));
+    for (int64_t b = 0; b < x.cols * int64_t(sizeof(float)); b += 64) __builtin_prefetch(row + b);
   }
 
   // y = level(x) * scale (+ minimum) for one row, or the levels themselves.

@@ -9,6 +9,11 @@
 #include "kvtune/numeric/cpu_features.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+// GCC 12 reports the AVX-512 intrinsics' own _mm512_undefined_* operands as maybe uninitialized
+// (a false positive inside avx512fintrin.h), as in plugins/ggml/ggml_avx2.cpp.
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #define KVTUNE_HAVE_AVX2_PATH 1
 #endif
@@ -44,13 +49,14 @@ void asym_columns_exact(const float* x, const float* minimum, const float* divis
 #if KVTUNE_HAVE_AVX2_PATH
 // Why the fast path is exact. Let q = x / d exactly, r = fl(1/d) and v = fl(x * r). Then
 // |v - q| <= |q| * (2^-24 + 2^-24 + 2^-48) and |fl(q) - q| <= |q| * 2^-24, so v and fl(q) differ by
-// less than |q| * 2^-22. Levels only change at the half-integers inside the clamp range [-255, 255];
-// wherever |q| is large both values clamp to the same bound. Within the range the difference is
-// below 512 * 2^-22 = 2^-13, so when the clamped v lies farther than kTieGuard = 2^-10 from every
-// half-integer, rne(clamp(v)) == rne(clamp(fl(q))). Vectors with any lane inside the guard band
-// (about 0.2 % of random data) are recomputed with division. r must be finite: fast_reciprocal
-// returns 0 otherwise and the callers then divide.
-constexpr float kTieGuard = 1.0f / 1024.0f;
+// less than |q| * 2^-22. Their clamped values (clamp is monotone) can only give different levels
+// when a half-integer h inside the clamp range, |h| < 255, lies between them; then |q| < 256, the
+// two differ by less than 256 * 2^-22 = 2^-14, and the clamped v lies within 2^-14 of h. So when
+// the clamped v lies farther than kTieGuard = 2^-12 (four times that) from every half-integer,
+// rne(clamp(v)) == rne(clamp(fl(q))). Vectors with any lane inside the guard band (about 0.05 % of
+// random values, under 1 % of 16-lane vectors) are recomputed with division. r must be finite:
+// fast_reciprocal returns 0 otherwise and the callers then divide.
+constexpr float kTieGuard = 1.0f / 4096.0f;
 
 __attribute__((target("avx2"))) inline __m256 rne(__m256 v) {
   const __m256 magic = _mm256_set1_ps(12582912.0f);  // 1.5 * 2^23, see numeric/rounding.h
@@ -125,6 +131,77 @@ __attribute__((target("avx2"))) void asym_columns_avx2(const float* x, const flo
   asym_columns_exact(x + c, minimum + c, divisor + c, out_scale + c, out_min + c, top, y + c, n - c);
 }
 
+// The same kernels sixteen lanes wide (AVX-512 F + DQ), the remainder through the AVX2 ones: the
+// same operations per lane, so the same bits. The clamp's max/min return their second operand for
+// a NaN lane in both widths, and the magic-number rounding (not vrndscaleps, which would keep -0)
+// is the AVX2 path's.
+#define KVTUNE_AVX512 __attribute__((target("avx512f,avx512dq")))
+
+KVTUNE_AVX512 inline __m512 rne16(__m512 v) {
+  const __m512 magic = _mm512_set1_ps(12582912.0f);
+  return _mm512_sub_ps(_mm512_add_ps(v, magic), magic);
+}
+
+KVTUNE_AVX512 inline __m512 levels16(__m512 num, __m512 recip, __m512 divisor, __m512 lo, __m512 hi) {
+  const __m512 v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(num, recip), lo), hi);
+  __m512 level = rne16(v);
+  const __m512 dist = _mm512_abs_ps(_mm512_sub_ps(v, level));
+  if (_mm512_cmp_ps_mask(dist, _mm512_set1_ps(0.5f - kTieGuard), _CMP_GT_OQ) != 0) {
+    level = rne16(_mm512_min_ps(_mm512_max_ps(_mm512_div_ps(num, divisor), lo), hi));
+  }
+  return level;
+}
+
+KVTUNE_AVX512 void sym_segment_avx512(const float* x, float divisor, float reciprocal, float out_scale, float qmax,
+                                      float* y, int64_t n) {
+  const __m512 r = _mm512_set1_ps(reciprocal), d = _mm512_set1_ps(divisor), s = _mm512_set1_ps(out_scale);
+  const __m512 lo = _mm512_set1_ps(-qmax), hi = _mm512_set1_ps(qmax);
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    _mm512_storeu_ps(y + c, _mm512_mul_ps(levels16(_mm512_loadu_ps(x + c), r, d, lo, hi), s));
+  }
+  sym_segment_avx2(x + c, divisor, reciprocal, out_scale, qmax, y + c, n - c);
+}
+
+KVTUNE_AVX512 void asym_segment_avx512(const float* x, float minimum, float divisor, float reciprocal,
+                                       float out_scale, float out_min, float top, float* y, int64_t n) {
+  const __m512 r = _mm512_set1_ps(reciprocal), d = _mm512_set1_ps(divisor), s = _mm512_set1_ps(out_scale);
+  const __m512 m = _mm512_set1_ps(minimum), om = _mm512_set1_ps(out_min);
+  const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(top);
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    const __m512 level = levels16(_mm512_sub_ps(_mm512_loadu_ps(x + c), m), r, d, lo, hi);
+    _mm512_storeu_ps(y + c, _mm512_add_ps(_mm512_mul_ps(level, s), om));
+  }
+  asym_segment_avx2(x + c, minimum, divisor, reciprocal, out_scale, out_min, top, y + c, n - c);
+}
+
+KVTUNE_AVX512 void sym_columns_avx512(const float* x, const float* divisor, const float* reciprocal,
+                                      const float* out_scale, float qmax, float* y, int64_t n) {
+  const __m512 lo = _mm512_set1_ps(-qmax), hi = _mm512_set1_ps(qmax);
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    const __m512 level =
+        levels16(_mm512_loadu_ps(x + c), _mm512_loadu_ps(reciprocal + c), _mm512_loadu_ps(divisor + c), lo, hi);
+    _mm512_storeu_ps(y + c, _mm512_mul_ps(level, _mm512_loadu_ps(out_scale + c)));
+  }
+  sym_columns_avx2(x + c, divisor + c, reciprocal + c, out_scale + c, qmax, y + c, n - c);
+}
+
+KVTUNE_AVX512 void asym_columns_avx512(const float* x, const float* minimum, const float* divisor,
+                                       const float* reciprocal, const float* out_scale, const float* out_min,
+                                       float top, float* y, int64_t n) {
+  const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(top);
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    const __m512 num = _mm512_sub_ps(_mm512_loadu_ps(x + c), _mm512_loadu_ps(minimum + c));
+    const __m512 level = levels16(num, _mm512_loadu_ps(reciprocal + c), _mm512_loadu_ps(divisor + c), lo, hi);
+    _mm512_storeu_ps(y + c, _mm512_add_ps(_mm512_mul_ps(level, _mm512_loadu_ps(out_scale + c)),
+                                          _mm512_loadu_ps(out_min + c)));
+  }
+  asym_columns_avx2(x + c, minimum + c, divisor + c, reciprocal + c, out_scale + c, out_min + c, top, y + c, n - c);
+}
+
 bool have_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;
@@ -144,6 +221,7 @@ float fast_reciprocal(float divisor) {
 void sym_columns(const float* x, const float* divisor, const float* reciprocal, const float* out_scale, float qmax,
                  float* y, int64_t n) {
 #if KVTUNE_HAVE_AVX2_PATH
+  if (reciprocal != nullptr && cpu_has_avx512()) return sym_columns_avx512(x, divisor, reciprocal, out_scale, qmax, y, n);
   if (reciprocal != nullptr && have_avx2()) return sym_columns_avx2(x, divisor, reciprocal, out_scale, qmax, y, n);
 #endif
   sym_columns_exact(x, divisor, out_scale, qmax, y, n);
@@ -152,6 +230,9 @@ void sym_columns(const float* x, const float* divisor, const float* reciprocal, 
 void asym_columns(const float* x, const float* minimum, const float* divisor, const float* reciprocal,
                   const float* out_scale, const float* out_min, float top, float* y, int64_t n) {
 #if KVTUNE_HAVE_AVX2_PATH
+  if (reciprocal != nullptr && cpu_has_avx512()) {
+    return asym_columns_avx512(x, minimum, divisor, reciprocal, out_scale, out_min, top, y, n);
+  }
   if (reciprocal != nullptr && have_avx2()) {
     return asym_columns_avx2(x, minimum, divisor, reciprocal, out_scale, out_min, top, y, n);
   }
@@ -161,6 +242,7 @@ void asym_columns(const float* x, const float* minimum, const float* divisor, co
 
 void sym_segment(const float* x, float divisor, float reciprocal, float out_scale, float qmax, float* y, int64_t n) {
 #if KVTUNE_HAVE_AVX2_PATH
+  if (reciprocal != 0.0f && cpu_has_avx512()) return sym_segment_avx512(x, divisor, reciprocal, out_scale, qmax, y, n);
   if (reciprocal != 0.0f && have_avx2()) return sym_segment_avx2(x, divisor, reciprocal, out_scale, qmax, y, n);
 #endif
   sym_segment_exact(x, divisor, out_scale, qmax, y, n);
@@ -169,6 +251,9 @@ void sym_segment(const float* x, float divisor, float reciprocal, float out_scal
 void asym_segment(const float* x, float minimum, float divisor, float reciprocal, float out_scale, float out_min,
                   float top, float* y, int64_t n) {
 #if KVTUNE_HAVE_AVX2_PATH
+  if (reciprocal != 0.0f && cpu_has_avx512()) {
+    return asym_segment_avx512(x, minimum, divisor, reciprocal, out_scale, out_min, top, y, n);
+  }
   if (reciprocal != 0.0f && have_avx2()) {
     return asym_segment_avx2(x, minimum, divisor, reciprocal, out_scale, out_min, top, y, n);
   }
@@ -315,6 +400,13 @@ __attribute__((target("avx2"))) inline void group_levels(const float* xs, int64_
       _mm256_storeu_ps(ys + c, _mm256_mul_ps(levels8(v, rv, dv, lo_bound, hi_bound), sv));
     }
   }
+}
+
+// group_levels sixteen lanes wide, for groups of a multiple of 16 (the same bits).
+KVTUNE_AVX512 void group_levels_avx512(const float* xs, int64_t group, bool asym, float qmax, float top, float m,
+                                       float s, float divisor, float recip, float* ys) {
+  if (asym) return asym_segment_avx512(xs, m, divisor, recip, s, m, top, ys, group);
+  sym_segment_avx512(xs, divisor, recip, s, qmax, ys, group);
 }
 
 // One group of the per-token path: min/max, the group's parameters (group_params' scalar codec
@@ -470,7 +562,11 @@ KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits
   if (!params8(lo, hi, bits, asym, t, m, s, divisor, recip)) return false;
   alignas(32) float ss[8], ms[8], ds[8], rs[8];
   _mm256_store_ps(ss, s), _mm256_store_ps(ms, m), _mm256_store_ps(ds, divisor), _mm256_store_ps(rs, recip);
-  for (int g = 0; g < 8; ++g) group_levels(x + g * group, group, asym, qmax, top, ms[g], ss[g], ds[g], rs[g], y + g * group);
+  const bool wide = group % 16 == 0 && cpu_has_avx512();
+  for (int g = 0; g < 8; ++g) {
+    (wide ? group_levels_avx512 : group_levels)(x + g * group, group, asym, qmax, top, ms[g], ss[g], ds[g], rs[g],
+                                                y + g * group);
+  }
   return true;
 }
 
