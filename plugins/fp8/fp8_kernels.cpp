@@ -4,6 +4,19 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
+
+#include "kvtune/numeric/cpu_features.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// GCC 12 reports the AVX-512 intrinsics' own _mm512_undefined_* operands as maybe uninitialized
+// (a false positive inside avx512fintrin.h), as in plugins/ggml/ggml_avx2.cpp.
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#define KVTUNE_FP8_AVX512 1
+#endif
 
 
 namespace kvtune::builtin::fp8_kernels {
@@ -29,6 +42,7 @@ using codec::Fp8Format;
 //     (numeric/rounding.h), and k * q is exact; k = 0 keeps the sign, like the codec's signed zero.
 template <class F, Fp8Format kFormat, uint32_t kMantissaBits, uint32_t kBias>
 struct Fast {
+  using Codec = F;  // the codec's format constants
   static constexpr Fp8Format format = kFormat;
   static constexpr uint32_t shift = 23u - kMantissaBits;
   static constexpr uint32_t rebias = (127u - kBias) << 23;
@@ -166,6 +180,110 @@ KVTUNE_MULTIVERSION float abs_max_clones(const float* x, int64_t n) { return abs
 
 #undef KVTUNE_FP8_LOOPS
 
+#if KVTUNE_FP8_AVX512
+#define KVTUNE_AVX512 __attribute__((target("avx512f,avx512dq")))
+
+// Fast::roundtrip on sixteen lanes: the same integer and float operations, selects as masks.
+template <class Fmt>
+KVTUNE_AVX512 inline __m512 roundtrip16(__m512 x) {
+  using F = typename Fmt::Codec;
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __m512i carry = _mm512_and_si512(_mm512_srli_epi32(ax, Fmt::shift), _mm512_set1_epi32(1));
+  const __m512i normal =
+      _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(ax, _mm512_set1_epi32((1 << (Fmt::shift - 1)) - 1)), carry),
+                       _mm512_set1_epi32(~((1 << Fmt::shift) - 1)));
+  const __m512 magic = _mm512_set1_ps(Fmt::magic);
+  const __m512 biased = _mm512_add_ps(_mm512_mul_ps(_mm512_castsi512_ps(ax), _mm512_set1_ps(Fmt::up)), magic);
+  const __m512i sub = _mm512_castps_si512(_mm512_mul_ps(_mm512_sub_ps(biased, magic), _mm512_set1_ps(Fmt::down)));
+  __m512i r = _mm512_mask_blend_epi32(_mm512_cmplt_epi32_mask(ax, _mm512_set1_epi32(int(F::min_normal_bits))), normal, sub);
+  const __m512i max_finite = _mm512_set1_epi32(int(F::max_finite_bits));
+  r = _mm512_mask_blend_epi32(_mm512_cmpge_epi32_mask(ax, max_finite), r, max_finite);
+  r = _mm512_or_si512(r, _mm512_and_si512(u, _mm512_set1_epi32(int(0x80000000u))));
+  r = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(ax, _mm512_set1_epi32(0x7f800000)), r,
+                              _mm512_set1_epi32(0x7fffffff));
+  return _mm512_castsi512_ps(r);
+}
+
+// Whether any lane of v = fl(x * fl(1/s)) might round to another fp8 value than the codec's
+// fl(x / s). With q = x / s exactly, |v - q| <= |q| (2^-23 + 2^-48) and |fl(q) - q| <= |q| 2^-24,
+// so for a normal float v, v and fl(q) lie less than 4 ulps of v apart, and round differently only
+// when a rounding boundary lies between them. In the format's normal range the boundaries are the
+// floats whose low `shift` bits are 100...0 (never within 4 ulps of a power of two, where the ulp
+// changes), so a v more than 8 ulps from that pattern is safe; saturation at the largest finite
+// value is a grid point and changes nothing. In the format's subnormal range the boundaries sit at
+// other bit positions, so every nonzero v below its smallest normal is flagged (rare in a row
+// scaled to its own maximum). v = ±0 is exact: x = ±0, or both round to a zero of x's sign.
+// roundtrip16 for lanes that are ±0, NaN or in the format's normal range no farther above its
+// largest finite value than the next rounding boundary (a row's products by the reciprocal of its
+// scale, once near_boundary16 has passed them): no subnormal or saturation step, as neither can
+// apply, so the fast path spends about half the instructions.
+template <class Fmt>
+KVTUNE_AVX512 inline __m512 roundtrip16_normal(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __m512i carry = _mm512_and_si512(_mm512_srli_epi32(ax, Fmt::shift), _mm512_set1_epi32(1));
+  const __m512i normal =
+      _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32((1 << (Fmt::shift - 1)) - 1)), carry),
+                       _mm512_set1_epi32(~((1 << Fmt::shift) - 1)));  // the sign bit rides along on u
+  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(ax, _mm512_set1_epi32(0x7f800000)),
+                                                     normal, _mm512_set1_epi32(0x7fffffff)));
+}
+
+template <class Fmt>
+KVTUNE_AVX512 inline bool near_boundary16(__m512 v) {
+  using F = typename Fmt::Codec;
+  const __m512i ax = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+  const __m512i low = _mm512_and_si512(ax, _mm512_set1_epi32((1 << Fmt::shift) - 1));
+  const __m512i from_tie = _mm512_abs_epi32(_mm512_sub_epi32(low, _mm512_set1_epi32(1 << (Fmt::shift - 1))));
+  const __mmask16 tie = _mm512_cmple_epi32_mask(from_tie, _mm512_set1_epi32(8));
+  const __mmask16 sub = _mm512_test_epi32_mask(ax, ax) & _mm512_cmplt_epi32_mask(ax, _mm512_set1_epi32(int(F::min_normal_bits)));
+  return (tie | sub) != 0;
+}
+
+// The per-token mode for rows of a multiple of 16, sixteen rows at a time: each row's maximum
+// (abs_max_bits), the sixteen scales and reciprocals in two vector divisions (fp8_fit_scale's
+// float32 division, so the same bits), then each row sixteen lanes at a time multiplied by its
+// reciprocal, divided instead where near_boundary16 says so (the vector division is the slowest
+// instruction here). A row whose scale has no finite nonzero reciprocal divides throughout.
+template <class Fmt>
+KVTUNE_AVX512 void roundtrip_per_row_avx512(const float* x, int64_t rows, int64_t cols, float* y) {
+  alignas(64) uint32_t amax[16];
+  alignas(64) float scales[16], recips[16];
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    const int64_t n = std::min<int64_t>(16, rows - r0);
+    for (int64_t k = 0; k < 16; ++k) {
+      __m512i m = _mm512_setzero_si512();
+      for (int64_t c = 0; k < n && c < cols; c += 16) {
+        const __m512i a = _mm512_and_si512(_mm512_loadu_si512(x + (r0 + k) * cols + c), _mm512_set1_epi32(0x7fffffff));
+        m = _mm512_max_epu32(m, _mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(a, _mm512_set1_epi32(0x7f800000)), a));
+      }
+      amax[k] = _mm512_reduce_max_epu32(m);
+    }
+    const __m512 a = _mm512_load_ps(amax);
+    const __m512 fit = _mm512_div_ps(a, _mm512_set1_ps(codec::fp8_max_finite(Fmt::format)));
+    const __m512 scale = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(fit, _mm512_setzero_ps(), _CMP_GT_OQ),
+                                              _mm512_set1_ps(1.0f), fit);  // fp8_fit_scale
+    const __m512 recip = _mm512_div_ps(_mm512_set1_ps(1.0f), scale);
+    _mm512_store_ps(scales, scale);
+    _mm512_store_ps(recips, recip);
+    for (int64_t k = 0; k < n; ++k) {
+      const float* row = x + (r0 + k) * cols;
+      float* out = y + (r0 + k) * cols;
+      const bool multiply = recips[k] > 0.0f && recips[k] <= std::numeric_limits<float>::max();
+      const __m512 s = _mm512_set1_ps(scales[k]), rv = _mm512_set1_ps(recips[k]);
+      for (int64_t c = 0; c < cols; c += 16) {
+        const __m512 xv = _mm512_loadu_ps(row + c);
+        const __m512 v = _mm512_mul_ps(xv, rv);
+        const __m512 level = !multiply || near_boundary16<Fmt>(v) ? roundtrip16<Fmt>(_mm512_div_ps(xv, s))
+                                                                   : roundtrip16_normal<Fmt>(v);
+        _mm512_storeu_ps(out + c, _mm512_mul_ps(level, s));
+      }
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 void roundtrip(const float* x, float scale, float* y, int64_t n, Fp8Format format) {
@@ -181,6 +299,12 @@ void dequantize(const uint8_t* codes, float scale, float* y, int64_t n, Fp8Forma
 }
 
 void roundtrip_per_row(const float* x, int64_t rows, int64_t cols, float* y, Fp8Format format) {
+#if KVTUNE_FP8_AVX512
+  if (cols % 16 == 0 && cpu_has_avx512()) {
+    return format == Fp8Format::e4m3 ? roundtrip_per_row_avx512<E4M3>(x, rows, cols, y)
+                                     : roundtrip_per_row_avx512<E5M2>(x, rows, cols, y);
+  }
+#endif
   format == Fp8Format::e4m3 ? roundtrip_per_row_e4m3(x, rows, cols, y) : roundtrip_per_row_e5m2(x, rows, cols, y);
 }
 

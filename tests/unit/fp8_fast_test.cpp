@@ -145,6 +145,61 @@ TEST_P(Fp8FastTest, RoundtripPerRowMatchesCodec) {
   }
 }
 
+// Rows of 128 (the sixteen-lane path multiplies by the reciprocal of a scale that is not a power
+// of two and divides only near a rounding boundary): each row's values are the format's rounding
+// boundaries times the row's scale, and the floats up to four ulps either side, so x / s lands on
+// or next to a boundary while x * (1 / s) may round the other way; plus subnormal-range values,
+// zeros of both signs and a NaN. Rows come in a count that is not a multiple of sixteen.
+TEST_P(Fp8FastTest, RoundtripPerRowOnRoundingBoundariesOfUnevenScales) {
+  const Fp8Format format = GetParam();
+  std::mt19937 rng(123);
+  std::vector<float> boundaries;  // midpoints between neighbouring non-negative finite values
+  for (uint32_t code = 0; code < 0x7f; ++code) {
+    const float a = codec::fp8_to_f32(uint8_t(code), format), b = codec::fp8_to_f32(uint8_t(code + 1), format);
+    if (std::isfinite(a) && std::isfinite(b) && b <= codec::fp8_max_finite(format)) boundaries.push_back(0.5f * (a + b));
+  }
+  // The boundaries below the format's smallest normal value come first.
+  const size_t subnormal_boundaries = size_t(std::count_if(
+      boundaries.begin(), boundaries.end(), [&](float b) { return b < codec::fp8_to_f32(uint8_t(8 >> (format == Fp8Format::e5m2)), format); }));
+  ASSERT_GT(subnormal_boundaries, 0u);
+  constexpr int64_t kRows = 37, kCols = 128;
+  std::vector<float> x(kRows * kCols), y(x.size());
+  for (int64_t r = 0; r < kRows; ++r) {
+    const float amax = std::ldexp(1.0f + float(rng() % 1000003) / 1000003.0f, int(rng() % 40) - 20);
+    const float scale = codec::fp8_fit_scale(amax, format);
+    float* row = x.data() + r * kCols;
+    row[0] = r % 2 ? -amax : amax;
+    // Rows of three kinds, so a boundary of one range is not hidden in a vector that another
+    // lane already sends to the division: every lane a boundary; values away from boundaries with
+    // every fifth lane a boundary of the subnormal range; the same with every seventh lane a
+    // boundary of the normal range.
+    for (int64_t c = 1; c < kCols; ++c) {
+      const int kind = int(r % 3);
+      float t = std::ldexp(float(rng() % 1000) + 0.25f, -10) * scale;  // q = 0.25 + k / 1024: no boundary
+      if (kind == 0 || (kind == 1 && c % 5 == 0)) t = boundaries[rng() % boundaries.size()] * scale;
+      if (kind == 1 && c % 5 == 0) t = boundaries[rng() % subnormal_boundaries] * scale;
+      if (kind == 2 && c % 7 == 0) t = boundaries[subnormal_boundaries + rng() % (boundaries.size() - subnormal_boundaries)] * scale;
+      const int ulps = int(rng() % 9) - 4;
+      float v = std::min(bits_float(uint32_t(int64_t(float_bits(t)) + ulps)), amax);
+      row[c] = rng() % 2 ? -v : v;
+    }
+    row[5] = 0.0f, row[6] = -0.0f, row[7] = amax * 1e-6f;
+    if (r == 3) row[9] = std::numeric_limits<float>::quiet_NaN();
+  }
+  roundtrip_per_row(x.data(), kRows, kCols, y.data(), format);
+  for (int64_t r = 0; r < kRows; ++r) {
+    float amax = 0.0f;
+    for (int64_t c = 0; c < kCols; ++c) amax = std::max(amax, std::abs(x[r * kCols + c]));
+    const float scale = codec::fp8_fit_scale(amax, format);
+    for (int64_t c = 0; c < kCols; ++c) {
+      const size_t i = static_cast<size_t>(r * kCols + c);
+      ASSERT_EQ(float_bits(y[i]),
+                float_bits(codec::fp8_dequantize(codec::fp8_quantize(x[i], scale, format), scale, format)))
+          << "row " << r << " col " << c << " x bits " << std::hex << float_bits(x[i]);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, Fp8FastTest, ::testing::Values(Fp8Format::e4m3, Fp8Format::e5m2),
                          [](const auto& p) { return p.param == Fp8Format::e4m3 ? "e4m3" : "e5m2"; });
 
