@@ -6,6 +6,7 @@
 #include <bit>
 #include <limits>
 
+#include "kvtune/numeric/bits.h"
 #include "kvtune/numeric/cpu_features.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -129,18 +130,6 @@ inline float abs_max_bits(const float* x, int64_t n) {
     amax = std::max(amax, a & (0u - static_cast<uint32_t>(a <= 0x7f800000u)));
   }
   return std::bit_cast<float>(amax);
-}
-
-// 1 / scale when scale is a power of two whose reciprocal is a float32 (then exact), else 0.
-// x * (1 / scale) and x / scale are then both the correctly rounded value of the same real
-// number, so they agree for every x (NaN stays NaN, and the conversion ignores its payload); the
-// multiplication spares the loops a vector division, the slowest instruction in them. Scale 1,
-// the unit mode's, is the case that matters.
-inline float exact_reciprocal(float scale) {
-  const uint32_t s = std::bit_cast<uint32_t>(scale);
-  const uint32_t exponent = s >> 23;  // also 0 unless the sign is +
-  return (s & 0x7fffffu) == 0 && exponent >= 1u && exponent <= 254u ? std::bit_cast<float>((254u - exponent) << 23)
-                                                                    : 0.0f;
 }
 
 // One multiversioned function per format and loop, so the per-element code inlines into each

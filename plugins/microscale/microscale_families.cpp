@@ -132,25 +132,41 @@ class MicroScheme final : public Scheme {
     const codec::MicroElement e = codec::micro_element(config_.kind);
     const bool nvfp4 = config_.kind == CodecKind::nvfp4;
     const int64_t b = config_.block, blocks = x.size() / b;
-    std::vector<float> scale(static_cast<size_t>(blocks));
-    microscale_kernels::block_abs_max(x.data, blocks, b, scale.data());
     // nvfp4's per-tensor scale: the packed path's max(-min, max) over the tensor is the largest
-    // block amax (both +0 for an all-zero tensor, where the scale is 1 either way).
+    // block amax (both +0 for an all-zero tensor, where the scale is 1 either way). It needs the
+    // whole tensor first; every other block scale depends on its block alone, so the blocks go in
+    // tiles that stay in L2 between the maximum and the round trip (one pass over memory).
     float global = 1.0f;
     if (nvfp4 && config_.scale == TensorScale::fixed) global = config_.value;
     if (nvfp4 && config_.scale != TensorScale::fixed) {
-      float amax = 0.0f;
-      for (float a : scale) amax = a > amax ? a : amax;
-      global = codec::nvfp4_global_scale(amax);
+      std::vector<float> amax(static_cast<size_t>(blocks));
+      microscale_kernels::block_abs_max(x.data, blocks, b, amax.data());
+      float largest = 0.0f;
+      for (float a : amax) largest = a > largest ? a : largest;
+      global = codec::nvfp4_global_scale(largest);
+      return roundtrip_blocks(x.data, 0, blocks, amax.data(), e, global, out.data);
     }
-    microscale_kernels::scales_from_amax(scale.data(), blocks, codec::micro_element_max(e), nvfp4 ? global : 0.0f);
+    constexpr int64_t kTileBlocks = 1024;  // 64 or 128 KiB of input
+    std::vector<float> scale(static_cast<size_t>(std::min(blocks, kTileBlocks)));
+    for (int64_t k0 = 0; k0 < blocks; k0 += kTileBlocks) {
+      const int64_t n = std::min(kTileBlocks, blocks - k0);
+      microscale_kernels::block_abs_max(x.data + k0 * b, n, b, scale.data());
+      roundtrip_blocks(x.data, k0, n, scale.data(), e, nvfp4 ? global : 0.0f, out.data);
+    }
+  }
+
+  // Blocks k0 .. k0 + n of x through their scales, from their amax (overwritten): `global` > 0 is
+  // nvfp4's per-tensor scale, 0 the MX formats'.
+  void roundtrip_blocks(const float* x, int64_t k0, int64_t n, float* amax, codec::MicroElement e, float global,
+                        float* y) const {
+    const int64_t b = config_.block;
+    microscale_kernels::scales_from_amax(amax, n, codec::micro_element_max(e), global);
     if (e == codec::MicroElement::e2m1) {
-      microscale_kernels::e2m1_roundtrip(x.data, scale.data(), blocks, b, config_.ties_away, out.data);
-      return;
+      return microscale_kernels::e2m1_roundtrip(x + k0 * b, amax, n, b, config_.ties_away, y + k0 * b);
     }
     // mxfp8: E4M3 elements through the fp8 family's vectorized codec (scales are >= 2^-127 > 0).
-    for (int64_t k = 0; k < blocks; ++k) {
-      fp8_kernels::roundtrip(x.data + k * b, scale[size_t(k)], out.data + k * b, b, codec::Fp8Format::e4m3);
+    for (int64_t k = 0; k < n; ++k) {
+      fp8_kernels::roundtrip(x + (k0 + k) * b, amax[k], y + (k0 + k) * b, b, codec::Fp8Format::e4m3);
     }
   }
 

@@ -1,30 +1,39 @@
 #include "microscale_kernels.h"
 
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+
 #include "kvtune/codecs/microscale.h"
+#include "kvtune/numeric/bits.h"
 #include "kvtune/numeric/multiversion.h"
 #include "fp8/fp8_kernels.h"
 
 namespace kvtune::builtin::microscale_kernels {
 namespace {
 
-// One block of B floats: eight independent lanes, then their maximum (a maximum does not depend
-// on the order it is taken in), so the loop vectorizes.
+// One block of B floats on the bits: for floats >= +0 that are not NaN, float order is the order
+// of their bits as integers, and an integer maximum vectorizes without reassociation flags (GCC
+// keeps a float `a > amax ? a : amax` scan scalar). |x| clears the sign, so -0 counts as +0, and a
+// NaN maps to 0, as the sequential scan skips it: the same maximum of the same set.
 template <int B>
 inline float abs_max_of(const float* x) {
-  float lane[8] = {};
-  for (int j = 0; j < B; j += 8) {
-    for (int k = 0; k < 8; ++k) {
-      const float a = x[j + k] < 0.0f ? -x[j + k] : x[j + k];
-      lane[k] = a > lane[k] ? a : lane[k];
-    }
+  uint32_t amax = 0;
+  for (int j = 0; j < B; ++j) {
+    const uint32_t a = std::bit_cast<uint32_t>(x[j]) & 0x7fffffffu;
+    amax = std::max(amax, a & (0u - static_cast<uint32_t>(a <= 0x7f800000u)));
   }
-  float amax = 0.0f;
-  for (int k = 0; k < 8; ++k) amax = lane[k] > amax ? lane[k] : amax;
-  return amax;
+  return std::bit_cast<float>(amax);
 }
 
+// MX scales are powers of two, so their blocks multiply by the exact reciprocal (the same bits);
+// nvfp4's E4M3 scales divide.
 template <int B, bool TiesAway>
 inline void e2m1_block(const float* x, float scale, float* y) {
+  if (const float r = exact_reciprocal(scale); r != 0.0f) {
+    for (int j = 0; j < B; ++j) y[j] = codec::e2m1_round<TiesAway>(x[j] * r) * scale;
+    return;
+  }
   for (int j = 0; j < B; ++j) {
     const float v = scale > 0.0f ? x[j] / scale : 0.0f;
     y[j] = codec::e2m1_round<TiesAway>(v) * scale;
