@@ -13,6 +13,7 @@
 // (a false positive inside avx512fintrin.h), as in plugins/ggml/ggml_avx2.cpp.
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 #define KVTUNE_HAVE_AVX2_PATH 1
@@ -402,11 +403,26 @@ __attribute__((target("avx2"))) inline void group_levels(const float* xs, int64_
   }
 }
 
-// group_levels sixteen lanes wide, for groups of a multiple of 16 (the same bits).
-KVTUNE_AVX512 void group_levels_avx512(const float* xs, int64_t group, bool asym, float qmax, float top, float m,
-                                       float s, float divisor, float recip, float* ys) {
-  if (asym) return asym_segment_avx512(xs, m, divisor, recip, s, m, top, ys, group);
-  sym_segment_avx512(xs, divisor, recip, s, qmax, ys, group);
+// group_levels of eight consecutive groups at once, sixteen lanes wide, for groups of a multiple of
+// 16 (the same bits): one call for the batch, the bounds and constants set up once.
+KVTUNE_AVX512 void eight_group_levels16(const float* x, int64_t group, bool asym, float qmax, float top,
+                                        const float* m, const float* s, const float* divisor, const float* recip,
+                                        float* y) {
+  const __m512 lo = _mm512_set1_ps(asym ? 0.0f : -qmax), hi = _mm512_set1_ps(asym ? top : qmax);
+  for (int g = 0; g < 8; ++g) {
+    const __m512 rv = _mm512_set1_ps(recip[g]), dv = _mm512_set1_ps(divisor[g]), sv = _mm512_set1_ps(s[g]);
+    const __m512 mv = _mm512_set1_ps(m[g]);
+    const float* xs = x + g * group;
+    float* ys = y + g * group;
+    for (int64_t c = 0; c < group; c += 16) {
+      const __m512 v = _mm512_loadu_ps(xs + c);
+      if (asym) {
+        _mm512_storeu_ps(ys + c, _mm512_add_ps(_mm512_mul_ps(levels16(_mm512_sub_ps(v, mv), rv, dv, lo, hi), sv), mv));
+      } else {
+        _mm512_storeu_ps(ys + c, _mm512_mul_ps(levels16(v, rv, dv, lo, hi), sv));
+      }
+    }
+  }
 }
 
 // One group of the per-token path: min/max, the group's parameters (group_params' scalar codec
@@ -537,11 +553,10 @@ KVTUNE_AVX2_F16C bool params8(__m256 lo, __m256 hi, int bits, bool asym, ScaleTy
   return _mm256_movemask_ps(_mm256_cmp_ps(recip, inf, _CMP_EQ_OQ)) == 0;
 }
 
-// Eight consecutive groups of `group` floats from x; false (nothing written) when the batch needs
-// the one-group path.
-KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits, bool asym, ScaleType t, float* y) {
-  __m256 lo_v[8], hi_v[8];
-  __m256 nan = _mm256_setzero_ps();  // a NaN's fate in min/max depends on the order: one by one
+// Eight lanes of minima and maxima of each of eight consecutive groups (lane k: the elements
+// k mod 8); true when any element is NaN (its fate in min/max depends on the order: one by one).
+KVTUNE_AVX2_F16C bool extremes8(const float* x, int64_t group, __m256* lo_v, __m256* hi_v) {
+  __m256 nan = _mm256_setzero_ps();
   for (int g = 0; g < 8; ++g) {
     const float* xs = x + g * group;
     __m256 l = _mm256_loadu_ps(xs), h = l;
@@ -553,7 +568,34 @@ KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits
     }
     lo_v[g] = l, hi_v[g] = h;
   }
-  if (_mm256_movemask_ps(nan) != 0) return false;
+  return _mm256_movemask_ps(nan) != 0;
+}
+
+// extremes8 sixteen lanes wide, each group's two halves folded to eight lanes at the end (min and
+// max are exact, so the grouping of lanes changes no value; NaN is flagged as there).
+KVTUNE_AVX512 bool extremes16(const float* x, int64_t group, __m256* lo_v, __m256* hi_v) {
+  __mmask16 nan = 0;
+  for (int g = 0; g < 8; ++g) {
+    const float* xs = x + g * group;
+    __m512 l = _mm512_loadu_ps(xs), h = l;
+    nan |= _mm512_cmp_ps_mask(l, l, _CMP_UNORD_Q);
+    for (int64_t c = 16; c < group; c += 16) {
+      const __m512 v = _mm512_loadu_ps(xs + c);
+      l = _mm512_min_ps(l, v), h = _mm512_max_ps(h, v);
+      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    }
+    lo_v[g] = _mm256_min_ps(_mm512_castps512_ps256(l), _mm512_extractf32x8_ps(l, 1));
+    hi_v[g] = _mm256_max_ps(_mm512_castps512_ps256(h), _mm512_extractf32x8_ps(h, 1));
+  }
+  return nan != 0;
+}
+
+// Eight consecutive groups of `group` floats from x; false (nothing written) when the batch needs
+// the one-group path.
+KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits, bool asym, ScaleType t, float* y) {
+  const bool wide = group % 16 == 0 && cpu_has_avx512();
+  __m256 lo_v[8], hi_v[8];
+  if (wide ? extremes16(x, group, lo_v, hi_v) : extremes8(x, group, lo_v, hi_v)) return false;
   // Min and max are exact, so any order of reduction gives the scalar path's values, except for
   // the sign of a zero, which params8 refuses.
   const __m256 lo = lanes_reduce<false>(lo_v), hi = lanes_reduce<true>(hi_v);
@@ -562,11 +604,8 @@ KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits
   if (!params8(lo, hi, bits, asym, t, m, s, divisor, recip)) return false;
   alignas(32) float ss[8], ms[8], ds[8], rs[8];
   _mm256_store_ps(ss, s), _mm256_store_ps(ms, m), _mm256_store_ps(ds, divisor), _mm256_store_ps(rs, recip);
-  const bool wide = group % 16 == 0 && cpu_has_avx512();
-  for (int g = 0; g < 8; ++g) {
-    (wide ? group_levels_avx512 : group_levels)(x + g * group, group, asym, qmax, top, ms[g], ss[g], ds[g], rs[g],
-                                                y + g * group);
-  }
+  if (wide) return eight_group_levels16(x, group, asym, qmax, top, ms, ss, ds, rs, y), true;
+  for (int g = 0; g < 8; ++g) group_levels(x + g * group, group, asym, qmax, top, ms[g], ss[g], ds[g], rs[g], y + g * group);
   return true;
 }
 
