@@ -450,8 +450,8 @@ namespace {
 // Adds Σ_j p[r][j] · v[j, e..e+16·Cols) over n ≤ kChain tokens to out[r] for `Rows` rows: a float32
 // chain over the n tokens (p rounded to float32), then one float64 addition per element. D > 0 fixes
 // the row stride at compile time.
-template <int Rows, int Cols, int D>
-[[gnu::always_inline]] inline void chain_columns(const double* const* p, const float* v, int64_t n, int64_t d,
+template <int Rows, int Cols, int D, class P>
+[[gnu::always_inline]] inline void chain_columns(const P* const* p, const float* v, int64_t n, int64_t d,
                                                  int64_t e, double* const* out) {
   const int64_t dd = D > 0 ? D : d;
   v16f acc[Rows][Cols];
@@ -479,8 +479,8 @@ template <int Rows, int Cols, int D>
 
 // Every column of `Rows` rows over one chain of n tokens: blocks of 16 · Cols columns, then of 16,
 // then single columns (the same chain, scalar).
-template <int Rows, int Cols, int D>
-[[gnu::always_inline]] inline void chain(const double* const* p, const float* v, int64_t n, int64_t d,
+template <int Rows, int Cols, int D, class P>
+[[gnu::always_inline]] inline void chain(const P* const* p, const float* v, int64_t n, int64_t d,
                                          double* const* out) {
   const int64_t body = d - d % 16;
   int64_t e = 0;
@@ -497,19 +497,19 @@ template <int Rows, int Cols, int D>
 
 // Rows rows over n tokens from j0 (one block of values, L2-resident), one chain of kChain tokens
 // after another, so the rows' outputs stay in L1 across the block's chains.
-template <int Rows, int Cols, int D>
-[[gnu::always_inline]] inline void chain_block(const double* const* p, const float* v, int64_t j0, int64_t n,
+template <int Rows, int Cols, int D, class P>
+[[gnu::always_inline]] inline void chain_block(const P* const* p, const float* v, int64_t j0, int64_t n,
                                                int64_t d, double* const* o) {
   for (int64_t c = j0; c < j0 + n; c += kChain) {
-    const double* pc[Rows];
+    const P* pc[Rows];
     for (int x = 0; x < Rows; ++x) pc[x] = p[x] + c;
     chain<Rows, Cols, D>(pc, v + c * d, std::min(kChain, j0 + n - c), d, o);
   }
 }
 
 // Every row over one block: Rows at a time, then one at a time.
-template <int Rows, int Cols, int D>
-[[gnu::always_inline]] inline void chain_rows(const double* const* rows, int64_t nrows, const float* v, int64_t j0,
+template <int Rows, int Cols, int D, class P>
+[[gnu::always_inline]] inline void chain_rows(const P* const* rows, int64_t nrows, const float* v, int64_t j0,
                                               int64_t n, int64_t d, double* out) {
   int64_t r = 0;
   for (; r + Rows <= nrows; r += Rows) {
@@ -524,18 +524,30 @@ template <int Rows, int Cols, int D>
 }
 
 // Blocks of 256 tokens (128 KiB of values at d = 128, kept in L2 while every row passes over
-// them; a multiple of kChain, so the chains are the same whatever the block). 2 rows × 8 column
-// vectors on AVX-512 (16 accumulators of its 32 registers: a whole 128-wide head per token), 1 × 4
+// them; a multiple of kChain, so the chains are the same whatever the block). On AVX-512 the rows
+// are first rounded to float32 (the chains' own first step, done once per element instead of once
+// per column block), and taken 4 rows × 4 column vectors at a time: 16 accumulators, and 8 loads
+// per 16 multiply-adds where 2 × 8 with memory operands needed 18. 1 × 4 of the float64 rows
 // elsewhere (AVX2's 16 registers).
 template <int D>
 [[gnu::always_inline]] inline void probs_times_values32(const double* const* rows, int64_t nrows, const float* v,
                                                         int64_t t, int64_t d, double* out) {
   constexpr int64_t kBlock = 256;
   static_assert(kBlock % kChain == 0);
-  const bool wide = wide_vectors();
+  if (!wide_vectors()) {
+    for (int64_t j0 = 0; j0 < t; j0 += kBlock) chain_rows<1, 4, D>(rows, nrows, v, j0, std::min(kBlock, t - j0), d, out);
+    return;
+  }
+  thread_local std::vector<float> narrow;  // grown, never shrunk: no page faults per call
+  if (narrow.size() < size_t(nrows * t)) narrow.resize(size_t(nrows * t));
+  std::vector<const float*> rows32(static_cast<size_t>(nrows));
+  for (int64_t r = 0; r < nrows; ++r) {
+    float* dst = narrow.data() + r * t;
+    for (int64_t j = 0; j < t; ++j) dst[j] = float(rows[r][j]);
+    rows32[size_t(r)] = dst;
+  }
   for (int64_t j0 = 0; j0 < t; j0 += kBlock) {
-    const int64_t n = std::min(kBlock, t - j0);
-    wide ? chain_rows<2, 8, D>(rows, nrows, v, j0, n, d, out) : chain_rows<1, 4, D>(rows, nrows, v, j0, n, d, out);
+    chain_rows<4, 4, D>(rows32.data(), nrows, v, j0, std::min(kBlock, t - j0), d, out);
   }
 }
 
