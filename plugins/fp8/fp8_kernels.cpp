@@ -151,6 +151,18 @@ inline float abs_max_bits(const float* x, int64_t n) {
       for (int64_t i = 0; i < cols; ++i) y[r * cols + i] = Fmt::roundtrip(row[i] / scale) * scale;          \
     }                                                                                                       \
   }                                                                                                         \
+  KVTUNE_MULTIVERSION void roundtrip_blocks_##name(const float* x, const float* scale, int64_t blocks,       \
+                                                   int64_t block, float* y) {                               \
+    for (int64_t k = 0; k < blocks; ++k) {                                                                  \
+      const float s = scale[k], *xb = x + k * block;                                                        \
+      float* yb = y + k * block;                                                                            \
+      if (const float r = exact_reciprocal(s); r != 0.0f) {                                                 \
+        for (int64_t i = 0; i < block; ++i) yb[i] = Fmt::roundtrip(xb[i] * r) * s;                          \
+      } else {                                                                                              \
+        for (int64_t i = 0; i < block; ++i) yb[i] = Fmt::roundtrip(xb[i] / s) * s;                          \
+      }                                                                                                     \
+    }                                                                                                       \
+  }                                                                                                         \
   KVTUNE_MULTIVERSION void quantize_##name(const float* x, float scale, uint8_t* codes, int64_t n) {        \
     if (const float r = exact_reciprocal(scale); r != 0.0f) {                                               \
       for (int64_t i = 0; i < n; ++i) codes[i] = Fmt::encode(x[i] * r);                                     \
@@ -277,6 +289,11 @@ KVTUNE_AVX512 void roundtrip_per_row_avx512(const float* x, int64_t rows, int64_
 
 void roundtrip(const float* x, float scale, float* y, int64_t n, Fp8Format format) {
   format == Fp8Format::e4m3 ? roundtrip_e4m3(x, scale, y, n) : roundtrip_e5m2(x, scale, y, n);
+}
+
+void roundtrip_blocks(const float* x, const float* scale, int64_t blocks, int64_t block, float* y, Fp8Format format) {
+  format == Fp8Format::e4m3 ? roundtrip_blocks_e4m3(x, scale, blocks, block, y)
+                            : roundtrip_blocks_e5m2(x, scale, blocks, block, y);
 }
 
 void quantize(const float* x, float scale, uint8_t* codes, int64_t n, Fp8Format format) {

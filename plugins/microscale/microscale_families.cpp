@@ -165,9 +165,7 @@ class MicroScheme final : public Scheme {
       return microscale_kernels::e2m1_roundtrip(x + k0 * b, amax, n, b, config_.ties_away, y + k0 * b);
     }
     // mxfp8: E4M3 elements through the fp8 family's vectorized codec (scales are >= 2^-127 > 0).
-    for (int64_t k = 0; k < n; ++k) {
-      fp8_kernels::roundtrip(x + (k0 + k) * b, amax[k], y + (k0 + k) * b, b, codec::Fp8Format::e4m3);
-    }
+    fp8_kernels::roundtrip_blocks(x + k0 * b, amax, n, b, y + k0 * b, codec::Fp8Format::e4m3);
   }
 
   SchemeTraits traits() const override {
