@@ -200,6 +200,28 @@ TEST_P(Fp8FastTest, RoundtripPerRowOnRoundingBoundariesOfUnevenScales) {
   }
 }
 
+// Blocks of 32 each at its own scale: powers of two (the MX formats' scales, multiplied by their
+// exact reciprocal) and others (divided), against the codec element by element.
+TEST_P(Fp8FastTest, RoundtripBlocksMatchesCodec) {
+  const Fp8Format format = GetParam();
+  std::mt19937 rng(31);
+  constexpr int64_t kBlocks = 40, kBlock = 32;
+  std::vector<float> x(kBlocks * kBlock), y(x.size()), scale(kBlocks);
+  for (int64_t k = 0; k < kBlocks; ++k) {
+    scale[size_t(k)] = std::ldexp(k % 2 ? 1.0f : 1.0f + float(rng() % 997) / 997.0f, int(rng() % 60) - 30);
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = std::ldexp(float(rng() % 4001) - 2000.0f, int(rng() % 40) - 30);
+  }
+  x[3] = std::numeric_limits<float>::quiet_NaN(), x[40] = -0.0f, x[77] = std::numeric_limits<float>::infinity();
+  roundtrip_blocks(x.data(), scale.data(), kBlocks, kBlock, y.data(), format);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float s = scale[i / kBlock];
+    ASSERT_EQ(float_bits(y[i]), float_bits(codec::fp8_dequantize(codec::fp8_quantize(x[i], s, format), s, format)))
+        << "element " << i << " scale " << s;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, Fp8FastTest, ::testing::Values(Fp8Format::e4m3, Fp8Format::e5m2),
                          [](const auto& p) { return p.param == Fp8Format::e4m3 ? "e4m3" : "e5m2"; });
 
