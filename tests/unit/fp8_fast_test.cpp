@@ -121,28 +121,34 @@ TEST_P(Fp8FastTest, DequantizeEveryCode) {
   }
 }
 
+// roundtrip_per_row of a [rows, cols] block against the codec at each row's fp8_fit_scale.
+void expect_per_row_matches_codec(const std::vector<float>& x, int64_t rows, int64_t cols, Fp8Format format) {
+  std::vector<float> y(x.size());
+  roundtrip_per_row(x.data(), rows, cols, y.data(), format);
+  for (int64_t r = 0; r < rows; ++r) {
+    float amax = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::abs(x[size_t(r * cols + c)]));
+    const float scale = codec::fp8_fit_scale(amax, format);
+    for (int64_t c = 0; c < cols; ++c) {
+      const size_t i = static_cast<size_t>(r * cols + c);
+      ASSERT_EQ(float_bits(y[i]),
+                float_bits(codec::fp8_dequantize(codec::fp8_quantize(x[i], scale, format), scale, format)))
+          << "row " << r << " col " << c << " x bits " << std::hex << float_bits(x[i]);
+    }
+  }
+}
+
 // The fused per-token loop: each row at fp8_fit_scale of its own maximum, NaN and inf included.
 TEST_P(Fp8FastTest, RoundtripPerRowMatchesCodec) {
   const Fp8Format format = GetParam();
   std::mt19937 rng(99);
   constexpr int64_t kRows = 257, kCols = 77;
-  std::vector<float> x(kRows * kCols), y(x.size());
+  std::vector<float> x(kRows * kCols);
   for (float& v : x)
     v = rng() % 50 == 0 ? bits_float(static_cast<uint32_t>(rng()))
                         : std::ldexp(float(rng() % 4001) - 2000.0f, int(rng() % 30) - 20);
   for (int64_t c = 0; c < kCols; ++c) x[5 * kCols + c] = 0.0f;  // an all-zero row: scale 1
-  roundtrip_per_row(x.data(), kRows, kCols, y.data(), format);
-  for (int64_t r = 0; r < kRows; ++r) {
-    float amax = 0.0f;
-    for (int64_t c = 0; c < kCols; ++c) amax = std::max(amax, std::abs(x[r * kCols + c]));
-    const float scale = codec::fp8_fit_scale(amax, format);
-    for (int64_t c = 0; c < kCols; ++c) {
-      const size_t i = static_cast<size_t>(r * kCols + c);
-      ASSERT_EQ(float_bits(y[i]),
-                float_bits(codec::fp8_dequantize(codec::fp8_quantize(x[i], scale, format), scale, format)))
-          << "row " << r << " col " << c;
-    }
-  }
+  expect_per_row_matches_codec(x, kRows, kCols, format);
 }
 
 // Rows of 128 (the sixteen-lane path multiplies by the reciprocal of a scale that is not a power
@@ -163,7 +169,7 @@ TEST_P(Fp8FastTest, RoundtripPerRowOnRoundingBoundariesOfUnevenScales) {
       boundaries.begin(), boundaries.end(), [&](float b) { return b < codec::fp8_to_f32(uint8_t(8 >> (format == Fp8Format::e5m2)), format); }));
   ASSERT_GT(subnormal_boundaries, 0u);
   constexpr int64_t kRows = 37, kCols = 128;
-  std::vector<float> x(kRows * kCols), y(x.size());
+  std::vector<float> x(kRows * kCols);
   for (int64_t r = 0; r < kRows; ++r) {
     const float amax = std::ldexp(1.0f + float(rng() % 1000003) / 1000003.0f, int(rng() % 40) - 20);
     const float scale = codec::fp8_fit_scale(amax, format);
@@ -186,18 +192,7 @@ TEST_P(Fp8FastTest, RoundtripPerRowOnRoundingBoundariesOfUnevenScales) {
     row[5] = 0.0f, row[6] = -0.0f, row[7] = amax * 1e-6f;
     if (r == 3) row[9] = std::numeric_limits<float>::quiet_NaN();
   }
-  roundtrip_per_row(x.data(), kRows, kCols, y.data(), format);
-  for (int64_t r = 0; r < kRows; ++r) {
-    float amax = 0.0f;
-    for (int64_t c = 0; c < kCols; ++c) amax = std::max(amax, std::abs(x[r * kCols + c]));
-    const float scale = codec::fp8_fit_scale(amax, format);
-    for (int64_t c = 0; c < kCols; ++c) {
-      const size_t i = static_cast<size_t>(r * kCols + c);
-      ASSERT_EQ(float_bits(y[i]),
-                float_bits(codec::fp8_dequantize(codec::fp8_quantize(x[i], scale, format), scale, format)))
-          << "row " << r << " col " << c << " x bits " << std::hex << float_bits(x[i]);
-    }
-  }
+  expect_per_row_matches_codec(x, kRows, kCols, format);
 }
 
 // Blocks of 32 each at its own scale: powers of two (the MX formats' scales, multiplied by their
