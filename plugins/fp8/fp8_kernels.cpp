@@ -118,20 +118,6 @@ struct Fast {
 using E4M3 = Fast<codec::fp8_detail::E4M3, Fp8Format::e4m3, 3u, 7u>;
 using E5M2 = Fast<codec::fp8_detail::E5M2, Fp8Format::e5m2, 2u, 15u>;
 
-// On the bits: for floats >= +0 that are not NaN, float order is the order of their bits as
-// integers, and an integer maximum is associative, so GCC vectorizes the reduction without
-// reassociation flags (a float one it would keep sequential). NaN is mapped to 0, as the
-// sequential std::max(amax, |x|) ignores it (the comparison with it is false); every |x| is >= +0,
-// so the result is the same maximum of a set.
-inline float abs_max_bits(const float* x, int64_t n) {
-  uint32_t amax = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t a = std::bit_cast<uint32_t>(x[i]) & 0x7fffffffu;
-    amax = std::max(amax, a & (0u - static_cast<uint32_t>(a <= 0x7f800000u)));
-  }
-  return std::bit_cast<float>(amax);
-}
-
 // One multiversioned function per format and loop, so the per-element code inlines into each
 // clone and the AVX2 clone gets 8-lane vectors. The division (or the multiplication by an exact
 // reciprocal, above) and the multiplication by the scale are the codec's own float32 operations
@@ -206,15 +192,6 @@ KVTUNE_AVX512 inline __m512 roundtrip16(__m512 x) {
   return _mm512_castsi512_ps(r);
 }
 
-// Whether any lane of v = fl(x * fl(1/s)) might round to another fp8 value than the codec's
-// fl(x / s). With q = x / s exactly, |v - q| <= |q| (2^-23 + 2^-48) and |fl(q) - q| <= |q| 2^-24,
-// so for a normal float v, v and fl(q) lie less than 4 ulps of v apart, and round differently only
-// when a rounding boundary lies between them. In the format's normal range the boundaries are the
-// floats whose low `shift` bits are 100...0 (never within 4 ulps of a power of two, where the ulp
-// changes), so a v more than 8 ulps from that pattern is safe; saturation at the largest finite
-// value is a grid point and changes nothing. In the format's subnormal range the boundaries sit at
-// other bit positions, so every nonzero v below its smallest normal is flagged (rare in a row
-// scaled to its own maximum). v = ±0 is exact: x = ±0, or both round to a zero of x's sign.
 // roundtrip16 for lanes that are ±0, NaN or in the format's normal range no farther above its
 // largest finite value than the next rounding boundary (a row's products by the reciprocal of its
 // scale, once near_boundary16 has passed them): no subnormal or saturation step, as neither can
@@ -231,6 +208,15 @@ KVTUNE_AVX512 inline __m512 roundtrip16_normal(__m512 x) {
                                                      normal, _mm512_set1_epi32(0x7fffffff)));
 }
 
+// Whether any lane of v = fl(x * fl(1/s)) might round to another fp8 value than the codec's
+// fl(x / s). With q = x / s exactly, |v - q| <= |q| (2^-23 + 2^-48) and |fl(q) - q| <= |q| 2^-24,
+// so for a normal float v, v and fl(q) lie less than 4 ulps of v apart, and round differently only
+// when a rounding boundary lies between them. In the format's normal range the boundaries are the
+// floats whose low `shift` bits are 100...0 (never within 4 ulps of a power of two, where the ulp
+// changes), so a v more than 8 ulps from that pattern is safe; saturation at the largest finite
+// value is a grid point and changes nothing. In the format's subnormal range the boundaries sit at
+// other bit positions, so every nonzero v below its smallest normal is flagged (rare in a row
+// scaled to its own maximum). v = ±0 is exact: x = ±0, or both round to a zero of x's sign.
 template <class Fmt>
 KVTUNE_AVX512 inline bool near_boundary16(__m512 v) {
   using F = typename Fmt::Codec;

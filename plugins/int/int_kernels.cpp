@@ -604,8 +604,11 @@ KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits
   if (!params8(lo, hi, bits, asym, t, m, s, divisor, recip)) return false;
   alignas(32) float ss[8], ms[8], ds[8], rs[8];
   _mm256_store_ps(ss, s), _mm256_store_ps(ms, m), _mm256_store_ps(ds, divisor), _mm256_store_ps(rs, recip);
-  if (wide) return eight_group_levels16(x, group, asym, qmax, top, ms, ss, ds, rs, y), true;
-  for (int g = 0; g < 8; ++g) group_levels(x + g * group, group, asym, qmax, top, ms[g], ss[g], ds[g], rs[g], y + g * group);
+  if (wide) {
+    eight_group_levels16(x, group, asym, qmax, top, ms, ss, ds, rs, y);
+  } else {
+    for (int g = 0; g < 8; ++g) group_levels(x + g * group, group, asym, qmax, top, ms[g], ss[g], ds[g], rs[g], y + g * group);
+  }
   return true;
 }
 

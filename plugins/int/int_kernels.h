@@ -1,8 +1,8 @@
 // The int family's hot loops over contiguous floats. Each has a portable definition by the formula
-// (the `_exact` reference, division per element) and, on x86-64 with AVX2, a fast path that
-// multiplies by the reciprocal of the scale and falls back to division for any vector holding a
-// value near a rounding tie, so its levels are identical to the reference (proof in
-// int_kernels.cpp; tests/unit/int_kernels_test.cpp checks it on ties and random data).
+// (the `_exact` reference, division per element) and, on x86-64 with AVX2 (sixteen lanes with
+// AVX-512), a fast path that multiplies by the reciprocal of the scale and falls back to division
+// for any vector holding a value near a rounding tie, so its levels are identical to the reference
+// (proof in int_kernels.cpp; tests/unit/int_kernels_test.cpp checks it on ties and random data).
 #pragma once
 
 #include <cstdint>

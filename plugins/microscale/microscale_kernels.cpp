@@ -1,7 +1,5 @@
 #include "microscale_kernels.h"
 
-#include <algorithm>
-#include <bit>
 #include <cstdint>
 
 #include "kvtune/codecs/microscale.h"
@@ -12,18 +10,10 @@
 namespace kvtune::builtin::microscale_kernels {
 namespace {
 
-// One block of B floats on the bits: for floats >= +0 that are not NaN, float order is the order
-// of their bits as integers, and an integer maximum vectorizes without reassociation flags (GCC
-// keeps a float `a > amax ? a : amax` scan scalar). |x| clears the sign, so -0 counts as +0, and a
-// NaN maps to 0, as the sequential scan skips it: the same maximum of the same set.
+// One block of B floats (abs_max_bits, with the block length known at compile time).
 template <int B>
 inline float abs_max_of(const float* x) {
-  uint32_t amax = 0;
-  for (int j = 0; j < B; ++j) {
-    const uint32_t a = std::bit_cast<uint32_t>(x[j]) & 0x7fffffffu;
-    amax = std::max(amax, a & (0u - static_cast<uint32_t>(a <= 0x7f800000u)));
-  }
-  return std::bit_cast<float>(amax);
+  return abs_max_bits(x, B);
 }
 
 // MX scales are powers of two, so their blocks multiply by the exact reciprocal (the same bits);

@@ -30,4 +30,19 @@ KVTUNE_HD float exact_reciprocal(float scale) {
   return (s & 0x7fffffu) == 0 && exponent >= 1u && exponent <= 254u ? bits_float((254u - exponent) << 23) : 0.0f;
 }
 
+// max(+0, max |x[i]|) over the non-NaN x[i], as the sequential `a > amax ? a : amax` scan from +0
+// finds it, computed on the bits: for floats >= +0 that are not NaN, float order is the order of
+// their bits as integers, and an integer maximum vectorizes without reassociation flags (GCC keeps
+// a float one sequential). |x| clears the sign, so -0 counts as +0, and a NaN maps to 0, as the scan
+// skips it: the same maximum of the same set. Host code, inlined into each caller's vector loops.
+inline float abs_max_bits(const float* x, int64_t n) {
+  uint32_t amax = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t a = float_bits(x[i]) & 0x7fffffffu;
+    const uint32_t kept = a & (0u - static_cast<uint32_t>(a <= 0x7f800000u));
+    amax = kept > amax ? kept : amax;
+  }
+  return bits_float(amax);
+}
+
 }  // namespace kvtune
