@@ -20,69 +20,84 @@ namespace {
 std::string rotation_spec(const CachePolicy& policy);
 std::string with_suffix(const std::string& inner, const std::string& suffix);
 
-#define KVTUNE_ROTATION_CLONES KVTUNE_CLONES("arch=x86-64-v3")
+#define KVTUNE_ROTATION_CLONES KVTUNE_CLONES("arch=x86-64-v4", "arch=x86-64-v3")
 
-// hadamard_transform on eight floats per vector with the group size a constant: every element goes
-// through the same operations in the same order (the scale, then butterflies of length 1, 2, 4 by
-// swapping lanes, then 8 ... N/2 across vectors), so the result is the same bits; a + b and b + a
-// are the same in IEEE arithmetic.
+// hadamard_transform with the group size a constant, sixteen floats per vector (eight for a group
+// of 8): every element goes through the same operations in the same order (the scale, then
+// butterflies of length 1, 2, 4, 8 by swapping lanes, then 16 ... N/2 across vectors), so the result
+// is the same bits. Within a vector, lane i pairs with lane i ^ len: the lower lane keeps a + b, the
+// upper a - b (a the lower lane's value, b the upper's), each as v · (±1) + s with s the partner's
+// value: the product by ±1 is exact and this file has no FMA contraction, so it is the one rounded
+// sum (a + b and b + a are the same in IEEE arithmetic). Reads src and writes dst, which may be the
+// same group: every value is loaded before the first store.
 using v8f = float __attribute__((vector_size(32), aligned(4)));
-using v8i = int32_t __attribute__((vector_size(32)));
+using v16f = float __attribute__((vector_size(64), aligned(4)));
 
 template <int N>
-[[gnu::always_inline]] inline void hadamard_group(float* x) {
+[[gnu::always_inline]] inline void hadamard_group(const float* src, float* dst) {
   static_assert(N % 8 == 0 && (N & (N - 1)) == 0);
   const float scale = hadamard_scale(N);
-  // Loads and stores straight through v8f (aligned(4): any float address): a memcpy into the
-  // array was split into two 16-byte stores that the 32-byte load after it could not forward
-  // from, a stall that cost two thirds of the transform.
-  v8f v[N / 8];
-  for (int k = 0; k < N / 8; ++k) v[k] = *reinterpret_cast<const v8f*>(x + 8 * k) * scale;
-  // Within a vector: lane i pairs with lane i ^ len; the lower lane of a pair keeps a + b, the upper
-  // a - b (a the lower lane's value, b the upper's).
-  // (__builtin_shufflevector: GCC 12 and clang alike.)
-  const v8i lower1 = {-1, 0, -1, 0, -1, 0, -1, 0}, lower2 = {-1, -1, 0, 0, -1, -1, 0, 0},
-            lower4 = {-1, -1, -1, -1, 0, 0, 0, 0};
-  for (int k = 0; k < N / 8; ++k) {
-    v8f s = __builtin_shufflevector(v[k], v[k], 1, 0, 3, 2, 5, 4, 7, 6);
-    v[k] = lower1 ? v[k] + s : s - v[k];
-    s = __builtin_shufflevector(v[k], v[k], 2, 3, 0, 1, 6, 7, 4, 5);
-    v[k] = lower2 ? v[k] + s : s - v[k];
-    s = __builtin_shufflevector(v[k], v[k], 4, 5, 6, 7, 0, 1, 2, 3);
-    v[k] = lower4 ? v[k] + s : s - v[k];
-  }
-  for (int len = 1; len < N / 8; len <<= 1) {  // in vectors: butterflies of 8·len floats
-    for (int i = 0; i < N / 8; i += 2 * len) {
-      for (int j = i; j < i + len; ++j) {
-        const v8f a = v[j], b = v[j + len];
-        v[j] = a + b;
-        v[j + len] = a - b;
+  // Loads and stores straight through the vector types (aligned(4): any float address): a memcpy
+  // into the array was split into two 16-byte stores that the 32-byte load after it could not
+  // forward from, a stall that cost two thirds of the transform.
+  if constexpr (N == 8) {
+    v8f v = *reinterpret_cast<const v8f*>(src) * scale;
+    const v8f sign1 = {1, -1, 1, -1, 1, -1, 1, -1}, sign2 = {1, 1, -1, -1, 1, 1, -1, -1},
+              sign4 = {1, 1, 1, 1, -1, -1, -1, -1};
+    v = v * sign1 + __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
+    v = v * sign2 + __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5);
+    v = v * sign4 + __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3);
+    *reinterpret_cast<v8f*>(dst) = v;
+  } else {
+    constexpr int kVectors = N / 16;
+    v16f v[kVectors];
+    for (int k = 0; k < kVectors; ++k) v[k] = *reinterpret_cast<const v16f*>(src + 16 * k) * scale;
+    const v16f sign1 = {1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1},
+               sign2 = {1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1},
+               sign4 = {1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1},
+               sign8 = {1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1};
+    for (int k = 0; k < kVectors; ++k) {
+      v16f x = v[k];
+      x = x * sign1 + __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+      x = x * sign2 + __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+      x = x * sign4 + __builtin_shufflevector(x, x, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+      x = x * sign8 + __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+      v[k] = x;
+    }
+    for (int len = 1; len < kVectors; len <<= 1) {  // in vectors: butterflies of 16·len floats
+      for (int i = 0; i < kVectors; i += 2 * len) {
+        for (int j = i; j < i + len; ++j) {
+          const v16f a = v[j], b = v[j + len];
+          v[j] = a + b;
+          v[j + len] = a - b;
+        }
       }
     }
+    for (int k = 0; k < kVectors; ++k) *reinterpret_cast<v16f*>(dst + 16 * k) = v[k];
   }
-  for (int k = 0; k < N / 8; ++k) *reinterpret_cast<v8f*>(x + 8 * k) = v[k];
 }
 
 template <int N>
-[[gnu::always_inline]] inline void rotate_groups(MatrixView x) {
-  for (int64_t r = 0; r < x.rows; ++r) {
-    for (int64_t c = 0; c < x.cols; c += N) hadamard_group<N>(x.row(r) + c);
+[[gnu::always_inline]] inline void rotate_groups(ConstMatrixView src, MatrixView dst) {
+  for (int64_t r = 0; r < src.rows; ++r) {
+    for (int64_t c = 0; c < src.cols; c += N) hadamard_group<N>(src.row(r) + c, dst.row(r) + c);
   }
 }
 
-// Rotates each contiguous group of channels of every row (the transform is an involution, so the
-// same call undoes it).
-KVTUNE_ROTATION_CLONES void rotate_rows(MatrixView x, int64_t group) {
+// Rotates each contiguous group of channels of every row of src into dst (the same shape; it may
+// be src itself). The transform is an involution, so the same call undoes it.
+KVTUNE_ROTATION_CLONES void rotate_rows(ConstMatrixView src, MatrixView dst, int64_t group) {
   switch (group) {
-    case 8: return rotate_groups<8>(x);
-    case 16: return rotate_groups<16>(x);
-    case 32: return rotate_groups<32>(x);
-    case 64: return rotate_groups<64>(x);
-    case 128: return rotate_groups<128>(x);
-    case 256: return rotate_groups<256>(x);
+    case 8: return rotate_groups<8>(src, dst);
+    case 16: return rotate_groups<16>(src, dst);
+    case 32: return rotate_groups<32>(src, dst);
+    case 64: return rotate_groups<64>(src, dst);
+    case 128: return rotate_groups<128>(src, dst);
+    case 256: return rotate_groups<256>(src, dst);
     default:
-      for (int64_t r = 0; r < x.rows; ++r) {
-        for (int64_t c = 0; c < x.cols; c += group) hadamard_transform(x.row(r) + c, static_cast<int>(group));
+      for (int64_t r = 0; r < src.rows; ++r) {
+        if (src.row(r) != dst.row(r)) std::copy(src.row(r), src.row(r) + src.cols, dst.row(r));
+        for (int64_t c = 0; c < src.cols; c += group) hadamard_transform(dst.row(r) + c, static_cast<int>(group));
       }
   }
 }
@@ -216,8 +231,13 @@ class RotatedScheme final : public Scheme {
     const std::string why = check_shape(x.rows, x.cols);
     if (!why.empty()) throw InputError(why);
     thread_local std::vector<float> scratch;
-    scratch.assign(x.data, x.data + x.size());
+    if (scratch.size() < size_t(x.size())) scratch.resize(size_t(x.size()));
     const MatrixView copy{scratch.data(), x.rows, x.cols};
+    if (policy_.rotation == Rotation::hadamard && group_for(ctx, x.cols) > 0) {
+      rotate_rows(x, copy, group_for(ctx, x.cols));  // the copy and the rotation in one pass
+      return copy;
+    }
+    std::copy(x.data, x.data + x.size(), scratch.data());
     rotate(copy, ctx, /*back=*/false);
     return copy;
   }
@@ -236,7 +256,7 @@ class RotatedScheme final : public Scheme {
     } else if (policy_.rotation == Rotation::rht) {
       rotate_rows_rht(x, back);
     } else if (const int64_t g = group_for(ctx, x.cols); g > 0) {
-      rotate_rows(x, g);  // an involution: forth and back alike
+      rotate_rows(x, x, g);  // an involution: forth and back alike
     }
   }
 
