@@ -33,6 +33,25 @@ std::string with_suffix(const std::string& inner, const std::string& suffix);
 using v8f = float __attribute__((vector_size(32), aligned(4)));
 using v16f = float __attribute__((vector_size(64), aligned(4)));
 
+// The butterflies across vectors, of Len, 2 Len, ... K / 2 vectors, each length its own
+// instantiation so that every index is a constant and v stays in registers (a length known only at
+// run time put the array on the stack).
+template <int Len, int K>
+[[gnu::always_inline]] inline void cross_butterflies(v16f* v) {
+  if constexpr (Len < K) {
+#pragma GCC unroll 16
+    for (int i = 0; i < K; i += 2 * Len) {
+#pragma GCC unroll 16
+      for (int j = i; j < i + Len; ++j) {
+        const v16f a = v[j], b = v[j + Len];
+        v[j] = a + b;
+        v[j + Len] = a - b;
+      }
+    }
+    cross_butterflies<2 * Len, K>(v);
+  }
+}
+
 template <int N>
 [[gnu::always_inline]] inline void hadamard_group(const float* src, float* dst) {
   static_assert(N % 8 == 0 && (N & (N - 1)) == 0);
@@ -51,11 +70,13 @@ template <int N>
   } else {
     constexpr int kVectors = N / 16;
     v16f v[kVectors];
+#pragma GCC unroll 16
     for (int k = 0; k < kVectors; ++k) v[k] = *reinterpret_cast<const v16f*>(src + 16 * k) * scale;
     const v16f sign1 = {1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1},
                sign2 = {1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1},
                sign4 = {1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1},
                sign8 = {1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1};
+#pragma GCC unroll 16
     for (int k = 0; k < kVectors; ++k) {
       v16f x = v[k];
       x = x * sign1 + __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
@@ -64,15 +85,8 @@ template <int N>
       x = x * sign8 + __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
       v[k] = x;
     }
-    for (int len = 1; len < kVectors; len <<= 1) {  // in vectors: butterflies of 16·len floats
-      for (int i = 0; i < kVectors; i += 2 * len) {
-        for (int j = i; j < i + len; ++j) {
-          const v16f a = v[j], b = v[j + len];
-          v[j] = a + b;
-          v[j + len] = a - b;
-        }
-      }
-    }
+    cross_butterflies<1, kVectors>(v);
+#pragma GCC unroll 16
     for (int k = 0; k < kVectors; ++k) *reinterpret_cast<v16f*>(dst + 16 * k) = v[k];
   }
 }
