@@ -247,8 +247,8 @@ class RotatedScheme final : public Scheme {
     thread_local std::vector<float> scratch;
     if (scratch.size() < size_t(x.size())) scratch.resize(size_t(x.size()));
     const MatrixView copy{scratch.data(), x.rows, x.cols};
-    if (policy_.rotation == Rotation::hadamard && group_for(ctx, x.cols) > 0) {
-      rotate_rows(x, copy, group_for(ctx, x.cols));  // the copy and the rotation in one pass
+    if (const int64_t g = policy_.rotation == Rotation::hadamard ? group_for(ctx, x.cols) : 0; g > 0) {
+      rotate_rows(x, copy, g);  // the copy and the rotation in one pass
       return copy;
     }
     std::copy(x.data, x.data + x.size(), scratch.data());
