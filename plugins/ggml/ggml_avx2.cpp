@@ -272,31 +272,52 @@ KVTUNE_AVX2 inline void transpose8(__m256 (&r)[8]) {
   }
 }
 
-// iq4_nl's codebook entries of the 32 transposed element vectors on AVX-512, two vectors (16
-// lanes) at a time: the count of entries 1..14 not above v as a binary search over a 16-entry
-// table (the predicate `!(v < e)` is monotone along the sorted entries; a 15th entry of +inf, and
-// the count capped at 14, keep ggml's answer for +inf and NaN), each lookup one permute.
-KVTUNE_AVX512 inline __m512 both(__m256 low, __m256 high) {
+// iq4_nl's codebook entries of the 32 transposed element vectors on AVX-512 with VBMI, two vectors
+// (16 lanes) at a time. hi - 1, the count of entries 1..14 not above v (`!(v < e)`), comes from a
+// table: the entries are integers, so for v in [k, k + 1) it is the count of entries not above k,
+// one byte of a 256-byte table indexed by k's low byte (two 128-byte permutes, chosen by bit 7).
+// v >= 128, +inf and NaN count all 14 entries as ggml's compares do; k below -128 (never reached:
+// |v| <= 127 (1 + 2^-22) for a block's own elements) is held at -128, which counts none.
+#define KVTUNE_AVX512_VBMI __attribute__((target("avx512f,avx512dq,avx512bw,avx512vbmi,avx2,f16c")))
+
+KVTUNE_AVX512_VBMI inline __m512 both(__m256 low, __m256 high) {
   return _mm512_insertf32x8(_mm512_castps256_ps512(low), high, 1);
 }
 
-KVTUNE_AVX512 void iq4_nl_entries16(const __m256 (&xt)[4][8], __m256 id, __m256 tiny, __m256 (&entries)[4][8]) {
+// The 256-byte table of counts, as four 64-byte vectors (bytes 0..127 are k = 0..127, bytes
+// 128..255 are k = -128..-1).
+struct Iq4nlCounts {
+  alignas(64) uint8_t bytes[256];
+  Iq4nlCounts() {
+    for (int b = 0; b < 256; ++b) {
+      const int k = b < 128 ? b : b - 256;
+      uint8_t count = 0;
+      for (int e = 1; e < 15; ++e) count += static_cast<float>(k) >= ggml::iq4nl_value(e);
+      bytes[b] = count;
+    }
+  }
+};
+
+KVTUNE_AVX512_VBMI void iq4_nl_entries16(const __m256 (&xt)[4][8], __m256 id, __m256 tiny, __m256 (&entries)[4][8]) {
+  static const Iq4nlCounts counts;
+  const __m512i t0 = _mm512_load_si512(counts.bytes), t1 = _mm512_load_si512(counts.bytes + 64),
+                t2 = _mm512_load_si512(counts.bytes + 128), t3 = _mm512_load_si512(counts.bytes + 192);
   alignas(64) float codebook[16];
   for (int i = 0; i < 16; ++i) codebook[i] = ggml::iq4nl_value(i);
   const __m512 values = _mm512_load_ps(codebook);
-  const __m512 search = _mm512_mask_blend_ps(__mmask16(0x8000), values, _mm512_set1_ps(__builtin_inff()));
   const __m512 ids = both(id, id);
   const __mmask16 small = _mm512_movepi32_mask(_mm512_castps_si512(both(tiny, tiny)));
   const __m512i one = _mm512_set1_epi32(1);
   for (int j = 0; j < 32; j += 2) {
     const __m512 v = _mm512_mul_ps(ids, both(xt[j / 8][j % 8], xt[j / 8][j % 8 + 1]));
-    __m512i count = _mm512_setzero_si512();
-    for (int step = 8; step > 0; step /= 2) {
-      const __m512i next = _mm512_add_epi32(count, _mm512_set1_epi32(step));
-      const __mmask16 up = _mm512_cmp_ps_mask(v, _mm512_permutexvar_ps(next, search), _CMP_NLT_UQ);
-      count = _mm512_mask_mov_epi32(count, up, next);
-    }
-    const __m512i hi = _mm512_add_epi32(_mm512_min_epu32(count, _mm512_set1_epi32(14)), one);
+    // floor(v), with NaN and out-of-range values as INT_MIN, held at -128
+    const __m512i k = _mm512_max_epi32(_mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC),
+                                       _mm512_set1_epi32(-128));
+    const __m512i low = _mm512_permutex2var_epi8(t0, k, t1), high = _mm512_permutex2var_epi8(t2, k, t3);
+    __m512i count = _mm512_and_si512(_mm512_mask_blend_epi8(_mm512_movepi8_mask(k), low, high), _mm512_set1_epi32(0xff));
+    count = _mm512_mask_mov_epi32(count, _mm512_cmp_ps_mask(v, _mm512_set1_ps(128.0f), _CMP_NLT_UQ),
+                                  _mm512_set1_epi32(14));
+    const __m512i hi = _mm512_add_epi32(count, one);
     const __m512 below = _mm512_permutexvar_ps(_mm512_sub_epi32(hi, one), values), above = _mm512_permutexvar_ps(hi, values);
     const __mmask16 lower = _mm512_cmp_ps_mask(_mm512_sub_ps(v, below), _mm512_sub_ps(above, v), _CMP_LT_OQ);
     const __m512 entry = _mm512_mask_blend_ps(small, _mm512_permutexvar_ps(_mm512_mask_sub_epi32(hi, lower, hi, one), values),
@@ -322,7 +343,7 @@ KVTUNE_AVX2 void iq4_nl_eight(const float* x, float* y) {
     transpose8(xt[tile]);
   }
   __m256 v[4][8];
-  if (cpu_has_avx512()) {
+  if (cpu_has_avx512_vbmi()) {
     iq4_nl_entries16(xt, id, tiny, v);
   } else {
     for (int j = 0; j < 32; ++j) {

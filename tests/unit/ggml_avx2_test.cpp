@@ -52,6 +52,21 @@ std::vector<float> adversarial_blocks() {
   // careless round-half-away goes wrong.
   block([](int j) { return j == 0 ? 127.0f : std::nextafter(float(j) - 15.5f, -1000.0f); });
   block([](int j) { return j == 0 ? -127.0f : std::nextafter(float(j) - 15.5f, 1000.0f); });
+  // A first element of -127 makes iq4_nl's id = 1, so id * x is x itself: elements at each codebook
+  // entry, a float either side (where the count of entries not above changes), at each midpoint
+  // between neighbouring entries and a float either side (the nearer-entry compare), and at the
+  // integers and a float below them (the AVX-512 path counts by the integer part).
+  auto iq4_entry = [](int j) { return ggml::iq4nl_value(j % 16); };
+  auto iq4_midpoint = [](int j) { return 0.5f * (ggml::iq4nl_value(j % 15) + ggml::iq4nl_value(j % 15 + 1)); };
+  auto first_is_minus_127 = [&](auto value) { block([&](int j) { return j == 0 ? -127.0f : value(j); }); };
+  first_is_minus_127(iq4_entry);
+  first_is_minus_127([&](int j) { return std::nextafter(iq4_entry(j), -1000.0f); });
+  first_is_minus_127([&](int j) { return std::nextafter(iq4_entry(j), 1000.0f); });
+  first_is_minus_127(iq4_midpoint);
+  first_is_minus_127([&](int j) { return std::nextafter(iq4_midpoint(j), -1000.0f); });
+  first_is_minus_127([&](int j) { return std::nextafter(iq4_midpoint(j), 1000.0f); });
+  first_is_minus_127([](int j) { return float(8 * j - 127); });
+  first_is_minus_127([](int j) { return std::nextafter(float(8 * j - 127), -1000.0f); });
   // Enough normal blocks that every block above falls in a group of eight (the vector path), and
   // a tail of 3 past the last multiple of 8 for the scalar loop.
   for (int b = 0; b < 7; ++b) block([&](int) { return normal(rng); });

@@ -31,4 +31,14 @@ inline bool cpu_has_avx512() {
 #endif
 }
 
+// AVX-512 F, DQ, BW and VBMI (byte permutes across the vector: table lookups of 128 bytes).
+inline bool cpu_has_avx512_vbmi() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool ok = cpu_has_avx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi");
+  return ok;
+#else
+  return false;
+#endif
+}
+
 }  // namespace kvtune
