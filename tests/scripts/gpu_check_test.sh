@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# scripts/gpu-check's arguments and its --prebuilt path, without a GPU: bad arguments exit 2 with a
+# message naming the problem; a bundle (here stand-in binaries that record what they were given)
+# is run without a build, with its lib/ on LD_LIBRARY_PATH, and summary.md says so.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+expect_exit2() {  # expect_exit2 "message fragment" args...
+  local want="$1"; shift
+  local err rc
+  err="$("$root/scripts/gpu-check" "$@" 2>&1 >/dev/null)"; rc=$?
+  [ "$rc" -eq 2 ] || fail "gpu-check $*: exit $rc, expected 2"
+  [[ "$err" == *"$want"* ]] || fail "gpu-check $*: message '$err' lacks '$want'"
+}
+expect_exit2 "unknown argument '--bogus'" --bogus
+expect_exit2 "bin/kvtune_gpu_tests is missing" --prebuilt "$work/nowhere" --out "$work/out0"
+mkdir -p "$work/half/bin" && : > "$work/half/bin/kvtune_gpu_tests"
+expect_exit2 "bin/kvtune_gpu_bench is missing" --prebuilt "$work/half" --out "$work/out0"
+
+err="$("$root/scripts/gpu-bundle" --bogus 2>&1 >/dev/null)"; rc=$?
+[ "$rc" -eq 2 ] && [[ "$err" == *"unknown argument '--bogus'"* ]] || fail "gpu-bundle --bogus: exit $rc, '$err'"
+
+# A bundle of stand-ins.
+b="$work/bundle"
+mkdir -p "$b/bin" "$b/lib"
+echo "0123456789ab" > "$b/commit"
+cat > "$b/bin/kvtune_gpu_tests" <<'STUB'
+#!/usr/bin/env bash
+echo "tests args: $*"
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+echo "[  PASSED  ] 3 tests."
+STUB
+cat > "$b/bin/kvtune_gpu_bench" <<'STUB'
+#!/usr/bin/env bash
+[ "$1" = "--out" ] || exit 3
+printf 'Targets met: 1, missed: 2; points with non-finite output: 0.\n' > "$2/bench_decode_attention.md"
+STUB
+chmod +x "$b/bin/"*
+out="$work/out"
+"$root/scripts/gpu-check" --prebuilt "$b" --out "$out" --budget 200 > "$work/log" 2>&1 || fail "gpu-check --prebuilt: exit $? ($(cat "$work/log"))"
+s="$out/summary.md"
+grep -q -- "- commit: 0123456789ab (prebuilt)" "$s" || fail "summary lacks the bundle's commit"
+grep -q -- "- build: skipped, binaries from $b" "$s" || fail "summary lacks the skipped build"
+grep -q -- "- GPU tests: passed" "$s" || fail "summary lacks the tests' result"
+grep -q "PASSED  \] 3 tests" "$s" || fail "summary lacks the tests' counts"
+grep -q "Targets met: 1, missed: 2" "$s" || fail "summary lacks the benchmark's targets line"
+grep -q "^LD_LIBRARY_PATH=$b/lib" "$out/gpu-tests.log" || fail "the bundle's lib/ is not first on LD_LIBRARY_PATH"
+grep -q "tests args: --gtest_output=xml:$out/gpu-tests.xml" "$out/gpu-tests.log" || fail "the tests were not given the XML output"
+echo "gpu-check: argument errors and the prebuilt path behave"
