@@ -270,23 +270,49 @@ struct IntDecoder {  // integer: 8 codes = `bits` bytes starting on a byte (the 
     }
     return r;
   }
+  // The code width as a compile-time constant (one uniform switch per run): each element is then
+  // a constant shift and mask of the run's 64 bits instead of a 64-bit shift by j * bits, which
+  // the first GPU run measured at twice f16's instructions per token (docs/performance.md).
   __device__ static void decode(const CodecArgs& a, const uint8_t* region, const Raw& r, int, const float*,
                                 float (&x)[kRun]) {
-    const int bits = a.bits;
-    const uint32_t mask = (1u << bits) - 1u;
+    switch (a.bits) {
+      case 2: return decode_width<2>(a, region, r, x);
+      case 3: return decode_width<3>(a, region, r, x);
+      case 4: return decode_width<4>(a, region, r, x);
+      case 5: return decode_width<5>(a, region, r, x);
+      case 6: return decode_width<6>(a, region, r, x);
+      case 7: return decode_width<7>(a, region, r, x);
+      default: return decode_width<8>(a, region, r, x);  // the host admits widths 2..8
+    }
+  }
+
+  template <int kBits>
+  __device__ static void decode_width(const CodecArgs& a, const uint8_t* region, const Raw& r, float (&x)[kRun]) {
+    constexpr uint32_t kMask = (1u << kBits) - 1u;
+    uint32_t code[kRun];
+#pragma unroll
+    for (int j = 0; j < kRun; ++j) code[j] = static_cast<uint32_t>(r.codes >> (j * kBits)) & kMask;
     // int_sym_value: float(code - 2^(bits-1)) * s; int_asym_value: float(code) * s + m.
-    const float offset = a.asymmetric ? 0.0f : static_cast<float>(1 << (bits - 1));
-    const bool narrow = a.col_shift < 3;  // groups of 1, 2 or 4 channels: several per run
+    if (a.col_shift >= 3) {  // one group covers the run: its scale (and minimum) came with the load
+      if (a.asymmetric) {
+#pragma unroll
+        for (int j = 0; j < kRun; ++j) x[j] = small_int_float(code[j], 0.0f) * r.scale + r.minimum;
+      } else {
+#pragma unroll
+        for (int j = 0; j < kRun; ++j) x[j] = small_int_float(code[j], float(1 << (kBits - 1))) * r.scale;
+      }
+      return;
+    }
+    // Groups of 1, 2 or 4 channels: channel c0 + j is in group r.group + (j >> col_shift).
 #pragma unroll
     for (int j = 0; j < kRun; ++j) {
-      float s = r.scale, m = r.minimum;
-      if (narrow) {  // channel c0 + j is in group r.group + (j >> col_shift): c0 is a multiple of 8
-        const int64_t g = r.group + (j >> a.col_shift);
-        s = load_scale(region + a.scale_offset, g, a.scale_type);
-        if (a.asymmetric) m = load_scale(region + a.min_offset, g, a.scale_type);
+      const int64_t g = r.group + (j >> a.col_shift);
+      const float s = load_scale(region + a.scale_offset, g, a.scale_type);
+      if (a.asymmetric) {
+        x[j] = small_int_float(code[j], 0.0f) * s + load_scale(region + a.min_offset, g, a.scale_type);
+      } else {
+        x[j] = small_int_float(code[j], float(1 << (kBits - 1))) * s;
       }
-      const float level = small_int_float(static_cast<uint32_t>(r.codes >> (j * bits)) & mask, offset);
-      x[j] = a.asymmetric ? level * s + m : level * s;
     }
   }
 };
@@ -331,9 +357,36 @@ struct GgmlDecoder {  // ggml: the run's 8 elements lie in block (t * D/32 + c0/
     uint32_t qh;  // q5_*: the block's fifth bits; else 0
     uint32_t dm;  // the f16 bits of d (low half) and m (high half, q4_1 / q5_1)
   };
+  // The kind as a compile-time constant (one uniform switch per run), so the shape's offsets,
+  // masks and bias are constants and the parts a kind lacks cost nothing.
   template <int D>
   __device__ static Raw load(const CodecArgs& a, const uint8_t* region, int64_t t, int c0) {
-    const GgmlShape s = ggml_shape(a.kind);
+    switch (a.kind) {
+      case CodecKind::q8_0:
+      case CodecKind::q8_0_x86: return load_kind<CodecKind::q8_0, D>(a, region, t, c0);  // one layout
+      case CodecKind::q4_0: return load_kind<CodecKind::q4_0, D>(a, region, t, c0);
+      case CodecKind::q4_1: return load_kind<CodecKind::q4_1, D>(a, region, t, c0);
+      case CodecKind::q5_0: return load_kind<CodecKind::q5_0, D>(a, region, t, c0);
+      case CodecKind::q5_1: return load_kind<CodecKind::q5_1, D>(a, region, t, c0);
+      default: return load_kind<CodecKind::iq4_nl, D>(a, region, t, c0);  // the host admits ggml kinds only
+    }
+  }
+  __device__ static void decode(const CodecArgs& a, const uint8_t*, const Raw& r, int c0, const float* iq4nl_table,
+                                float (&x)[kRun]) {
+    switch (a.kind) {
+      case CodecKind::q8_0:
+      case CodecKind::q8_0_x86: return decode_kind<CodecKind::q8_0>(r, c0, iq4nl_table, x);
+      case CodecKind::q4_0: return decode_kind<CodecKind::q4_0>(r, c0, iq4nl_table, x);
+      case CodecKind::q4_1: return decode_kind<CodecKind::q4_1>(r, c0, iq4nl_table, x);
+      case CodecKind::q5_0: return decode_kind<CodecKind::q5_0>(r, c0, iq4nl_table, x);
+      case CodecKind::q5_1: return decode_kind<CodecKind::q5_1>(r, c0, iq4nl_table, x);
+      default: return decode_kind<CodecKind::iq4_nl>(r, c0, iq4nl_table, x);
+    }
+  }
+
+  template <CodecKind kKind, int D>
+  __device__ static Raw load_kind(const CodecArgs& a, const uint8_t* region, int64_t t, int c0) {
+    const GgmlShape s = ggml_shape(kKind);
     const uint8_t* block = region + (t * (D / ggml::kBlock) + c0 / ggml::kBlock) * a.block_bytes;
     const int j0 = c0 % ggml::kBlock;  // 0, 8, 16 or 24
     // Blocks are 2-byte aligned only (18, 20, 22, 24 and 34 bytes): 16-bit loads.
@@ -344,9 +397,9 @@ struct GgmlDecoder {  // ggml: the run's 8 elements lie in block (t * D/32 + c0/
     r.qs = load8_align2(block + s.qs_offset + (s.nibbles ? j0 % 16 : j0));
     return r;
   }
-  __device__ static void decode(const CodecArgs& a, const uint8_t*, const Raw& r, int c0, const float* iq4nl_table,
-                                float (&x)[kRun]) {
-    const GgmlShape s = ggml_shape(a.kind);
+  template <CodecKind kKind>
+  __device__ static void decode_kind(const Raw& r, int c0, const float* iq4nl_table, float (&x)[kRun]) {
+    const GgmlShape s = ggml_shape(kKind);
     const int j0 = c0 % ggml::kBlock;
     const int shift = s.nibbles && j0 >= 16 ? 4 : 0;  // high nibbles hold elements 16..31
     const uint32_t mask = s.nibbles ? 0xfu : 0xffu;
@@ -357,7 +410,8 @@ struct GgmlDecoder {  // ggml: the run's 8 elements lie in block (t * D/32 + c0/
 #pragma unroll
     for (int j = 0; j < kRun; ++j) {
       const uint32_t byte = ((j < 4 ? r.qs.x : r.qs.y) >> (8 * (j % 4))) & 0xffu;
-      const uint32_t q = (((byte >> shift) & mask) | (((r.qh >> (j0 + j)) & 1u) << 4)) ^ flip;
+      const uint32_t fifth = s.qh_offset != 0 ? ((r.qh >> (j0 + j)) & 1u) << 4 : 0u;
+      const uint32_t q = (((byte >> shift) & mask) | fifth) ^ flip;
       if (s.codebook) {
         x[j] = d * iq4nl_table[q & 0xfu];  // the codebook in shared memory
       } else {
