@@ -257,6 +257,12 @@ KVTUNE_AVX512 void roundtrip_per_row_avx512(const float* x, int64_t rows, int64_
     for (int64_t k = 0; k < n; ++k) {
       const float* row = x + (r0 + k) * cols;
       float* out = y + (r0 + k) * cols;
+      // Row k of the next sixteen, asked for now: the maxima pass would otherwise wait on memory
+      // while this compute pass, which reads only cached rows, leaves it idle.
+      if (r0 + 16 + k < rows) {
+        const char* ahead = reinterpret_cast<const char*>(x + (r0 + 16 + k) * cols);
+        for (int64_t b = 0; b < cols * int64_t(sizeof(float)); b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
+      }
       const bool multiply = recips[k] > 0.0f && recips[k] <= std::numeric_limits<float>::max();
       const __m512 s = _mm512_set1_ps(scales[k]), rv = _mm512_set1_ps(recips[k]);
       for (int64_t c = 0; c < cols; c += 16) {
@@ -269,6 +275,21 @@ KVTUNE_AVX512 void roundtrip_per_row_avx512(const float* x, int64_t rows, int64_
     }
   }
 }
+
+// roundtrip_blocks for blocks of a multiple of 16 (mxfp8's 32): per block the exact reciprocal of a
+// power-of-two scale multiplies (the same bits as the division), any other scale divides.
+template <class Fmt>
+KVTUNE_AVX512 void roundtrip_blocks_avx512(const float* x, const float* scale, int64_t blocks, int64_t block, float* y) {
+  for (int64_t k = 0; k < blocks; ++k) {
+    const float s = scale[k], r = exact_reciprocal(s);
+    const __m512 sv = _mm512_set1_ps(s), rv = _mm512_set1_ps(r);
+    for (int64_t c = k * block; c < (k + 1) * block; c += 16) {
+      const __m512 xv = _mm512_loadu_ps(x + c);
+      const __m512 v = r != 0.0f ? _mm512_mul_ps(xv, rv) : _mm512_div_ps(xv, sv);
+      _mm512_storeu_ps(y + c, _mm512_mul_ps(roundtrip16<Fmt>(v), sv));
+    }
+  }
+}
 #endif
 
 }  // namespace
@@ -278,6 +299,12 @@ void roundtrip(const float* x, float scale, float* y, int64_t n, Fp8Format forma
 }
 
 void roundtrip_blocks(const float* x, const float* scale, int64_t blocks, int64_t block, float* y, Fp8Format format) {
+#if KVTUNE_FP8_AVX512
+  if (block % 16 == 0 && cpu_has_avx512()) {
+    return format == Fp8Format::e4m3 ? roundtrip_blocks_avx512<E4M3>(x, scale, blocks, block, y)
+                                     : roundtrip_blocks_avx512<E5M2>(x, scale, blocks, block, y);
+  }
+#endif
   format == Fp8Format::e4m3 ? roundtrip_blocks_e4m3(x, scale, blocks, block, y)
                             : roundtrip_blocks_e5m2(x, scale, blocks, block, y);
 }

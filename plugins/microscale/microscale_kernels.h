@@ -1,7 +1,8 @@
 // The microscale families' hot loops: the largest magnitude of each scale block and the E2M1
 // round trip of each block through its scale, branch-free and compiled per target so they
 // vectorize; bit-identical to the codec (kvtune/codecs/microscale.h), which stays the reference
-// (MicroSchemes.FusedRoundTripIsThePackedOne, Microscale.E2m1RoundIsTheCodecsRoundTrip).
+// (MicroSchemes.FusedRoundTripIsThePackedOne, Microscale.E2m1RoundIsTheCodecsRoundTrip,
+// Microscale.BlockRoundTripLoopIsTheCodecs).
 #pragma once
 
 #include <cstdint>

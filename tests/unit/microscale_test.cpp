@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kvtune/numeric/bits.h"
+#include "microscale/microscale_kernels.h"
 
 #if KVTUNE_HAVE_CUDA_HEADERS
 #include <cuda_fp4.h>
@@ -179,6 +180,34 @@ TEST(Microscale, E2m1RoundIsTheCodecsRoundTrip) {
     ASSERT_EQ(float_bits(e2m1_round<false>(x)), float_bits(e2m1_to_f32(f32_to_e2m1(x)))) << std::hexfloat << x;
     ASSERT_EQ(float_bits(e2m1_round<true>(x)), float_bits(e2m1_to_f32(f32_to_e2m1_ties_away(x))))
         << std::hexfloat << x;
+  }
+}
+
+// The block loop the microscale schemes' round trip runs (its AVX-512 path by rounding, where the
+// machine has one) gives e2m1_block's bits: e2m1_round(x * 1/scale) * scale for a power-of-two
+// scale, e2m1_round(x / scale) * scale otherwise, zeros for a scale that is not > 0, over the hard
+// values (each E2M1 midpoint and its neighbours, zeros, NaNs, infinities) and every 4099th bit
+// pattern, both tie rules, blocks of 16 and 32.
+TEST(Microscale, BlockRoundTripLoopIsTheCodecs) {
+  std::vector<float> values = hard_values();
+  for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 4099) values.push_back(bits_float(uint32_t(b)));
+  values.resize(values.size() / 32 * 32);
+  for (int64_t block : {16, 32}) {
+    const int64_t blocks = int64_t(values.size()) / block;
+    for (float scale : {1.0f, 0.5f, 0x1p-20f, 3.0f, 0.75f, 0.0f}) {
+      const std::vector<float> scales(size_t(blocks), scale);
+      for (bool ties_away : {false, true}) {
+        std::vector<float> y(values.size());
+        builtin::microscale_kernels::e2m1_roundtrip(values.data(), scales.data(), blocks, block, ties_away, y.data());
+        const float r = exact_reciprocal(scale);
+        for (size_t i = 0; i < values.size(); ++i) {
+          const float v = r != 0.0f ? values[i] * r : (scale > 0.0f ? values[i] / scale : 0.0f);
+          const float want = (ties_away ? e2m1_round<true>(v) : e2m1_round<false>(v)) * scale;
+          ASSERT_EQ(float_bits(y[i]), float_bits(want))
+              << std::hexfloat << values[i] << " scale " << scale << " block " << block << " ties_away " << ties_away;
+        }
+      }
+    }
   }
 }
 
