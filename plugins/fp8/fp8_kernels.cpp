@@ -9,15 +9,7 @@
 #include "kvtune/numeric/bits.h"
 #include "kvtune/numeric/cpu_features.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-// GCC 12 reports the AVX-512 intrinsics' own _mm512_undefined_* operands as maybe uninitialized
-// (a false positive inside avx512fintrin.h), as in plugins/ggml/ggml_avx2.cpp.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#define KVTUNE_FP8_AVX512 1
-#endif
+#include "x86_intrinsics.h"
 
 
 namespace kvtune::builtin::fp8_kernels {
@@ -167,8 +159,7 @@ KVTUNE_MULTIVERSION float abs_max_clones(const float* x, int64_t n) { return abs
 
 #undef KVTUNE_FP8_LOOPS
 
-#if KVTUNE_FP8_AVX512
-#define KVTUNE_AVX512 __attribute__((target("avx512f,avx512dq")))
+#if KVTUNE_X86_INTRINSICS
 
 // Fast::roundtrip on sixteen lanes: the same integer and float operations, selects as masks.
 template <class Fmt>
@@ -299,7 +290,7 @@ void roundtrip(const float* x, float scale, float* y, int64_t n, Fp8Format forma
 }
 
 void roundtrip_blocks(const float* x, const float* scale, int64_t blocks, int64_t block, float* y, Fp8Format format) {
-#if KVTUNE_FP8_AVX512
+#if KVTUNE_X86_INTRINSICS
   if (block % 16 == 0 && cpu_has_avx512()) {
     return format == Fp8Format::e4m3 ? roundtrip_blocks_avx512<E4M3>(x, scale, blocks, block, y)
                                      : roundtrip_blocks_avx512<E5M2>(x, scale, blocks, block, y);
@@ -318,7 +309,7 @@ void dequantize(const uint8_t* codes, float scale, float* y, int64_t n, Fp8Forma
 }
 
 void roundtrip_per_row(const float* x, int64_t rows, int64_t cols, float* y, Fp8Format format) {
-#if KVTUNE_FP8_AVX512
+#if KVTUNE_X86_INTRINSICS
   if (cols % 16 == 0 && cpu_has_avx512()) {
     return format == Fp8Format::e4m3 ? roundtrip_per_row_avx512<E4M3>(x, rows, cols, y)
                                      : roundtrip_per_row_avx512<E5M2>(x, rows, cols, y);

@@ -8,16 +8,7 @@
 #include "kvtune/codecs/int_codec.h"
 #include "kvtune/numeric/cpu_features.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-// GCC 12 reports the AVX-512 intrinsics' own _mm512_undefined_* operands as maybe uninitialized
-// (a false positive inside avx512fintrin.h), as in plugins/ggml/ggml_avx2.cpp.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#define KVTUNE_HAVE_AVX2_PATH 1
-#endif
+#include "x86_intrinsics.h"
 
 namespace kvtune::builtin::int_kernels {
 
@@ -47,7 +38,7 @@ void asym_columns_exact(const float* x, const float* minimum, const float* divis
   for (int64_t c = 0; c < n; ++c) y[c] = int_asym_level(x[c], minimum[c], divisor[c], top) * out_scale[c] + out_min[c];
 }
 
-#if KVTUNE_HAVE_AVX2_PATH
+#if KVTUNE_X86_INTRINSICS
 // Why the fast path is exact. Let q = x / d exactly, r = fl(1/d) and v = fl(x * r). Then
 // |v - q| <= |q| * (2^-24 + 2^-24 + 2^-48) and |fl(q) - q| <= |q| * 2^-24, so v and fl(q) differ by
 // less than |q| * 2^-22. Their clamped values (clamp is monotone) can only give different levels
@@ -136,7 +127,6 @@ __attribute__((target("avx2"))) void asym_columns_avx2(const float* x, const flo
 // same operations per lane, so the same bits. The clamp's max/min return their second operand for
 // a NaN lane in both widths, and the magic-number rounding (not vrndscaleps, which would keep -0)
 // is the AVX2 path's.
-#define KVTUNE_AVX512 __attribute__((target("avx512f,avx512dq")))
 
 KVTUNE_AVX512 inline __m512 rne16(__m512 v) {
   const __m512 magic = _mm512_set1_ps(12582912.0f);
@@ -221,7 +211,7 @@ float fast_reciprocal(float divisor) {
 
 void sym_columns(const float* x, const float* divisor, const float* reciprocal, const float* out_scale, float qmax,
                  float* y, int64_t n) {
-#if KVTUNE_HAVE_AVX2_PATH
+#if KVTUNE_X86_INTRINSICS
   if (reciprocal != nullptr && cpu_has_avx512()) return sym_columns_avx512(x, divisor, reciprocal, out_scale, qmax, y, n);
   if (reciprocal != nullptr && have_avx2()) return sym_columns_avx2(x, divisor, reciprocal, out_scale, qmax, y, n);
 #endif
@@ -230,7 +220,7 @@ void sym_columns(const float* x, const float* divisor, const float* reciprocal, 
 
 void asym_columns(const float* x, const float* minimum, const float* divisor, const float* reciprocal,
                   const float* out_scale, const float* out_min, float top, float* y, int64_t n) {
-#if KVTUNE_HAVE_AVX2_PATH
+#if KVTUNE_X86_INTRINSICS
   if (reciprocal != nullptr && cpu_has_avx512()) {
     return asym_columns_avx512(x, minimum, divisor, reciprocal, out_scale, out_min, top, y, n);
   }
@@ -242,7 +232,7 @@ void asym_columns(const float* x, const float* minimum, const float* divisor, co
 }
 
 void sym_segment(const float* x, float divisor, float reciprocal, float out_scale, float qmax, float* y, int64_t n) {
-#if KVTUNE_HAVE_AVX2_PATH
+#if KVTUNE_X86_INTRINSICS
   if (reciprocal != 0.0f && cpu_has_avx512()) return sym_segment_avx512(x, divisor, reciprocal, out_scale, qmax, y, n);
   if (reciprocal != 0.0f && have_avx2()) return sym_segment_avx2(x, divisor, reciprocal, out_scale, qmax, y, n);
 #endif
@@ -251,7 +241,7 @@ void sym_segment(const float* x, float divisor, float reciprocal, float out_scal
 
 void asym_segment(const float* x, float minimum, float divisor, float reciprocal, float out_scale, float out_min,
                   float top, float* y, int64_t n) {
-#if KVTUNE_HAVE_AVX2_PATH
+#if KVTUNE_X86_INTRINSICS
   if (reciprocal != 0.0f && cpu_has_avx512()) {
     return asym_segment_avx512(x, minimum, divisor, reciprocal, out_scale, out_min, top, y, n);
   }
@@ -304,7 +294,7 @@ void min_max_portable(const float* x, int64_t n, float& lo, float& hi) {
   }
 }
 
-#if KVTUNE_HAVE_AVX2_PATH
+#if KVTUNE_X86_INTRINSICS
 // Four independent vector chains each for min and max hide the instructions' latency.
 __attribute__((target("avx2"))) void min_max_avx2(const float* x, int64_t n, float& lo, float& hi) {
   if (n < 32) return min_max_portable(x, n, lo, hi);
@@ -337,7 +327,7 @@ __attribute__((target("avx2"))) void min_max_avx2(const float* x, int64_t n, flo
 }  // namespace
 
 void min_max(const float* x, int64_t n, float& lo, float& hi) {
-#if KVTUNE_HAVE_AVX2_PATH
+#if KVTUNE_X86_INTRINSICS
   if (have_avx2()) return min_max_avx2(x, n, lo, hi);
 #endif
   min_max_portable(x, n, lo, hi);
@@ -362,7 +352,7 @@ void group_params_portable(const float* lo, const float* hi, int64_t n, int bits
 
 }  // namespace
 
-#if KVTUNE_HAVE_AVX2_PATH
+#if KVTUNE_X86_INTRINSICS
 namespace {
 
 __attribute__((target("avx2"))) inline void segment_min_max8(const float* x, int64_t n, float& lo, float& hi) {
@@ -648,7 +638,7 @@ KVTUNE_AVX2_F16C void group_params_avx2(const float* lo, const float* hi, int64_
 
 bool token_groups(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym, ScaleType scale_type,
                   float* y) {
-#if KVTUNE_HAVE_AVX2_PATH
+#if KVTUNE_X86_INTRINSICS
   if (cpu_has_avx2_f16c() && group % 8 == 0 && d % group == 0) {
     token_groups_avx2(x, rows, d, group, bits, asym, scale_type, y);
     return true;
@@ -660,7 +650,7 @@ bool token_groups(const float* x, int64_t rows, int64_t d, int64_t group, int bi
 
 void group_params(const float* lo, const float* hi, int64_t n, int bits, bool asym, ScaleType scale_type,
                   float* minimum, float* scale, float* divisor, float* reciprocal) {
-#if KVTUNE_HAVE_AVX2_PATH
+#if KVTUNE_X86_INTRINSICS
   if (cpu_has_avx2_f16c()) return group_params_avx2(lo, hi, n, bits, asym, scale_type, minimum, scale, divisor, reciprocal);
 #endif
   group_params_portable(lo, hi, n, bits, asym, scale_type, minimum, scale, divisor, reciprocal);

@@ -7,14 +7,7 @@
 #include "kvtune/numeric/multiversion.h"
 #include "fp8/fp8_kernels.h"
 #include "kvtune/numeric/cpu_features.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 on avx512fintrin.h's own operands
-#endif
-#include <immintrin.h>
-#define KVTUNE_MICRO_AVX512 1
-#endif
+#include "x86_intrinsics.h"
 
 namespace kvtune::builtin::microscale_kernels {
 namespace {
@@ -59,8 +52,7 @@ KVTUNE_MICRO_LOOPS(16)
 KVTUNE_MICRO_LOOPS(32)
 #undef KVTUNE_MICRO_LOOPS
 
-#if KVTUNE_MICRO_AVX512
-#define KVTUNE_AVX512 __attribute__((target("avx512f,avx512dq")))
+#if KVTUNE_X86_INTRINSICS
 
 // codec::e2m1_round on sixteen lanes by rounding instead of seven comparisons: the E2M1 grid's step
 // is 1/2 below 2, 1 below 4 and 2 above, so |v| times 2, 1 or 1/2 (exact) rounded to an integer and
@@ -132,7 +124,7 @@ void block_abs_max(const float* x, int64_t blocks, int64_t block, float* amax) {
 }
 
 void e2m1_roundtrip(const float* x, const float* scale, int64_t blocks, int64_t block, bool ties_away, float* y) {
-#if KVTUNE_MICRO_AVX512
+#if KVTUNE_X86_INTRINSICS
   if (cpu_has_avx512()) {
     if (block == 16) {
       return ties_away ? e2m1_blocks_avx512<16, true>(x, scale, blocks, y) : e2m1_blocks_avx512<16, false>(x, scale, blocks, y);
