@@ -15,6 +15,7 @@
 #include "kvtune/codecs/packed_layout.h"
 #include "kvtune/error.h"
 #include "kvtune/registry.h"
+#include "streaming_stores.h"
 
 namespace kvtune::builtin {
 namespace {
@@ -107,6 +108,10 @@ class IntScheme final : public Scheme {
     BlockParams p(t, x.cols);
     for (int64_t block = 0; block < codec::token_tiles(t); ++block) {
       const auto [r0, r1] = fit_block(x, t, block, p);
+      if (t.cols_per_group == 1) {
+        apply_column_tiles(x, r0, r1, p, streams_output(out.data, out.rows, out.cols), out);
+        continue;
+      }
       for (int64_t r = r0; r < r1; ++r) {
         prefetch_row(x, r + t.rows_per_tile);
         apply_row(x.row(r), t, p, /*levels_only=*/false, out.row(r));
@@ -179,6 +184,27 @@ class IntScheme final : public Scheme {
     if (r >= x.rows) return;
     const char* row = reinterpret_cast<const char*>(x.row(r));
     for (int64_t b = 0; b < x.cols * int64_t(sizeof(float)); b += 64) __builtin_prefetch(row + b);
+  }
+
+  // Rows r0..r1 of a block whose groups are its columns (axis=channel without channel groups), in
+  // tiles of kTileRows rows that stay in L1 while the kernel runs down them sixteen columns at a
+  // time; the next tile's rows are asked for first.
+  void apply_column_tiles(ConstMatrixView x, int64_t r0, int64_t r1, const BlockParams& p, bool stream,
+                          MatrixView out) const {
+    constexpr int64_t kTileRows = 32;
+    const float* reciprocal = p.all_reciprocals ? p.reciprocal.data() : nullptr;
+    for (int64_t r = r0; r < r1; r += kTileRows) {
+      const int64_t n = std::min(kTileRows, r1 - r);
+      for (int64_t i = r + n; i < r + 2 * n; ++i) prefetch_row(x, i);
+      if (format_.asymmetric) {
+        int_kernels::asym_column_tile(x.row(r), n, x.cols, p.minimum.data(), p.divisor.data(), reciprocal,
+                                      p.scale.data(), p.minimum.data(), codec::int_asym_top(format_.bits), out.row(r),
+                                      stream);
+      } else {
+        int_kernels::sym_column_tile(x.row(r), n, x.cols, p.divisor.data(), reciprocal, p.scale.data(),
+                                     codec::int_sym_qmax(format_.bits), out.row(r), stream);
+      }
+    }
   }
 
   // y = level(x) * scale (+ minimum) for one row, or the levels themselves.

@@ -8,6 +8,7 @@
 #include "kvtune/codecs/int_codec.h"
 #include "kvtune/numeric/cpu_features.h"
 
+#include "streaming_stores.h"
 #include "x86_intrinsics.h"
 
 namespace kvtune::builtin::int_kernels {
@@ -193,6 +194,53 @@ KVTUNE_AVX512 void asym_columns_avx512(const float* x, const float* minimum, con
   asym_columns_avx2(x + c, minimum + c, divisor + c, reciprocal + c, out_scale + c, out_min + c, top, y + c, n - c);
 }
 
+// A [rows, n] tile (row stride n), one group per column, sixteen columns at a time down the rows:
+// each column's parameters are loaded once per tile instead of once per row. Per lane the operations
+// are asym_columns_avx512's, so the bits are too; the n % 16 last columns go row by row. `stream`:
+// non-temporal stores (y and every row 64-byte aligned; plugins/streaming_stores.h says when).
+KVTUNE_AVX512 void sym_column_tile_avx512(const float* x, int64_t rows, int64_t n, const float* divisor,
+                                          const float* reciprocal, const float* out_scale, float qmax, float* y,
+                                          bool stream) {
+  const __m512 lo = _mm512_set1_ps(-qmax), hi = _mm512_set1_ps(qmax);
+  const int64_t body = n - n % 16;
+  for (int64_t c = 0; c < body; c += 16) {
+    const __m512 r = _mm512_loadu_ps(reciprocal + c), d = _mm512_loadu_ps(divisor + c);
+    const __m512 s = _mm512_loadu_ps(out_scale + c);
+    for (int64_t i = 0; i < rows; ++i) {
+      const __m512 level = levels16(_mm512_loadu_ps(x + i * n + c), r, d, lo, hi);
+      store16(y + i * n + c, _mm512_mul_ps(level, s), stream);
+    }
+  }
+  if (stream) _mm_sfence();  // streaming stores are weakly ordered: visible before the caller reads
+  if (body == n) return;
+  for (int64_t i = 0; i < rows; ++i) {
+    sym_columns_avx2(x + i * n + body, divisor + body, reciprocal + body, out_scale + body, qmax, y + i * n + body,
+                     n - body);
+  }
+}
+
+KVTUNE_AVX512 void asym_column_tile_avx512(const float* x, int64_t rows, int64_t n, const float* minimum,
+                                           const float* divisor, const float* reciprocal, const float* out_scale,
+                                           const float* out_min, float top, float* y, bool stream) {
+  const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(top);
+  const int64_t body = n - n % 16;
+  for (int64_t c = 0; c < body; c += 16) {
+    const __m512 m = _mm512_loadu_ps(minimum + c), r = _mm512_loadu_ps(reciprocal + c);
+    const __m512 d = _mm512_loadu_ps(divisor + c), s = _mm512_loadu_ps(out_scale + c);
+    const __m512 om = _mm512_loadu_ps(out_min + c);
+    for (int64_t i = 0; i < rows; ++i) {
+      const __m512 level = levels16(_mm512_sub_ps(_mm512_loadu_ps(x + i * n + c), m), r, d, lo, hi);
+      store16(y + i * n + c, _mm512_add_ps(_mm512_mul_ps(level, s), om), stream);
+    }
+  }
+  if (stream) _mm_sfence();
+  if (body == n) return;
+  for (int64_t i = 0; i < rows; ++i) {
+    asym_columns_avx2(x + i * n + body, minimum + body, divisor + body, reciprocal + body, out_scale + body,
+                      out_min + body, top, y + i * n + body, n - body);
+  }
+}
+
 bool have_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;
@@ -229,6 +277,29 @@ void asym_columns(const float* x, const float* minimum, const float* divisor, co
   }
 #endif
   asym_columns_exact(x, minimum, divisor, out_scale, out_min, top, y, n);
+}
+
+void sym_column_tile(const float* x, int64_t rows, int64_t n, const float* divisor, const float* reciprocal,
+                     const float* out_scale, float qmax, float* y, bool stream) {
+#if KVTUNE_X86_INTRINSICS
+  if (reciprocal != nullptr && cpu_has_avx512()) {
+    return sym_column_tile_avx512(x, rows, n, divisor, reciprocal, out_scale, qmax, y, stream);
+  }
+#endif
+  for (int64_t i = 0; i < rows; ++i) sym_columns(x + i * n, divisor, reciprocal, out_scale, qmax, y + i * n, n);
+}
+
+void asym_column_tile(const float* x, int64_t rows, int64_t n, const float* minimum, const float* divisor,
+                      const float* reciprocal, const float* out_scale, const float* out_min, float top, float* y,
+                      bool stream) {
+#if KVTUNE_X86_INTRINSICS
+  if (reciprocal != nullptr && cpu_has_avx512()) {
+    return asym_column_tile_avx512(x, rows, n, minimum, divisor, reciprocal, out_scale, out_min, top, y, stream);
+  }
+#endif
+  for (int64_t i = 0; i < rows; ++i) {
+    asym_columns(x + i * n, minimum, divisor, reciprocal, out_scale, out_min, top, y + i * n, n);
+  }
 }
 
 void sym_segment(const float* x, float divisor, float reciprocal, float out_scale, float qmax, float* y, int64_t n) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "int/int_kernels.h"
+#include "kvtune/matrix.h"
 #include "kvtune/numeric/bits.h"
 
 namespace kvtune::builtin::int_kernels {
@@ -77,6 +78,45 @@ TEST(IntKernels, FastColumnsEqualTheReferenceBitForBit) {
                  fast.data(), n);
     for (int64_t c = 0; c < n; ++c) asym_segment_exact(&x[c], minimum[c], divisor[c], scale[c], minimum[c], 255.0f, &ref[c], 1);
     expect_same_bits(fast, ref, "asym columns");
+  }
+}
+
+// The column tiles (sixteen columns down the rows, normal or streaming stores) against the exact
+// per-element formula: a 64-byte-aligned tile of 37 rows, 128 columns (all vectors) and 131 (a
+// ragged remainder), every third value on a tie of its column's grid.
+TEST(IntKernels, ColumnTilesEqualTheReferenceBitForBit) {
+  std::mt19937 engine(8);
+  std::uniform_real_distribution<float> log_scale(-10.0f, 10.0f);
+  const int64_t rows = 37;
+  for (int64_t n : {int64_t(128), int64_t(131)}) {
+    for (bool stream : {false, true}) {
+      if (stream && n % 16 != 0) continue;  // streaming needs 64-byte-aligned rows
+      std::vector<float> divisor(n), reciprocal(n), minimum(n), scale(n), ref(size_t(rows * n));
+      Matrix x(rows, n), fast(rows, n);
+      for (int64_t c = 0; c < n; ++c) {
+        divisor[c] = std::exp2(log_scale(engine));
+        reciprocal[c] = fast_reciprocal(divisor[c]);
+        minimum[c] = -float(c % 7) * divisor[c];
+        scale[c] = divisor[c];
+        for (int64_t r = 0; r < rows; ++r) {
+          const float k = float(int(engine() % 256) - 128);
+          x(r, c) = (r + c) % 3 == 0 ? (k + 0.5f) * divisor[c]
+                                     : std::ldexp(float(engine() % 100000) - 50000.0f, -10) * divisor[c];
+        }
+      }
+      sym_column_tile(x.data(), rows, n, divisor.data(), reciprocal.data(), scale.data(), 127.0f, fast.data(), stream);
+      for (int64_t i = 0; i < rows * n; ++i) {
+        sym_segment_exact(x.data() + i, divisor[i % n], scale[i % n], 127.0f, &ref[size_t(i)], 1);
+      }
+      expect_same_bits(std::vector<float>(fast.data(), fast.data() + rows * n), ref, "sym tile");
+      asym_column_tile(x.data(), rows, n, minimum.data(), divisor.data(), reciprocal.data(), scale.data(),
+                       minimum.data(), 15.0f, fast.data(), stream);
+      for (int64_t i = 0; i < rows * n; ++i) {
+        asym_segment_exact(x.data() + i, minimum[i % n], divisor[i % n], scale[i % n], minimum[i % n], 15.0f,
+                           &ref[size_t(i)], 1);
+      }
+      expect_same_bits(std::vector<float>(fast.data(), fast.data() + rows * n), ref, "asym tile");
+    }
   }
 }
 
