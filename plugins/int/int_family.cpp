@@ -188,21 +188,22 @@ class IntScheme final : public Scheme {
 
   // Rows r0..r1 of a block whose groups are its columns (axis=channel without channel groups), in
   // tiles of kTileRows rows that stay in L1 while the kernel runs down them sixteen columns at a
-  // time; the next tile's rows are asked for first.
+  // time; the next tile's rows are read ahead meanwhile (the next block's min/max pass, or this
+  // block's next tile, then finds them in cache).
   void apply_column_tiles(ConstMatrixView x, int64_t r0, int64_t r1, const BlockParams& p, bool stream,
                           MatrixView out) const {
     constexpr int64_t kTileRows = 32;
     const float* reciprocal = p.all_reciprocals ? p.reciprocal.data() : nullptr;
     for (int64_t r = r0; r < r1; r += kTileRows) {
       const int64_t n = std::min(kTileRows, r1 - r);
-      for (int64_t i = r + n; i < r + 2 * n; ++i) prefetch_row(x, i);
+      const float* next = r + 2 * n <= x.rows ? x.row(r + n) : nullptr;
       if (format_.asymmetric) {
         int_kernels::asym_column_tile(x.row(r), n, x.cols, p.minimum.data(), p.divisor.data(), reciprocal,
                                       p.scale.data(), p.minimum.data(), codec::int_asym_top(format_.bits), out.row(r),
-                                      stream);
+                                      stream, next);
       } else {
         int_kernels::sym_column_tile(x.row(r), n, x.cols, p.divisor.data(), reciprocal, p.scale.data(),
-                                     codec::int_sym_qmax(format_.bits), out.row(r), stream);
+                                     codec::int_sym_qmax(format_.bits), out.row(r), stream, next);
       }
     }
   }

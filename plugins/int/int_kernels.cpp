@@ -198,15 +198,17 @@ KVTUNE_AVX512 void asym_columns_avx512(const float* x, const float* minimum, con
 // each column's parameters are loaded once per tile instead of once per row. Per lane the operations
 // are asym_columns_avx512's, so the bits are too; the n % 16 last columns go row by row. `stream`:
 // non-temporal stores (y and every row 64-byte aligned; plugins/streaming_stores.h says when).
+// `next` (or null): the next tile's rows, one line asked for per vector computed.
 KVTUNE_AVX512 void sym_column_tile_avx512(const float* x, int64_t rows, int64_t n, const float* divisor,
                                           const float* reciprocal, const float* out_scale, float qmax, float* y,
-                                          bool stream) {
+                                          bool stream, const float* next) {
   const __m512 lo = _mm512_set1_ps(-qmax), hi = _mm512_set1_ps(qmax);
   const int64_t body = n - n % 16;
   for (int64_t c = 0; c < body; c += 16) {
     const __m512 r = _mm512_loadu_ps(reciprocal + c), d = _mm512_loadu_ps(divisor + c);
     const __m512 s = _mm512_loadu_ps(out_scale + c);
     for (int64_t i = 0; i < rows; ++i) {
+      if (next != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next + i * n + c), _MM_HINT_T0);
       const __m512 level = levels16(_mm512_loadu_ps(x + i * n + c), r, d, lo, hi);
       store16(y + i * n + c, _mm512_mul_ps(level, s), stream);
     }
@@ -221,7 +223,8 @@ KVTUNE_AVX512 void sym_column_tile_avx512(const float* x, int64_t rows, int64_t 
 
 KVTUNE_AVX512 void asym_column_tile_avx512(const float* x, int64_t rows, int64_t n, const float* minimum,
                                            const float* divisor, const float* reciprocal, const float* out_scale,
-                                           const float* out_min, float top, float* y, bool stream) {
+                                           const float* out_min, float top, float* y, bool stream,
+                                           const float* next) {
   const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(top);
   const int64_t body = n - n % 16;
   for (int64_t c = 0; c < body; c += 16) {
@@ -229,6 +232,7 @@ KVTUNE_AVX512 void asym_column_tile_avx512(const float* x, int64_t rows, int64_t
     const __m512 d = _mm512_loadu_ps(divisor + c), s = _mm512_loadu_ps(out_scale + c);
     const __m512 om = _mm512_loadu_ps(out_min + c);
     for (int64_t i = 0; i < rows; ++i) {
+      if (next != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next + i * n + c), _MM_HINT_T0);
       const __m512 level = levels16(_mm512_sub_ps(_mm512_loadu_ps(x + i * n + c), m), r, d, lo, hi);
       store16(y + i * n + c, _mm512_add_ps(_mm512_mul_ps(level, s), om), stream);
     }
@@ -280,10 +284,10 @@ void asym_columns(const float* x, const float* minimum, const float* divisor, co
 }
 
 void sym_column_tile(const float* x, int64_t rows, int64_t n, const float* divisor, const float* reciprocal,
-                     const float* out_scale, float qmax, float* y, bool stream) {
+                     const float* out_scale, float qmax, float* y, bool stream, const float* next) {
 #if KVTUNE_X86_INTRINSICS
   if (reciprocal != nullptr && cpu_has_avx512()) {
-    return sym_column_tile_avx512(x, rows, n, divisor, reciprocal, out_scale, qmax, y, stream);
+    return sym_column_tile_avx512(x, rows, n, divisor, reciprocal, out_scale, qmax, y, stream, next);
   }
 #endif
   for (int64_t i = 0; i < rows; ++i) sym_columns(x + i * n, divisor, reciprocal, out_scale, qmax, y + i * n, n);
@@ -291,10 +295,11 @@ void sym_column_tile(const float* x, int64_t rows, int64_t n, const float* divis
 
 void asym_column_tile(const float* x, int64_t rows, int64_t n, const float* minimum, const float* divisor,
                       const float* reciprocal, const float* out_scale, const float* out_min, float top, float* y,
-                      bool stream) {
+                      bool stream, const float* next) {
 #if KVTUNE_X86_INTRINSICS
   if (reciprocal != nullptr && cpu_has_avx512()) {
-    return asym_column_tile_avx512(x, rows, n, minimum, divisor, reciprocal, out_scale, out_min, top, y, stream);
+    return asym_column_tile_avx512(x, rows, n, minimum, divisor, reciprocal, out_scale, out_min, top, y, stream,
+                                   next);
   }
 #endif
   for (int64_t i = 0; i < rows; ++i) {

@@ -33,12 +33,14 @@ void asym_columns(const float* x, const float* minimum, const float* divisor, co
 
 // sym_columns / asym_columns on each row of a [rows, n] tile (row stride n), the same parameters
 // for every row; on AVX-512 sixteen columns at a time down the rows, bit-identical. `stream` asks
-// for non-temporal stores (streams_output() in plugins/streaming_stores.h must hold for y).
+// for non-temporal stores (streams_output() in plugins/streaming_stores.h must hold for y). `next`,
+// when not null, is read ahead (prefetched) over the same [rows, n] extent while the tile runs: the
+// rows the caller reads next.
 void sym_column_tile(const float* x, int64_t rows, int64_t n, const float* divisor, const float* reciprocal,
-                     const float* out_scale, float qmax, float* y, bool stream);
+                     const float* out_scale, float qmax, float* y, bool stream, const float* next);
 void asym_column_tile(const float* x, int64_t rows, int64_t n, const float* minimum, const float* divisor,
                       const float* reciprocal, const float* out_scale, const float* out_min, float top, float* y,
-                      bool stream);
+                      bool stream, const float* next);
 
 // One group for all n elements.
 void sym_segment(const float* x, float divisor, float reciprocal, float out_scale, float qmax, float* y, int64_t n);

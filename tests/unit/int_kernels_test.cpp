@@ -104,13 +104,14 @@ TEST(IntKernels, ColumnTilesEqualTheReferenceBitForBit) {
                                      : std::ldexp(float(engine() % 100000) - 50000.0f, -10) * divisor[c];
         }
       }
-      sym_column_tile(x.data(), rows, n, divisor.data(), reciprocal.data(), scale.data(), 127.0f, fast.data(), stream);
+      sym_column_tile(x.data(), rows, n, divisor.data(), reciprocal.data(), scale.data(), 127.0f, fast.data(), stream,
+                      stream ? x.row(1) : nullptr);
       for (int64_t i = 0; i < rows * n; ++i) {
         sym_segment_exact(x.data() + i, divisor[i % n], scale[i % n], 127.0f, &ref[size_t(i)], 1);
       }
       expect_same_bits(std::vector<float>(fast.data(), fast.data() + rows * n), ref, "sym tile");
       asym_column_tile(x.data(), rows, n, minimum.data(), divisor.data(), reciprocal.data(), scale.data(),
-                       minimum.data(), 15.0f, fast.data(), stream);
+                       minimum.data(), 15.0f, fast.data(), stream, nullptr);
       for (int64_t i = 0; i < rows * n; ++i) {
         asym_segment_exact(x.data() + i, minimum[i % n], divisor[i % n], scale[i % n], minimum[i % n], 15.0f,
                            &ref[size_t(i)], 1);
