@@ -270,8 +270,13 @@ KVTUNE_AVX512 void roundtrip_per_row_avx512(const float* x, int64_t rows, int64_
 // roundtrip_blocks for blocks of a multiple of 16 (mxfp8's 32): per block the exact reciprocal of a
 // power-of-two scale multiplies (the same bits as the division), any other scale divides.
 template <class Fmt>
-KVTUNE_AVX512 void roundtrip_blocks_avx512(const float* x, const float* scale, int64_t blocks, int64_t block, float* y) {
+KVTUNE_AVX512 void roundtrip_blocks_avx512(const float* x, const float* scale, int64_t blocks, int64_t block, float* y,
+                                           int64_t ahead) {
   for (int64_t k = 0; k < blocks; ++k) {
+    if (k < ahead) {
+      const float* next = x + (blocks + k) * block;
+      for (int64_t c = 0; c < block; c += 16) _mm_prefetch(reinterpret_cast<const char*>(next + c), _MM_HINT_T0);
+    }
     const float s = scale[k], r = exact_reciprocal(s);
     const __m512 sv = _mm512_set1_ps(s), rv = _mm512_set1_ps(r);
     for (int64_t c = k * block; c < (k + 1) * block; c += 16) {
@@ -289,13 +294,15 @@ void roundtrip(const float* x, float scale, float* y, int64_t n, Fp8Format forma
   format == Fp8Format::e4m3 ? roundtrip_e4m3(x, scale, y, n) : roundtrip_e5m2(x, scale, y, n);
 }
 
-void roundtrip_blocks(const float* x, const float* scale, int64_t blocks, int64_t block, float* y, Fp8Format format) {
+void roundtrip_blocks(const float* x, const float* scale, int64_t blocks, int64_t block, float* y, Fp8Format format,
+                      int64_t ahead) {
 #if KVTUNE_X86_INTRINSICS
   if (block % 16 == 0 && cpu_has_avx512()) {
-    return format == Fp8Format::e4m3 ? roundtrip_blocks_avx512<E4M3>(x, scale, blocks, block, y)
-                                     : roundtrip_blocks_avx512<E5M2>(x, scale, blocks, block, y);
+    return format == Fp8Format::e4m3 ? roundtrip_blocks_avx512<E4M3>(x, scale, blocks, block, y, ahead)
+                                     : roundtrip_blocks_avx512<E5M2>(x, scale, blocks, block, y, ahead);
   }
 #endif
+  (void)ahead;
   format == Fp8Format::e4m3 ? roundtrip_blocks_e4m3(x, scale, blocks, block, y)
                             : roundtrip_blocks_e5m2(x, scale, blocks, block, y);
 }

@@ -17,9 +17,10 @@ void roundtrip(const float* x, float scale, float* y, int64_t n, codec::Fp8Forma
 void roundtrip_per_row(const float* x, int64_t rows, int64_t cols, float* y, codec::Fp8Format format);
 
 // roundtrip() of `blocks` consecutive blocks of `block` floats, block k at scale[k] (the MX
-// formats' E4M3 elements): one call for the whole run instead of one per block.
+// formats' E4M3 elements): one call for the whole run instead of one per block. `ahead`: how many
+// blocks after the run x holds, read ahead (prefetched) one block per block computed on AVX-512.
 void roundtrip_blocks(const float* x, const float* scale, int64_t blocks, int64_t block, float* y,
-                      codec::Fp8Format format);
+                      codec::Fp8Format format, int64_t ahead);
 
 // codes[i] = fp8_quantize(x[i], scale, format).
 void quantize(const float* x, float scale, uint8_t* codes, int64_t n, codec::Fp8Format format);

@@ -6,6 +6,7 @@
 // layout and the per-block steps are codec::packed_layout of the scheme's device_format()
 // (kvtune/codecs/packed_layout.h), the same functions the CUDA kernels run. docs/schemes.md has
 // the formulas.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -144,28 +145,29 @@ class MicroScheme final : public Scheme {
       float largest = 0.0f;
       for (float a : amax) largest = a > largest ? a : largest;
       global = codec::nvfp4_global_scale(largest);
-      return roundtrip_blocks(x.data, 0, blocks, amax.data(), e, global, out.data);
+      return roundtrip_blocks(x.data, 0, blocks, amax.data(), e, global, 0, out.data);
     }
     constexpr int64_t kTileBlocks = 1024;  // 64 or 128 KiB of input
     std::vector<float> scale(static_cast<size_t>(std::min(blocks, kTileBlocks)));
     for (int64_t k0 = 0; k0 < blocks; k0 += kTileBlocks) {
       const int64_t n = std::min(kTileBlocks, blocks - k0);
       microscale_kernels::block_abs_max(x.data + k0 * b, n, b, scale.data());
-      roundtrip_blocks(x.data, k0, n, scale.data(), e, nvfp4 ? global : 0.0f, out.data);
+      const int64_t ahead = std::min(n, blocks - k0 - n);  // the next tile, read while this one runs
+      roundtrip_blocks(x.data, k0, n, scale.data(), e, nvfp4 ? global : 0.0f, ahead, out.data);
     }
   }
 
   // Blocks k0 .. k0 + n of x through their scales, from their amax (overwritten): `global` > 0 is
-  // nvfp4's per-tensor scale, 0 the MX formats'.
+  // nvfp4's per-tensor scale, 0 the MX formats'. The `ahead` blocks after them are read ahead.
   void roundtrip_blocks(const float* x, int64_t k0, int64_t n, float* amax, codec::MicroElement e, float global,
-                        float* y) const {
+                        int64_t ahead, float* y) const {
     const int64_t b = config_.block;
     microscale_kernels::scales_from_amax(amax, n, codec::micro_element_max(e), global);
     if (e == codec::MicroElement::e2m1) {
-      return microscale_kernels::e2m1_roundtrip(x + k0 * b, amax, n, b, config_.ties_away, y + k0 * b);
+      return microscale_kernels::e2m1_roundtrip(x + k0 * b, amax, n, b, config_.ties_away, y + k0 * b, ahead);
     }
     // mxfp8: E4M3 elements through the fp8 family's vectorized codec (scales are >= 2^-127 > 0).
-    fp8_kernels::roundtrip_blocks(x + k0 * b, amax, n, b, y + k0 * b, codec::Fp8Format::e4m3);
+    fp8_kernels::roundtrip_blocks(x + k0 * b, amax, n, b, y + k0 * b, codec::Fp8Format::e4m3, ahead);
   }
 
   SchemeTraits traits() const override {

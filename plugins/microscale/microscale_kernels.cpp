@@ -85,8 +85,9 @@ KVTUNE_AVX512 inline __m512 e2m1_round16(__m512 v) {
 
 // e2m1_block's arithmetic sixteen lanes at a time (B = 16 or 32).
 template <int B, bool TiesAway>
-KVTUNE_AVX512 void e2m1_blocks_avx512(const float* x, const float* scale, int64_t blocks, float* y) {
+KVTUNE_AVX512 void e2m1_blocks_avx512(const float* x, const float* scale, int64_t blocks, float* y, int64_t ahead) {
   for (int64_t k = 0; k < blocks; ++k) {
+    if (k < ahead) _mm_prefetch(reinterpret_cast<const char*>(x + (blocks + k) * B), _MM_HINT_T0);
     const float s = scale[k], r = exact_reciprocal(s);
     const __m512 sv = _mm512_set1_ps(s), rv = _mm512_set1_ps(r);
     for (int j = 0; j < B; j += 16) {
@@ -123,15 +124,19 @@ void block_abs_max(const float* x, int64_t blocks, int64_t block, float* amax) {
   abs_max_blocks_32(x, blocks, amax);
 }
 
-void e2m1_roundtrip(const float* x, const float* scale, int64_t blocks, int64_t block, bool ties_away, float* y) {
+void e2m1_roundtrip(const float* x, const float* scale, int64_t blocks, int64_t block, bool ties_away, float* y,
+                    int64_t ahead) {
 #if KVTUNE_X86_INTRINSICS
   if (cpu_has_avx512()) {
     if (block == 16) {
-      return ties_away ? e2m1_blocks_avx512<16, true>(x, scale, blocks, y) : e2m1_blocks_avx512<16, false>(x, scale, blocks, y);
+      return ties_away ? e2m1_blocks_avx512<16, true>(x, scale, blocks, y, ahead)
+                       : e2m1_blocks_avx512<16, false>(x, scale, blocks, y, ahead);
     }
-    return ties_away ? e2m1_blocks_avx512<32, true>(x, scale, blocks, y) : e2m1_blocks_avx512<32, false>(x, scale, blocks, y);
+    return ties_away ? e2m1_blocks_avx512<32, true>(x, scale, blocks, y, ahead)
+                     : e2m1_blocks_avx512<32, false>(x, scale, blocks, y, ahead);
   }
 #endif
+  (void)ahead;
   if (block == 16) return e2m1_blocks_16(x, scale, blocks, ties_away, y);
   e2m1_blocks_32(x, scale, blocks, ties_away, y);
 }

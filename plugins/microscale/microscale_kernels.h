@@ -20,6 +20,9 @@ void scales_from_amax(float* amax, int64_t blocks, float element_max, float nvfp
 
 // y = e2m1 value of (x / scale[k]) times scale[k] for every element of block k; a scale that is
 // not > 0 stores zeros (micro_quantize's rule).
-void e2m1_roundtrip(const float* x, const float* scale, int64_t blocks, int64_t block, bool ties_away, float* y);
+// `ahead`: how many blocks after the run x holds, read ahead (prefetched) one block per block
+// computed on AVX-512, so the next run's maxima find them in cache.
+void e2m1_roundtrip(const float* x, const float* scale, int64_t blocks, int64_t block, bool ties_away, float* y,
+                    int64_t ahead);
 
 }  // namespace kvtune::builtin::microscale_kernels

@@ -198,7 +198,8 @@ TEST(Microscale, BlockRoundTripLoopIsTheCodecs) {
       const std::vector<float> scales(size_t(blocks), scale);
       for (bool ties_away : {false, true}) {
         std::vector<float> y(values.size());
-        builtin::microscale_kernels::e2m1_roundtrip(values.data(), scales.data(), blocks, block, ties_away, y.data());
+        builtin::microscale_kernels::e2m1_roundtrip(values.data(), scales.data(), blocks, block, ties_away, y.data(),
+                                                    0);
         const float r = exact_reciprocal(scale);
         for (size_t i = 0; i < values.size(); ++i) {
           const float v = r != 0.0f ? values[i] * r : (scale > 0.0f ? values[i] / scale : 0.0f);
