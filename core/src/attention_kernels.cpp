@@ -417,11 +417,60 @@ template <int D, bool Tail>
   }
 }
 
+// The same logits for four queries against the same 16 key rows, four keys at a time: sixteen
+// accumulators (query a, key b) share four query and four key vectors, half the loads of one query
+// against sixteen keys. Each logit's chain and fold are logits32_tile's, so are its bits: slot s
+// holds lane l = kBitReverse16[s], i.e. query l / 4 and key l % 4, and fold16 leaves it in lane l.
+template <int D, bool Tail>
+[[gnu::always_inline]] inline void logits32_tile4(const float* q, const float* k, int64_t d, double scale,
+                                                  double* out, int64_t stride) {
+  const int64_t dd = D > 0 ? D : d;
+  const int64_t body = dd - dd % 16;
+  for (int kg = 0; kg < 4; ++kg) {
+    const float* kb = k + 4 * kg * dd;
+    v16f acc[16];
+#pragma GCC unroll 16
+    for (int s = 0; s < 16; ++s) acc[s] = v16f{};
+    for (int64_t e = 0; e < body; e += 16) {
+      v16f qv[4], kv[4];
+#pragma GCC unroll 4
+      for (int a = 0; a < 4; ++a) qv[a] = load16(q + a * dd + e);
+#pragma GCC unroll 4
+      for (int b = 0; b < 4; ++b) kv[b] = load16(kb + b * dd + e);
+#pragma GCC unroll 16
+      for (int s = 0; s < 16; ++s) acc[s] += qv[kBitReverse16[s] / 4] * kv[kBitReverse16[s] % 4];
+    }
+    if (Tail) {
+      float qt[4][16] = {}, kt[4][16] = {};
+      for (int a = 0; a < 4; ++a) {
+        for (int64_t e = body; e < dd; ++e) qt[a][e - body] = q[a * dd + e], kt[a][e - body] = kb[a * dd + e];
+      }
+      for (int s = 0; s < 16; ++s) acc[s] += load16(qt[kBitReverse16[s] / 4]) * load16(kt[kBitReverse16[s] % 4]);
+    }
+    const v16f sums = fold16(acc);
+    const v8d lo = low_half(sums) * scale, hi = high_half(sums) * scale;
+    for (int b = 0; b < 4; ++b) {
+      out[0 * stride + 4 * kg + b] = lo[b];
+      out[1 * stride + 4 * kg + b] = lo[4 + b];
+      out[2 * stride + 4 * kg + b] = hi[b];
+      out[3 * stride + 4 * kg + b] = hi[4 + b];
+    }
+  }
+}
+
 template <int D, bool Tail>
 [[gnu::always_inline]] inline void logits32_all(const float* q, int64_t nq, const float* k, int64_t t, int64_t d,
                                                 double scale, double* out) {
+  const int64_t dd = D > 0 ? D : d;
+  // Four queries at a time with AVX-512's 32 registers (24 live vectors); one at a time elsewhere.
+  const int64_t grouped = wide_vectors() ? nq - nq % 4 : 0;
   int64_t j = 0;
-  for (; j + 16 <= t; j += 16) logits32_tile<D, Tail>(q, nq, k + j * d, d, scale, out + j, t);
+  for (; j + 16 <= t; j += 16) {
+    for (int64_t i = 0; i < grouped; i += 4) {
+      logits32_tile4<D, Tail>(q + i * dd, k + j * d, d, scale, out + i * t + j, t);
+    }
+    logits32_tile<D, Tail>(q + grouped * dd, nq - grouped, k + j * d, d, scale, out + grouped * t + j, t);
+  }
   if (j == t) return;
   // The last keys through the same tile, padded with zero rows, so every logit has the same chain.
   const int64_t left = t - j;

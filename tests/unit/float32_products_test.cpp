@@ -81,6 +81,24 @@ TEST(Float32Products, LogitsDoNotDependOnTheTiling) {
   }
 }
 
+// Nor on the queries beside it: on AVX-512 queries go four at a time (the fifth alone), and each
+// query's logits on its own equal its logits among the five, bit for bit.
+TEST(Float32Products, LogitsDoNotDependOnTheQueryGrouping) {
+  std::mt19937 rng(10);
+  for (const int64_t d : {40, 128}) {
+    const Matrix q = random_matrix(5, d, rng), k = random_matrix(70, d, rng, 3.0f);
+    AttentionScores all;
+    attention_scores(q, k, all, Precision::float32);
+    for (int64_t i = 0; i < 5; ++i) {
+      AttentionScores one;
+      attention_scores(q.view().row_range(i, 1), k, one, Precision::float32);
+      for (int64_t j = 0; j < 70; ++j) {
+        ASSERT_EQ(one.logits[size_t(j)], all.logits[size_t(i * 70 + j)]) << d << ": " << i << ", " << j;
+      }
+    }
+  }
+}
+
 // Each output element within 66 · 2^-24 · Σ_j p_j |v_je| (+ 2^-149 per subnormal operation) of the
 // exact sum, with probabilities spread from 1 down past float32's normal range, and with uniform
 // probabilities over constant columns (the adversarial case: every addition rounds the same way, so
