@@ -9,6 +9,7 @@
 #include "kvtune/numeric/bits.h"
 #include "kvtune/numeric/cpu_features.h"
 
+#include "prefetch.h"
 #include "x86_intrinsics.h"
 
 
@@ -250,10 +251,7 @@ KVTUNE_AVX512 void roundtrip_per_row_avx512(const float* x, int64_t rows, int64_
       float* out = y + (r0 + k) * cols;
       // Row k of the next sixteen, asked for now: the maxima pass would otherwise wait on memory
       // while this compute pass, which reads only cached rows, leaves it idle.
-      if (r0 + 16 + k < rows) {
-        const char* ahead = reinterpret_cast<const char*>(x + (r0 + 16 + k) * cols);
-        for (int64_t b = 0; b < cols * int64_t(sizeof(float)); b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
-      }
+      if (r0 + 16 + k < rows) prefetch_floats(x + (r0 + 16 + k) * cols, cols);
       const bool multiply = recips[k] > 0.0f && recips[k] <= std::numeric_limits<float>::max();
       const __m512 s = _mm512_set1_ps(scales[k]), rv = _mm512_set1_ps(recips[k]);
       for (int64_t c = 0; c < cols; c += 16) {
@@ -273,10 +271,7 @@ template <class Fmt>
 KVTUNE_AVX512 void roundtrip_blocks_avx512(const float* x, const float* scale, int64_t blocks, int64_t block, float* y,
                                            int64_t ahead) {
   for (int64_t k = 0; k < blocks; ++k) {
-    if (k < ahead) {
-      const float* next = x + (blocks + k) * block;
-      for (int64_t c = 0; c < block; c += 16) _mm_prefetch(reinterpret_cast<const char*>(next + c), _MM_HINT_T0);
-    }
+    if (k < ahead) prefetch_floats(x + (blocks + k) * block, block);
     const float s = scale[k], r = exact_reciprocal(s);
     const __m512 sv = _mm512_set1_ps(s), rv = _mm512_set1_ps(r);
     for (int64_t c = k * block; c < (k + 1) * block; c += 16) {

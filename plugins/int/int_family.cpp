@@ -15,6 +15,7 @@
 #include "kvtune/codecs/packed_layout.h"
 #include "kvtune/error.h"
 #include "kvtune/registry.h"
+#include "prefetch.h"
 #include "streaming_stores.h"
 
 namespace kvtune::builtin {
@@ -182,8 +183,7 @@ class IntScheme final : public Scheme {
   // min/max pass finds it in cache instead of waiting on memory (nothing for a row past the end).
   static void prefetch_row(ConstMatrixView x, int64_t r) {
     if (r >= x.rows) return;
-    const char* row = reinterpret_cast<const char*>(x.row(r));
-    for (int64_t b = 0; b < x.cols * int64_t(sizeof(float)); b += 64) __builtin_prefetch(row + b);
+    prefetch_floats(x.row(r), x.cols);
   }
 
   // Rows r0..r1 of a block whose groups are its columns (axis=channel without channel groups), in

@@ -7,6 +7,7 @@
 #include "kvtune/numeric/multiversion.h"
 #include "fp8/fp8_kernels.h"
 #include "kvtune/numeric/cpu_features.h"
+#include "prefetch.h"
 #include "x86_intrinsics.h"
 
 namespace kvtune::builtin::microscale_kernels {
@@ -87,7 +88,7 @@ KVTUNE_AVX512 inline __m512 e2m1_round16(__m512 v) {
 template <int B, bool TiesAway>
 KVTUNE_AVX512 void e2m1_blocks_avx512(const float* x, const float* scale, int64_t blocks, float* y, int64_t ahead) {
   for (int64_t k = 0; k < blocks; ++k) {
-    if (k < ahead) _mm_prefetch(reinterpret_cast<const char*>(x + (blocks + k) * B), _MM_HINT_T0);
+    if (k < ahead) prefetch_floats(x + (blocks + k) * B, B);  // both lines of a 32-float block
     const float s = scale[k], r = exact_reciprocal(s);
     const __m512 sv = _mm512_set1_ps(s), rv = _mm512_set1_ps(r);
     for (int j = 0; j < B; j += 16) {
