@@ -331,7 +331,9 @@ void asym_segment(const float* x, float minimum, float divisor, float reciprocal
 // Min/max loops are element-wise or per lane, so the compiler vectorizes them exactly; the AVX2
 // clone only widens the vectors.
 
-KVTUNE_MULTIVERSION void column_min_max(const float* x, int64_t rows, int64_t n, float* lo, float* hi) {
+namespace {
+
+KVTUNE_MULTIVERSION void column_min_max_portable(const float* x, int64_t rows, int64_t n, float* lo, float* hi) {
   for (int64_t c = 0; c < n; ++c) lo[c] = hi[c] = x[c];
   int64_t r = 1;
   // Four rows per sweep: one load and store of lo/hi per four rows of data.
@@ -358,6 +360,53 @@ KVTUNE_MULTIVERSION void column_min_max(const float* x, int64_t rows, int64_t n,
       hi[c] = a[c] > hi[c] ? a[c] : hi[c];
     }
   }
+}
+
+#if KVTUNE_X86_INTRINSICS
+// Up to eight column vectors (128 columns) held in registers down all the rows: the portable loop
+// stores its extremes back every four rows, and those stores were half its time. Per lane the
+// comparisons are the portable loop's, in its row order and with its operand order (min(a, l) is
+// a < l ? a : l), so NaN and signed zeros come out the same.
+template <int Vectors>
+KVTUNE_AVX512 inline void column_min_max_vectors(const float* x, int64_t rows, int64_t n, float* lo, float* hi) {
+  __m512 l[Vectors], h[Vectors];
+  for (int v = 0; v < Vectors; ++v) l[v] = h[v] = _mm512_loadu_ps(x + 16 * v);
+  for (int64_t r = 1; r < rows; ++r) {
+    const float* a = x + r * n;
+    for (int v = 0; v < Vectors; ++v) {
+      const __m512 e = _mm512_loadu_ps(a + 16 * v);
+      l[v] = _mm512_min_ps(e, l[v]);
+      h[v] = _mm512_max_ps(e, h[v]);
+    }
+  }
+  for (int v = 0; v < Vectors; ++v) _mm512_storeu_ps(lo + 16 * v, l[v]), _mm512_storeu_ps(hi + 16 * v, h[v]);
+}
+
+KVTUNE_AVX512 void column_min_max_avx512(const float* x, int64_t rows, int64_t n, float* lo, float* hi) {
+  int64_t c = 0;
+  for (; c + 128 <= n; c += 128) column_min_max_vectors<8>(x + c, rows, n, lo + c, hi + c);
+  for (; c + 16 <= n; c += 16) column_min_max_vectors<1>(x + c, rows, n, lo + c, hi + c);
+  if (c < n) {  // the last n % 16 columns, as a [rows, n - c] block with row stride n
+    for (int64_t k = c; k < n; ++k) {
+      float lk = x[k], hk = x[k];
+      for (int64_t r = 1; r < rows; ++r) {
+        const float a = x[r * n + k];
+        lk = a < lk ? a : lk;
+        hk = a > hk ? a : hk;
+      }
+      lo[k] = lk, hi[k] = hk;
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+void column_min_max(const float* x, int64_t rows, int64_t n, float* lo, float* hi) {
+#if KVTUNE_X86_INTRINSICS
+  if (cpu_has_avx512()) return column_min_max_avx512(x, rows, n, lo, hi);
+#endif
+  column_min_max_portable(x, rows, n, lo, hi);
 }
 
 namespace {

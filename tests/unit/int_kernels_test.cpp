@@ -148,5 +148,32 @@ TEST(IntKernels, MinMaxAndColumnMinMax) {
   }
 }
 
+// Widths that take the eight-vector, one-vector and scalar column paths, with NaN and both zeros,
+// whose results depend on the order of the comparisons: the row order and a < l ? a : l.
+TEST(IntKernels, ColumnMinMaxKeepsTheRowOrderBitForBit) {
+  std::mt19937 engine(7);
+  std::uniform_real_distribution<float> any(-4.0f, 4.0f);
+  for (const int64_t n : {int64_t(128), int64_t(147), int64_t(272), int64_t(5)}) {
+    for (const int64_t rows : {int64_t(1), int64_t(2), int64_t(33)}) {
+      std::vector<float> x(static_cast<size_t>(rows * n));
+      for (float& v : x) v = any(engine);
+      for (size_t i = 0; i < x.size(); i += 7) x[i] = (i / 7) % 2 ? 0.0f : -0.0f;
+      for (size_t i = 3; i < x.size(); i += 23) x[i] = NAN;
+      std::vector<float> lo(static_cast<size_t>(n)), hi(static_cast<size_t>(n));
+      column_min_max(x.data(), rows, n, lo.data(), hi.data());
+      for (int64_t c = 0; c < n; ++c) {
+        float l = x[size_t(c)], h = l;
+        for (int64_t r = 1; r < rows; ++r) {
+          const float a = x[size_t(r * n + c)];
+          l = a < l ? a : l;
+          h = a > h ? a : h;
+        }
+        ASSERT_EQ(float_bits(lo[size_t(c)]), float_bits(l)) << "n " << n << " rows " << rows << " column " << c;
+        ASSERT_EQ(float_bits(hi[size_t(c)]), float_bits(h)) << "n " << n << " rows " << rows << " column " << c;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvtune::builtin::int_kernels
