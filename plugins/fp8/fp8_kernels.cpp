@@ -213,10 +213,14 @@ template <class Fmt>
 KVTUNE_AVX512 inline bool near_boundary16(__m512 v) {
   using F = typename Fmt::Codec;
   const __m512i ax = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
-  const __m512i low = _mm512_and_si512(ax, _mm512_set1_epi32((1 << Fmt::shift) - 1));
-  const __m512i from_tie = _mm512_abs_epi32(_mm512_sub_epi32(low, _mm512_set1_epi32(1 << (Fmt::shift - 1))));
-  const __mmask16 tie = _mm512_cmple_epi32_mask(from_tie, _mm512_set1_epi32(8));
-  const __mmask16 sub = _mm512_test_epi32_mask(ax, ax) & _mm512_cmplt_epi32_mask(ax, _mm512_set1_epi32(int(F::min_normal_bits)));
+  // |low - half| <= 8 for the low `shift` bits: shifted by 8 - half modulo 2^shift, they land in
+  // [0, 16] exactly then (a low bit pattern below half - 8 wraps to the top of the range).
+  const __m512i shifted = _mm512_and_si512(_mm512_add_epi32(ax, _mm512_set1_epi32(8 - (1 << (Fmt::shift - 1)))),
+                                           _mm512_set1_epi32((1 << Fmt::shift) - 1));
+  const __mmask16 tie = _mm512_cmple_epu32_mask(shifted, _mm512_set1_epi32(16));
+  // 0 < ax < min_normal as one unsigned compare: ax - 1 wraps to the top for ax = 0.
+  const __mmask16 sub = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(ax, _mm512_set1_epi32(1)),
+                                                _mm512_set1_epi32(int(F::min_normal_bits) - 1));
   return (tie | sub) != 0;
 }
 
@@ -232,12 +236,15 @@ KVTUNE_AVX512 void roundtrip_per_row_avx512(const float* x, int64_t rows, int64_
   for (int64_t r0 = 0; r0 < rows; r0 += 16) {
     const int64_t n = std::min<int64_t>(16, rows - r0);
     for (int64_t k = 0; k < 16; ++k) {
+      // The largest magnitude's bits, NaN included (its bits lie above infinity's); a row that held
+      // a NaN is scanned again without it, as abs_max_bits ignores NaN.
+      const float* row = x + (r0 + k) * cols;
       __m512i m = _mm512_setzero_si512();
       for (int64_t c = 0; k < n && c < cols; c += 16) {
-        const __m512i a = _mm512_and_si512(_mm512_loadu_si512(x + (r0 + k) * cols + c), _mm512_set1_epi32(0x7fffffff));
-        m = _mm512_max_epu32(m, _mm512_maskz_mov_epi32(_mm512_cmple_epu32_mask(a, _mm512_set1_epi32(0x7f800000)), a));
+        m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512(row + c), _mm512_set1_epi32(0x7fffffff)));
       }
       amax[k] = _mm512_reduce_max_epu32(m);
+      if (amax[k] > 0x7f800000u) amax[k] = std::bit_cast<uint32_t>(abs_max_bits(row, cols));
     }
     const __m512 a = _mm512_load_ps(amax);
     const __m512 fit = _mm512_div_ps(a, _mm512_set1_ps(codec::fp8_max_finite(Fmt::format)));

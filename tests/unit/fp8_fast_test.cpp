@@ -191,6 +191,8 @@ TEST_P(Fp8FastTest, RoundtripPerRowOnRoundingBoundariesOfUnevenScales) {
     }
     row[5] = 0.0f, row[6] = -0.0f, row[7] = amax * 1e-6f;
     if (r == 3) row[9] = std::numeric_limits<float>::quiet_NaN();
+    if (r == 4) row[10] = -std::numeric_limits<float>::quiet_NaN();  // NaN's bits lie above inf's
+    if (r == 7) row[11] = -std::numeric_limits<float>::infinity();
   }
   expect_per_row_matches_codec(x, kRows, kCols, format);
 }
