@@ -162,7 +162,12 @@ KVTUNE_MULTIVERSION float abs_max_clones(const float* x, int64_t n) { return abs
 
 #if KVTUNE_X86_INTRINSICS
 
-// Fast::roundtrip on sixteen lanes: the same integer and float operations, selects as masks.
+// Fast::roundtrip on sixteen lanes: the same integer and float operations, selects as masks. Two
+// shortcuts keep the bits: the normal rounding is monotone and the largest finite value lies on its
+// grid, so min(rounded |x|, largest) is the codec's saturation for every |x| up to infinity (the
+// integer sum stays below 2^32, and NaN is replaced last); and the subnormal step, which differs only
+// for 0 < |x| < the smallest normal (zero rounds to zero either way), runs only for a vector that
+// has such a lane (rare once a block is scaled to its maximum, as the MX formats are).
 template <class Fmt>
 KVTUNE_AVX512 inline __m512 roundtrip16(__m512 x) {
   using F = typename Fmt::Codec;
@@ -172,12 +177,15 @@ KVTUNE_AVX512 inline __m512 roundtrip16(__m512 x) {
   const __m512i normal =
       _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(ax, _mm512_set1_epi32((1 << (Fmt::shift - 1)) - 1)), carry),
                        _mm512_set1_epi32(~((1 << Fmt::shift) - 1)));
-  const __m512 magic = _mm512_set1_ps(Fmt::magic);
-  const __m512 biased = _mm512_add_ps(_mm512_mul_ps(_mm512_castsi512_ps(ax), _mm512_set1_ps(Fmt::up)), magic);
-  const __m512i sub = _mm512_castps_si512(_mm512_mul_ps(_mm512_sub_ps(biased, magic), _mm512_set1_ps(Fmt::down)));
-  __m512i r = _mm512_mask_blend_epi32(_mm512_cmplt_epi32_mask(ax, _mm512_set1_epi32(int(F::min_normal_bits))), normal, sub);
-  const __m512i max_finite = _mm512_set1_epi32(int(F::max_finite_bits));
-  r = _mm512_mask_blend_epi32(_mm512_cmpge_epi32_mask(ax, max_finite), r, max_finite);
+  __m512i r = _mm512_min_epu32(normal, _mm512_set1_epi32(int(F::max_finite_bits)));
+  const __mmask16 subnormal = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(ax, _mm512_set1_epi32(1)),
+                                                      _mm512_set1_epi32(int(F::min_normal_bits) - 1));
+  if (subnormal != 0) {
+    const __m512 magic = _mm512_set1_ps(Fmt::magic);
+    const __m512 biased = _mm512_add_ps(_mm512_mul_ps(_mm512_castsi512_ps(ax), _mm512_set1_ps(Fmt::up)), magic);
+    const __m512i sub = _mm512_castps_si512(_mm512_mul_ps(_mm512_sub_ps(biased, magic), _mm512_set1_ps(Fmt::down)));
+    r = _mm512_mask_blend_epi32(subnormal, r, sub);
+  }
   r = _mm512_or_si512(r, _mm512_and_si512(u, _mm512_set1_epi32(int(0x80000000u))));
   r = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(ax, _mm512_set1_epi32(0x7f800000)), r,
                               _mm512_set1_epi32(0x7fffffff));
