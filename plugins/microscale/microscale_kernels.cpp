@@ -99,6 +99,47 @@ KVTUNE_AVX512 void e2m1_blocks_avx512(const float* x, const float* scale, int64_
     }
   }
 }
+
+// Lane k = the unsigned maximum of m[k]'s sixteen lanes: four rounds that each halve the vectors,
+// pairing 32-bit lanes, then 64-bit lanes, then 128-bit lanes twice (a maximum is exact in any
+// order; the last round leaves block k in lane k).
+KVTUNE_AVX512 inline __m512i lanes_max16(const __m512i (&m)[16]) {
+  __m512i a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i) {
+    a[i] = _mm512_max_epu32(_mm512_unpacklo_epi32(m[2 * i], m[2 * i + 1]), _mm512_unpackhi_epi32(m[2 * i], m[2 * i + 1]));
+  }
+  for (int i = 0; i < 4; ++i) {
+    b[i] = _mm512_max_epu32(_mm512_unpacklo_epi64(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
+  }
+  for (int i = 0; i < 2; ++i) {
+    c[i] = _mm512_max_epu32(_mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], 0x88),
+                            _mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], 0xdd));
+  }
+  return _mm512_max_epu32(_mm512_shuffle_i32x4(c[0], c[1], 0x88), _mm512_shuffle_i32x4(c[0], c[1], 0xdd));
+}
+
+// abs_max_blocks_B sixteen blocks at a time: each block's |x| bits folded to one vector, then one
+// reduction for the sixteen. NaN's bits lie above infinity's, so a block holding a NaN shows a
+// maximum above 0x7f800000 and is scanned again by abs_max_bits, which skips NaN.
+template <int B>
+KVTUNE_AVX512 void abs_max_blocks_avx512(const float* x, int64_t blocks, float* amax) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  int64_t k0 = 0;
+  for (; k0 + 16 <= blocks; k0 += 16) {
+    __m512i m[16];
+    for (int k = 0; k < 16; ++k) {
+      const float* block = x + (k0 + k) * B;
+      m[k] = _mm512_and_si512(_mm512_loadu_si512(block), magnitude);
+      for (int j = 16; j < B; j += 16) m[k] = _mm512_max_epu32(m[k], _mm512_and_si512(_mm512_loadu_si512(block + j), magnitude));
+    }
+    const __m512i top = lanes_max16(m);
+    _mm512_storeu_si512(amax + k0, top);
+    if (_mm512_cmpgt_epu32_mask(top, _mm512_set1_epi32(0x7f800000)) != 0) {
+      for (int k = 0; k < 16; ++k) amax[k0 + k] = abs_max_of<B>(x + (k0 + k) * B);
+    }
+  }
+  for (; k0 < blocks; ++k0) amax[k0] = abs_max_of<B>(x + k0 * B);
+}
 #endif
 
 KVTUNE_MULTIVERSION void mx_scales(float* amax, int64_t blocks, float element_max) {
@@ -121,6 +162,11 @@ void scales_from_amax(float* amax, int64_t blocks, float element_max, float nvfp
 }
 
 void block_abs_max(const float* x, int64_t blocks, int64_t block, float* amax) {
+#if KVTUNE_X86_INTRINSICS
+  if (cpu_has_avx512()) {
+    return block == 16 ? abs_max_blocks_avx512<16>(x, blocks, amax) : abs_max_blocks_avx512<32>(x, blocks, amax);
+  }
+#endif
   if (block == 16) return abs_max_blocks_16(x, blocks, amax);
   abs_max_blocks_32(x, blocks, amax);
 }

@@ -222,6 +222,32 @@ TEST(Microscale, E8m0UpValueIsTheCodecsRoundTrip) {
   }
 }
 
+// Each block's largest magnitude, sixteen blocks at a time on AVX-512, against abs_max_bits block by
+// block: block counts that leave a tail, infinities, both zeros, subnormals, an all-zero block, and
+// NaN of both signs (skipped) in the first sixteen blocks only (a NaN sends its sixteen to the scalar
+// scan, so the later ones test the vector reduction).
+TEST(Microscale, BlockAbsMaxIsEachBlocksScan) {
+  std::mt19937 rng(11);
+  const float specials[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            -0.0f, 0.0f, std::numeric_limits<float>::denorm_min(), -1e-39f};
+  for (const int64_t block : {int64_t(16), int64_t(32)}) {
+    for (const int64_t blocks : {int64_t(15), int64_t(16), int64_t(37), int64_t(64)}) {
+      std::vector<float> x(static_cast<size_t>(blocks * block));
+      for (float& v : x) v = std::ldexp(float(int(rng() % 2001) - 1000), int(rng() % 20) - 10);
+      for (size_t i = 0; i < x.size(); i += 29) x[i] = specials[rng() % 6];
+      x[size_t(block + 3)] = std::numeric_limits<float>::quiet_NaN();
+      x[size_t(5 * block + 1)] = -std::numeric_limits<float>::quiet_NaN();
+      for (int64_t c = 0; c < block; ++c) x[size_t(2 * block + c)] = c % 2 ? 0.0f : -0.0f;  // block 2: zeros
+      std::vector<float> amax(static_cast<size_t>(blocks));
+      builtin::microscale_kernels::block_abs_max(x.data(), blocks, block, amax.data());
+      for (int64_t k = 0; k < blocks; ++k) {
+        ASSERT_EQ(float_bits(amax[size_t(k)]), float_bits(abs_max_bits(x.data() + k * block, block)))
+            << "block size " << block << ", " << blocks << " blocks, block " << k;
+      }
+    }
+  }
+}
+
 #if KVTUNE_HAVE_CUDA_HEADERS
 TEST(Microscale, E2M1MatchesCudaHostConversionBitForBit) {
   const std::vector<float> values = hard_values();
