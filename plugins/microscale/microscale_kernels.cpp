@@ -55,13 +55,33 @@ KVTUNE_MICRO_LOOPS(32)
 
 #if KVTUNE_X86_INTRINSICS
 
-// codec::e2m1_round on sixteen lanes by rounding instead of seven comparisons: the E2M1 grid's step
-// is 1/2 below 2, 1 below 4 and 2 above, so |v| times 2, 1 or 1/2 (exact) rounded to an integer and
-// scaled back is the nearest grid value. In each range an integer's parity is its code's, so ties
-// to the even integer are ties to the even code (TiesAway: half away from zero, from the exact
-// fraction t - trunc(t)). Above 6 it saturates (infinities too); a NaN gives +6, as the codec's.
+// codec::e2m1_round on sixteen lanes, without its seven comparisons. Above 6 it saturates
+// (infinities too); a NaN gives +6, as the codec's.
+// Ties to even, on the float's bits: from 1 up the E2M1 grid is the floats with one mantissa bit,
+// so rounding |v|'s mantissa to one bit (ties to the even bit, a carry moving into the exponent) is
+// the nearest grid value, and an unsigned min with 6's bits saturates (infinity's and NaN's bits
+// too: their sums reach at most 2^31 + 2^21, which the mask takes to 2^31); below 1 the grid is the
+// multiples of 1/2, which adding and subtracting 1.5 * 2^22 rounds to. The sign is put back except
+// on NaN.
+// Ties away (nvfp4's option): the grid's step is 1/2 below 2, 1 below 4 and 2 above, so |v| times
+// 2, 1 or 1/2 (exact) is rounded half away from zero, from the exact fraction t - trunc(t), and
+// scaled back.
 template <bool TiesAway>
 KVTUNE_AVX512 inline __m512 e2m1_round16(__m512 v) {
+  if constexpr (!TiesAway) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+    const __m512i carry = _mm512_and_si512(_mm512_srli_epi32(ax, 22), _mm512_set1_epi32(1));
+    const __m512i one_bit = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(ax, _mm512_set1_epi32((1 << 21) - 1)), carry),
+                                             _mm512_set1_epi32(~((1 << 22) - 1)));
+    const __m512i normal = _mm512_min_epu32(one_bit, _mm512_castps_si512(_mm512_set1_ps(6.0f)));
+    const __m512 a = _mm512_castsi512_ps(ax), magic = _mm512_set1_ps(6291456.0f);  // 1.5 * 2^22: ulp 1/2
+    const __m512 halves = _mm512_sub_ps(_mm512_add_ps(a, magic), magic);
+    const __m512i r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(a, _mm512_set1_ps(1.0f), _CMP_LT_OQ), normal,
+                                              _mm512_castps_si512(halves));
+    const __m512i sign = _mm512_and_si512(u, _mm512_set1_epi32(int(0x80000000u)));
+    return _mm512_castsi512_ps(_mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), r, sign));
+  }
   const __m512 a = _mm512_abs_ps(v);
   const __mmask16 below2 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.0f), _CMP_LT_OQ);
   const __mmask16 below4 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_LT_OQ);
@@ -70,14 +90,10 @@ KVTUNE_AVX512 inline __m512 e2m1_round16(__m512 v) {
   const __m512 down = _mm512_mask_blend_ps(below2, _mm512_mask_blend_ps(below4, _mm512_set1_ps(2.0f), _mm512_set1_ps(1.0f)),
                                            _mm512_set1_ps(0.5f));
   const __m512 t = _mm512_mul_ps(a, up);
-  __m512 level;
-  if constexpr (TiesAway) {
-    const __m512 whole = _mm512_roundscale_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __mmask16 half = _mm512_cmp_ps_mask(_mm512_sub_ps(t, whole), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    level = _mm512_mask_add_ps(whole, half, whole, _mm512_set1_ps(1.0f));
-  } else {
-    level = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  }
+  // half away from zero, from the exact fraction t - trunc(t)
+  const __m512 whole = _mm512_roundscale_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __mmask16 half = _mm512_cmp_ps_mask(_mm512_sub_ps(t, whole), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m512 level = _mm512_mask_add_ps(whole, half, whole, _mm512_set1_ps(1.0f));
   const __m512 mag = _mm512_min_ps(_mm512_mul_ps(level, down), _mm512_set1_ps(6.0f));
   const __m512 sign = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(int(0x80000000u))));
   const __m512 signed_mag = _mm512_or_ps(mag, sign);
