@@ -595,6 +595,14 @@ KVTUNE_AVX2_F16C inline __m256 dtype_step(__m256 s, int delta, ScaleType t) {
 // reach_top_code: one dtype step down where the span would miss the top code.
 KVTUNE_AVX2_F16C inline __m256 reach_top8(__m256 s, __m256 span, float top, ScaleType t) {
   if (t == ScaleType::f32) return s;
+  // An f16 scale at or above f16's smallest normal value lies within a factor 1 +- 2^-11 of
+  // span / top (the float32 steps add 2^-23 each), so span / s lies within top * 2^-10 < 0.25 of top
+  // (top <= 255) and rounds to the top code: no step, and no division. Subnormal f16 scales and
+  // bf16's coarser rounding take the check.
+  if (t == ScaleType::f16 &&
+      _mm256_movemask_ps(_mm256_cmp_ps(s, _mm256_set1_ps(0x1p-14f), _CMP_GE_OQ)) == 0xff) {
+    return s;
+  }
   const __m256 positive = _mm256_cmp_ps(s, _mm256_setzero_ps(), _CMP_GT_OQ);
   const __m256 short_of_top = _mm256_cmp_ps(rne(_mm256_div_ps(span, s)), _mm256_set1_ps(top), _CMP_LT_OQ);
   return _mm256_blendv_ps(s, dtype_step(s, -1, t), _mm256_and_ps(positive, short_of_top));

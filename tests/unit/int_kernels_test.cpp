@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "int/int_kernels.h"
+#include "kvtune/codecs/int_codec.h"
 #include "kvtune/matrix.h"
 #include "kvtune/numeric/bits.h"
 
@@ -173,6 +174,36 @@ TEST(IntKernels, ColumnMinMaxKeepsTheRowOrderBitForBit) {
       }
     }
   }
+}
+
+// The eight-group path skips reach_top_code's division for f16 scales at or above f16's smallest
+// normal value, on the claim that it never steps there (a factor 1 +- 2^-11 leaves span / s within
+// 0.25 of the top code). Checked on spans whose span / top lies on f16 rounding midpoints and their
+// float neighbours (the largest relative rounding) across the whole normal range, and on random
+// spans, for every code width's top and qmax.
+TEST(IntKernels, NormalF16ScalesNeverStepForTheTopCode) {
+  std::mt19937 engine(5);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  int checked = 0;
+  for (int bits = 2; bits <= 8; ++bits) {
+    for (const float top : {codec::int_sym_qmax(bits), codec::int_asym_top(bits)}) {
+      std::vector<float> spans;
+      for (int e = -14; e <= 15; ++e) {
+        for (int m = 0; m < 1024; m += 7) {  // f16 significands 1 + m / 1024 and the next one's midpoint
+          const float mid = std::ldexp(1.0f + (float(m) + 0.5f) / 1024.0f, e) * top;
+          spans.insert(spans.end(), {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)});
+        }
+        for (int i = 0; i < 64; ++i) spans.push_back(std::ldexp(mantissa(engine), e) * top);
+      }
+      for (const float span : spans) {
+        const float s = codec::stored_scale(span / top, ScaleType::f16);
+        if (!(s >= 0x1p-14f) || s > 65504.0f) continue;
+        ASSERT_EQ(codec::reach_top_code(s, span, top, ScaleType::f16), s) << "span " << span << " top " << top;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 100000);
 }
 
 }  // namespace
