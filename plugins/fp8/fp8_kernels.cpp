@@ -196,7 +196,9 @@ KVTUNE_AVX512 inline __m512 roundtrip16(__m512 x) {
 // largest finite value than the next rounding boundary (a row's products by the reciprocal of its
 // scale, once near_boundary16 has passed them): no subnormal or saturation step, as neither can
 // apply, so the fast path spends about half the instructions.
-template <class Fmt>
+// MayHoldNaN = false: the caller knows no lane is NaN (a row whose maxima pass saw none), and the
+// NaN select is left out.
+template <class Fmt, bool MayHoldNaN = true>
 KVTUNE_AVX512 inline __m512 roundtrip16_normal(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
   const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
@@ -204,6 +206,7 @@ KVTUNE_AVX512 inline __m512 roundtrip16_normal(__m512 x) {
   const __m512i normal =
       _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32((1 << (Fmt::shift - 1)) - 1)), carry),
                        _mm512_set1_epi32(~((1 << Fmt::shift) - 1)));  // the sign bit rides along on u
+  if constexpr (!MayHoldNaN) return _mm512_castsi512_ps(normal);
   return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(ax, _mm512_set1_epi32(0x7f800000)),
                                                      normal, _mm512_set1_epi32(0x7fffffff)));
 }
@@ -243,6 +246,7 @@ KVTUNE_AVX512 void roundtrip_per_row_avx512(const float* x, int64_t rows, int64_
   alignas(64) float scales[16], recips[16];
   for (int64_t r0 = 0; r0 < rows; r0 += 16) {
     const int64_t n = std::min<int64_t>(16, rows - r0);
+    uint32_t nan_rows = 0;  // bit k: row k holds a NaN
     for (int64_t k = 0; k < 16; ++k) {
       // The largest magnitude's bits, NaN included (its bits lie above infinity's); a row that held
       // a NaN is scanned again without it, as abs_max_bits ignores NaN.
@@ -252,7 +256,10 @@ KVTUNE_AVX512 void roundtrip_per_row_avx512(const float* x, int64_t rows, int64_
         m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512(row + c), _mm512_set1_epi32(0x7fffffff)));
       }
       amax[k] = _mm512_reduce_max_epu32(m);
-      if (amax[k] > 0x7f800000u) amax[k] = std::bit_cast<uint32_t>(abs_max_bits(row, cols));
+      if (amax[k] > 0x7f800000u) {
+        amax[k] = std::bit_cast<uint32_t>(abs_max_bits(row, cols));
+        nan_rows |= 1u << k;
+      }
     }
     const __m512 a = _mm512_load_ps(amax);
     const __m512 fit = _mm512_div_ps(a, _mm512_set1_ps(codec::fp8_max_finite(Fmt::format)));
@@ -269,6 +276,16 @@ KVTUNE_AVX512 void roundtrip_per_row_avx512(const float* x, int64_t rows, int64_
       if (r0 + 16 + k < rows) prefetch_floats(x + (r0 + 16 + k) * cols, cols);
       const bool multiply = recips[k] > 0.0f && recips[k] <= std::numeric_limits<float>::max();
       const __m512 s = _mm512_set1_ps(scales[k]), rv = _mm512_set1_ps(recips[k]);
+      if (multiply && (nan_rows >> k & 1) == 0) {  // every lane finite: no NaN select
+        for (int64_t c = 0; c < cols; c += 16) {
+          const __m512 xv = _mm512_loadu_ps(row + c);
+          const __m512 v = _mm512_mul_ps(xv, rv);
+          const __m512 level = near_boundary16<Fmt>(v) ? roundtrip16<Fmt>(_mm512_div_ps(xv, s))
+                                                       : roundtrip16_normal<Fmt, false>(v);
+          _mm512_storeu_ps(out + c, _mm512_mul_ps(level, s));
+        }
+        continue;
+      }
       for (int64_t c = 0; c < cols; c += 16) {
         const __m512 xv = _mm512_loadu_ps(row + c);
         const __m512 v = _mm512_mul_ps(xv, rv);

@@ -194,6 +194,13 @@ TEST_P(Fp8FastTest, RoundtripPerRowOnRoundingBoundariesOfUnevenScales) {
     if (r == 4) row[10] = -std::numeric_limits<float>::quiet_NaN();  // NaN's bits lie above inf's
     if (r == 7) row[11] = -std::numeric_limits<float>::infinity();
   }
+  // The last row away from every boundary but for two NaNs, so their vectors take the multiply
+  // path (a boundary lane would send a vector to the division, NaN and all).
+  float* last = x.data() + (kRows - 1) * kCols;
+  const float last_scale = codec::fp8_fit_scale(std::abs(last[0]), format);
+  for (int64_t c = 1; c < kCols; ++c) last[c] = std::ldexp(float(rng() % 1000) + 0.25f, -10) * last_scale;
+  last[20] = std::numeric_limits<float>::quiet_NaN();
+  last[100] = -std::numeric_limits<float>::quiet_NaN();
   expect_per_row_matches_codec(x, kRows, kCols, format);
 }
 
