@@ -196,8 +196,7 @@ KVTUNE_AVX512 inline __m512 roundtrip16(__m512 x) {
 // largest finite value than the next rounding boundary (a row's products by the reciprocal of its
 // scale, once near_boundary16 has passed them): no subnormal or saturation step, as neither can
 // apply, so the fast path spends about half the instructions.
-// MayHoldNaN = false: the caller knows no lane is NaN (a row whose maxima pass saw none), and the
-// NaN select is left out.
+// MayHoldNaN = false: the caller knows no lane is NaN, and the NaN select is left out.
 template <class Fmt, bool MayHoldNaN = true>
 KVTUNE_AVX512 inline __m512 roundtrip16_normal(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
@@ -233,6 +232,21 @@ KVTUNE_AVX512 inline bool near_boundary16(__m512 v) {
   const __mmask16 sub = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(ax, _mm512_set1_epi32(1)),
                                                 _mm512_set1_epi32(int(F::min_normal_bits) - 1));
   return (tie | sub) != 0;
+}
+
+// One row of roundtrip_per_row_avx512: multiplied by its scale's reciprocal, divided where
+// near_boundary16 says so or where the reciprocal is not usable (`multiply` false). Finite: the
+// caller knows every lane is finite, so the NaN select is left out.
+template <class Fmt, bool Finite>
+KVTUNE_AVX512 inline void row_roundtrip16(const float* row, int64_t cols, __m512 s, __m512 rv, bool multiply,
+                                          float* out) {
+  for (int64_t c = 0; c < cols; c += 16) {
+    const __m512 xv = _mm512_loadu_ps(row + c);
+    const __m512 v = _mm512_mul_ps(xv, rv);
+    const bool divide = (!Finite && !multiply) || near_boundary16<Fmt>(v);
+    const __m512 level = divide ? roundtrip16<Fmt>(_mm512_div_ps(xv, s)) : roundtrip16_normal<Fmt, !Finite>(v);
+    _mm512_storeu_ps(out + c, _mm512_mul_ps(level, s));
+  }
 }
 
 // The per-token mode for rows of a multiple of 16, sixteen rows at a time: each row's maximum
@@ -276,22 +290,10 @@ KVTUNE_AVX512 void roundtrip_per_row_avx512(const float* x, int64_t rows, int64_
       if (r0 + 16 + k < rows) prefetch_floats(x + (r0 + 16 + k) * cols, cols);
       const bool multiply = recips[k] > 0.0f && recips[k] <= std::numeric_limits<float>::max();
       const __m512 s = _mm512_set1_ps(scales[k]), rv = _mm512_set1_ps(recips[k]);
-      if (multiply && (nan_rows >> k & 1) == 0) {  // every lane finite: no NaN select
-        for (int64_t c = 0; c < cols; c += 16) {
-          const __m512 xv = _mm512_loadu_ps(row + c);
-          const __m512 v = _mm512_mul_ps(xv, rv);
-          const __m512 level = near_boundary16<Fmt>(v) ? roundtrip16<Fmt>(_mm512_div_ps(xv, s))
-                                                       : roundtrip16_normal<Fmt, false>(v);
-          _mm512_storeu_ps(out + c, _mm512_mul_ps(level, s));
-        }
-        continue;
-      }
-      for (int64_t c = 0; c < cols; c += 16) {
-        const __m512 xv = _mm512_loadu_ps(row + c);
-        const __m512 v = _mm512_mul_ps(xv, rv);
-        const __m512 level = !multiply || near_boundary16<Fmt>(v) ? roundtrip16<Fmt>(_mm512_div_ps(xv, s))
-                                                                   : roundtrip16_normal<Fmt>(v);
-        _mm512_storeu_ps(out + c, _mm512_mul_ps(level, s));
+      if (multiply && (nan_rows >> k & 1) == 0) {  // a finite reciprocal and no NaN: every lane finite
+        row_roundtrip16<Fmt, true>(row, cols, s, rv, true, out);
+      } else {
+        row_roundtrip16<Fmt, false>(row, cols, s, rv, multiply, out);
       }
     }
   }
