@@ -136,7 +136,9 @@ class MicroScheme final : public Scheme {
     // nvfp4's per-tensor scale: the packed path's max(-min, max) over the tensor is the largest
     // block amax (both +0 for an all-zero tensor, where the scale is 1 either way). It needs the
     // whole tensor first; every other block scale depends on its block alone, so the blocks go in
-    // tiles that stay in L2 between the maximum and the round trip (one pass over memory).
+    // tiles that stay in L1 between the maximum and the round trip (one pass over memory; tiles of
+    // 8 KiB ran 1.3x faster than the 128 KiB ones that stayed in L2: the reads and the writes to
+    // memory then interleave finely, as in a copy).
     float global = 1.0f;
     if (nvfp4 && config_.scale == TensorScale::fixed) global = config_.value;
     if (nvfp4 && config_.scale != TensorScale::fixed) {
@@ -147,7 +149,7 @@ class MicroScheme final : public Scheme {
       global = codec::nvfp4_global_scale(largest);
       return roundtrip_blocks(x.data, 0, blocks, amax.data(), e, global, 0, out.data);
     }
-    constexpr int64_t kTileBlocks = 1024;  // 64 or 128 KiB of input
+    constexpr int64_t kTileBlocks = 64;  // 4 or 8 KiB of input
     std::vector<float> scale(static_cast<size_t>(std::min(blocks, kTileBlocks)));
     for (int64_t k0 = 0; k0 < blocks; k0 += kTileBlocks) {
       const int64_t n = std::min(kTileBlocks, blocks - k0);

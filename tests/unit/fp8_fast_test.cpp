@@ -228,6 +228,46 @@ TEST_P(Fp8FastTest, RoundtripBlocksMatchesCodec) {
   }
 }
 
+// Blocks through power-of-two scales, where the kernel rounds |x| itself (no products) unless a
+// lane lies in the scaled subnormal range: every midpoint between two positive fp8 values times
+// the scale, with the float either side, and each value itself, both signs; specials (±inf, NaN of
+// both signs, ±0, far above the largest value); scales at both ends of that path's range and just
+// outside it. Every seventh block also holds one value in the subnormal range, so the fallback
+// mixes with the rest.
+TEST_P(Fp8FastTest, RoundtripBlocksThroughPowerOfTwoScalesOnEveryMidpoint) {
+  const Fp8Format format = GetParam();
+  constexpr int64_t kBlock = 32;
+  std::vector<float> grid;
+  for (int code = 1; code < 0x80; ++code) {
+    const float v = codec::fp8_dequantize(uint8_t(code), 1.0f, format);
+    if (std::isfinite(v)) grid.push_back(v);
+  }
+  for (const float s : {1.0f, 0x1p-7f, 0x1p13f, 0x1p-100f, 0x1p100f, 0x1p-101f, 0x1p101f, 0x1p-126f, 0x1p120f, 0x1p127f}) {
+    std::vector<float> x;
+    for (size_t i = 0; i + 1 < grid.size(); ++i) {
+      for (const float v : {grid[i], (grid[i] + grid[i + 1]) / 2}) {
+        for (const float sign : {1.0f, -1.0f}) {
+          const float a = sign * v * s;
+          x.insert(x.end(), {a, std::nextafter(a, 0.0f), std::nextafter(a, sign * INFINITY)});
+        }
+      }
+    }
+    x.insert(x.end(), {INFINITY, -INFINITY, std::numeric_limits<float>::quiet_NaN(),
+                       -std::numeric_limits<float>::quiet_NaN(), 0.0f, -0.0f, 1e30f * s, grid.back() * 1.01f * s});
+    while (x.size() % kBlock != 0) x.push_back(s);
+    const int64_t blocks = int64_t(x.size()) / kBlock;
+    const float smallest = codec::fp8_dequantize(1, 1.0f, format);  // the smallest subnormal
+    for (int64_t k = 0; k < blocks; k += 7) x[size_t(k * kBlock + 5)] = 3 * smallest * s;
+    std::vector<float> y(x.size());
+    const std::vector<float> scale(size_t(blocks), s);
+    roundtrip_blocks(x.data(), scale.data(), blocks, kBlock, y.data(), format, 0);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(float_bits(y[i]), float_bits(codec::fp8_dequantize(codec::fp8_quantize(x[i], s, format), s, format)))
+          << std::hexfloat << x[i] << " scale " << s;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, Fp8FastTest, ::testing::Values(Fp8Format::e4m3, Fp8Format::e5m2),
                          [](const auto& p) { return p.param == Fp8Format::e4m3 ? "e4m3" : "e5m2"; });
 

@@ -194,7 +194,8 @@ TEST(Microscale, BlockRoundTripLoopIsTheCodecs) {
   values.resize(values.size() / 32 * 32);
   for (int64_t block : {16, 32}) {
     const int64_t blocks = int64_t(values.size()) / block;
-    for (float scale : {1.0f, 0.5f, 0x1p-20f, 3.0f, 0.75f, 0.0f}) {
+    for (float scale : {1.0f, 0.5f, 0x1p-20f, 0x1p-100f, 0x1p100f, 0x1p-101f, 0x1p101f, 0x1p-127f, 0x1p127f, 3.0f, 0.75f,
+                        0.0f}) {
       const std::vector<float> scales(size_t(blocks), scale);
       for (bool ties_away : {false, true}) {
         std::vector<float> y(values.size());
