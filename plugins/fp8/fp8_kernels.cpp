@@ -299,33 +299,34 @@ KVTUNE_AVX512 void roundtrip_per_row_avx512(const float* x, int64_t rows, int64_
   }
 }
 
-// roundtrip16(x * (1 / s)) * s for a power-of-two scale s >= 2^-100, without the two
-// products, when no lane lies in (0, the smallest normal times s) (else false, y untouched): x / s
-// is then exact, and rounding its low `shift` bits half to even is rounding |x|'s (the exponent does
-// not enter), so the normal step runs on |x| and saturates at the largest finite value times s
-// (`top`: its bits; on the grid, as roundtrip16's largest finite value is). NaN gives 0x7fffffff, as
-// roundtrip16's NaN times s does.
+// roundtrip16(x * (1 / s)) * s for a power-of-two scale s in [2^-100, 2^90], without the two
+// products. x / s is then exact (or far below the format's smallest subnormal, where both give a
+// zero of x's sign), so the round trip is |x| rounded to the format's grid scaled by s: a step of
+// 2^-M times the power of two of |x|'s binade, that binade clamped from below to the smallest
+// normal value times s (`lo`: its bits; below it the subnormal step) and from above to the largest
+// finite value times s (`top`). Adding and subtracting 1.5 * 2^23 times that step rounds to it,
+// ties to even; the min with `top` saturates (infinities too: the largest finite value is on the
+// grid, and the sum is monotone); then x's sign, and 0x7fffffff for NaN, as roundtrip16's NaN
+// times s gives. The range keeps `lo`, `top` and the largest sum normal and finite for both formats.
 template <class Fmt>
-KVTUNE_AVX512 inline bool scaled_roundtrip16(__m512 x, __m512i top, __m512i min_normal, __m512& y) {
+KVTUNE_AVX512 inline __m512 scaled_roundtrip16(__m512 x, __m512i lo, __m512i top) {
+  constexpr uint32_t kMantissaBits = 23u - Fmt::shift;
   const __m512i u = _mm512_castps_si512(x);
   const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-  if (_mm512_cmplt_epu32_mask(_mm512_sub_epi32(ax, _mm512_set1_epi32(1)), _mm512_sub_epi32(min_normal, _mm512_set1_epi32(1))) != 0) {
-    return false;
-  }
-  const __m512i carry = _mm512_and_si512(_mm512_srli_epi32(ax, Fmt::shift), _mm512_set1_epi32(1));
-  const __m512i normal =
-      _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(ax, _mm512_set1_epi32((1 << (Fmt::shift - 1)) - 1)), carry),
-                       _mm512_set1_epi32(~((1 << Fmt::shift) - 1)));
-  const __m512i r = _mm512_ternarylogic_epi32(_mm512_min_epu32(normal, top), u, _mm512_set1_epi32(int(0x80000000u)),
-                                              0xf8);  // saturated | (u & sign)
-  y = _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(ax, _mm512_set1_epi32(0x7f800000)), r,
-                                                  _mm512_set1_epi32(0x7fffffff)));
-  return true;
+  const __m512i binade = _mm512_and_si512(_mm512_min_epu32(_mm512_max_epu32(ax, lo), top), _mm512_set1_epi32(0x7f800000));
+  const __m512 magic =
+      _mm512_castsi512_ps(_mm512_add_epi32(binade, _mm512_set1_epi32(int(((23u - kMantissaBits) << 23) + 0x400000u))));
+  const __m512 mag =
+      _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(ax), magic), magic), _mm512_castsi512_ps(top));
+  const __m512i sign_on = _mm512_ternarylogic_epi32(_mm512_castps_si512(mag), u, _mm512_set1_epi32(int(0x80000000u)),
+                                                    0xf8);  // mag | (u & sign)
+  return _mm512_castsi512_ps(
+      _mm512_mask_mov_epi32(sign_on, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fffffff)));
 }
 
-// roundtrip_blocks for blocks of a multiple of 16 (mxfp8's 32): per block the exact reciprocal of a
-// power-of-two scale multiplies (the same bits as the division), any other scale divides; a
-// power-of-two scale of at least 2^-100 takes scaled_roundtrip16 where it applies.
+// roundtrip_blocks for blocks of a multiple of 16 (mxfp8's 32): a power-of-two scale in
+// scaled_roundtrip16's range goes through it; any other power of two multiplies by its exact
+// reciprocal (the same bits as the division), any other scale divides.
 template <class Fmt>
 KVTUNE_AVX512 void roundtrip_blocks_avx512(const float* x, const float* scale, int64_t blocks, int64_t block, float* y,
                                            int64_t ahead) {
@@ -334,18 +335,18 @@ KVTUNE_AVX512 void roundtrip_blocks_avx512(const float* x, const float* scale, i
     if (k < ahead) prefetch_floats(x + (blocks + k) * block, block);
     const float s = scale[k], r = exact_reciprocal(s);
     const __m512 sv = _mm512_set1_ps(s), rv = _mm512_set1_ps(r);
-    const bool scaled = r != 0.0f && s >= 0x1p-100f;
-    const __m512i top = _mm512_castps_si512(_mm512_mul_ps(_mm512_set1_ps(std::bit_cast<float>(F::max_finite_bits)), sv));
-    const __m512i min_normal =
-        _mm512_castps_si512(_mm512_mul_ps(_mm512_set1_ps(std::bit_cast<float>(F::min_normal_bits)), sv));
+    if (r != 0.0f && s >= 0x1p-100f && s <= 0x1p90f) {
+      const __m512i lo = _mm512_castps_si512(_mm512_mul_ps(_mm512_set1_ps(std::bit_cast<float>(F::min_normal_bits)), sv));
+      const __m512i top = _mm512_castps_si512(_mm512_mul_ps(_mm512_set1_ps(std::bit_cast<float>(F::max_finite_bits)), sv));
+      for (int64_t c = k * block; c < (k + 1) * block; c += 16) {
+        _mm512_storeu_ps(y + c, scaled_roundtrip16<Fmt>(_mm512_loadu_ps(x + c), lo, top));
+      }
+      continue;
+    }
     for (int64_t c = k * block; c < (k + 1) * block; c += 16) {
       const __m512 xv = _mm512_loadu_ps(x + c);
-      __m512 out;
-      if (!scaled || !scaled_roundtrip16<Fmt>(xv, top, min_normal, out)) {
-        const __m512 v = r != 0.0f ? _mm512_mul_ps(xv, rv) : _mm512_div_ps(xv, sv);
-        out = _mm512_mul_ps(roundtrip16<Fmt>(v), sv);
-      }
-      _mm512_storeu_ps(y + c, out);
+      const __m512 v = r != 0.0f ? _mm512_mul_ps(xv, rv) : _mm512_div_ps(xv, sv);
+      _mm512_storeu_ps(y + c, _mm512_mul_ps(roundtrip16<Fmt>(v), sv));
     }
   }
 }

@@ -228,12 +228,11 @@ TEST_P(Fp8FastTest, RoundtripBlocksMatchesCodec) {
   }
 }
 
-// Blocks through power-of-two scales, where the kernel rounds |x| itself (no products) unless a
-// lane lies in the scaled subnormal range: every midpoint between two positive fp8 values times
-// the scale, with the float either side, and each value itself, both signs; specials (±inf, NaN of
-// both signs, ±0, far above the largest value); scales at both ends of that path's range and just
-// outside it. Every seventh block also holds one value in the subnormal range, so the fallback
-// mixes with the rest.
+// Blocks through power-of-two scales, where the kernel rounds |x| itself (no products) for scales
+// in [2^-100, 2^90]: every midpoint between two positive fp8 values times the scale, with the float
+// either side, and each value itself, both signs; specials (±inf, NaN of both signs, ±0, far above
+// the largest value); scales at both ends of that range and outside it. Every seventh block also
+// holds one value in the scaled subnormal range, where the step is the subnormal one.
 TEST_P(Fp8FastTest, RoundtripBlocksThroughPowerOfTwoScalesOnEveryMidpoint) {
   const Fp8Format format = GetParam();
   constexpr int64_t kBlock = 32;
@@ -242,7 +241,7 @@ TEST_P(Fp8FastTest, RoundtripBlocksThroughPowerOfTwoScalesOnEveryMidpoint) {
     const float v = codec::fp8_dequantize(uint8_t(code), 1.0f, format);
     if (std::isfinite(v)) grid.push_back(v);
   }
-  for (const float s : {1.0f, 0x1p-7f, 0x1p13f, 0x1p-100f, 0x1p100f, 0x1p-101f, 0x1p101f, 0x1p-126f, 0x1p120f, 0x1p127f}) {
+  for (const float s : {1.0f, 0x1p-7f, 0x1p13f, 0x1p-100f, 0x1p90f, 0x1p-101f, 0x1p91f, 0x1p100f, 0x1p-126f, 0x1p120f, 0x1p127f}) {
     std::vector<float> x;
     for (size_t i = 0; i + 1 < grid.size(); ++i) {
       for (const float v : {grid[i], (grid[i] + grid[i + 1]) / 2}) {
