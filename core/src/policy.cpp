@@ -32,6 +32,7 @@ std::string with_suffix(const std::string& inner, const std::string& suffix);
 // same group: every value is loaded before the first store.
 using v8f = float __attribute__((vector_size(32), aligned(4)));
 using v16f = float __attribute__((vector_size(64), aligned(4)));
+using v8d = double __attribute__((vector_size(64), aligned(8)));  // the random rotation's sums
 
 // The butterflies across vectors, of Len, 2 Len, ... K / 2 vectors, each length its own
 // instantiation so that every index is a constant and v stays in registers (a length known only at
@@ -117,9 +118,6 @@ KVTUNE_ROTATION_CLONES void rotate_rows(ConstMatrixView src, MatrixView dst, int
 }
 
 // Every row times the Haar matrix Q of (head_dim, seed), or its transpose to rotate back.
-// Eight doubles per vector (one zmm register on AVX-512, two ymm on AVX2), and eight floats.
-using v8d = double __attribute__((vector_size(64), aligned(8)));
-using v8f = float __attribute__((vector_size(32), aligned(4)));
 
 // y[i] = float(Σ_j m[j·n + i] · x[j]) for every row: rotate_vector's arithmetic (each sum in float64
 // from 0, in the order j = 0, 1, ..., a product then an add: this file has no FMA contraction), with
