@@ -118,7 +118,6 @@ KVTUNE_ROTATION_CLONES void rotate_rows(ConstMatrixView src, MatrixView dst, int
 }
 
 // Every row times the Haar matrix Q of (head_dim, seed), or its transpose to rotate back.
-
 // y[i] = float(Σ_j m[j·n + i] · x[j]) for every row: rotate_vector's arithmetic (each sum in float64
 // from 0, in the order j = 0, 1, ..., a product then an add: this file has no FMA contraction), with
 // the n sums of a row advancing together so that they vectorize. For n a multiple of 32, four rows
