@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "builtin.h"
+#include "fp8/fp8_kernels.h"
 #include "kvtune/evaluator.h"
 #include "kvtune/scenario.h"
 #include "kvtune/workload.h"
@@ -41,13 +42,13 @@ double best_seconds(F&& f, int repeats) {
   return best;
 }
 
-void BM_FakeQuant(benchmark::State& state, const char* spec) {
-  const kvtune::SchemePtr scheme = kvtune::builtin_registry().make(spec);
-  const kvtune::Matrix x = keys_like();
-  kvtune::Matrix y(kTokens, kHeadDim), copy(kTokens, kHeadDim);
+// Times `round_trip` (x to y) against a memcpy of the same bytes: the best of many memcpy runs
+// before and after, in this process (the shared machine's bandwidth drifts; the best run is the
+// stable one), over the best round trip (best against best: both see the least disturbed machine).
+template <class F>
+void time_against_memcpy(benchmark::State& state, const kvtune::Matrix& x, kvtune::Matrix& y, F&& round_trip) {
+  kvtune::Matrix copy(kTokens, kHeadDim);
   const size_t bytes = static_cast<size_t>(x.size()) * sizeof(float);
-  // The baseline: the same bytes through memcpy, best of many runs before and after the scheme's
-  // runs, in this process (the shared machine's bandwidth drifts; the best run is the stable one).
   auto copy_once = [&] {
     std::memcpy(copy.data(), x.data(), bytes);
     benchmark::DoNotOptimize(copy.data());
@@ -56,7 +57,7 @@ void BM_FakeQuant(benchmark::State& state, const char* spec) {
   double best = 1e30;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    scheme->roundtrip(x, {}, y);
+    round_trip();
     benchmark::DoNotOptimize(y.data());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     state.SetIterationTime(s);
@@ -64,12 +65,33 @@ void BM_FakeQuant(benchmark::State& state, const char* spec) {
   }
   memcpy_s = std::min(memcpy_s, best_seconds(copy_once, 50));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
-  // Best run against best run: both sides see the same (least disturbed) machine.
   state.counters["of_memcpy"] = memcpy_s / best;
   state.counters["best_ms"] = 1e3 * best;
   state.counters["memcpy_ms"] = 1e3 * memcpy_s;
+}
+
+void BM_FakeQuant(benchmark::State& state, const char* spec) {
+  const kvtune::SchemePtr scheme = kvtune::builtin_registry().make(spec);
+  const kvtune::Matrix x = keys_like();
+  kvtune::Matrix y(kTokens, kHeadDim);
+  time_against_memcpy(state, x, y, [&] { scheme->roundtrip(x, {}, y); });
   state.counters["bits"] = scheme->bits_per_element(kTokens, kHeadDim);
 }
+
+// What memory alone allows a codec, on the same bytes: one pass that reads x and writes y = x / 2,
+// and two passes, the largest |x| first (read only) and then that write pass, the shape of every
+// codec whose scales need all of x before its first output (int per channel, dynamic nvfp4).
+void BM_MemoryBound(benchmark::State& state, bool two_passes) {
+  const kvtune::Matrix x = keys_like();
+  kvtune::Matrix y(kTokens, kHeadDim);
+  time_against_memcpy(state, x, y, [&] {
+    float half = 0.5f;
+    if (two_passes) half = kvtune::builtin::fp8_kernels::abs_max(x.data(), x.size()) > 0.0f ? 0.5f : 1.0f;
+    for (int64_t i = 0; i < x.size(); ++i) y.data()[i] = x.data()[i] * half;
+  });
+}
+BENCHMARK_CAPTURE(BM_MemoryBound, one_pass, false)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MemoryBound, two_passes, true)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 #define KVTUNE_FAKE_QUANT(name, spec) \
   BENCHMARK_CAPTURE(BM_FakeQuant, name, spec)->UseManualTime()->Unit(benchmark::kMillisecond)
