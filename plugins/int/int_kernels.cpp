@@ -8,6 +8,7 @@
 #include "kvtune/codecs/int_codec.h"
 #include "kvtune/numeric/cpu_features.h"
 
+#include "lane_reductions.h"
 #include "streaming_stores.h"
 #include "x86_intrinsics.h"
 
@@ -735,12 +736,51 @@ KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits
   return true;
 }
 
+// Sixteen consecutive symmetric groups of a multiple of 16 floats: each group's largest |x| as
+// integer bits (lanes_max16), then params8's arithmetic on each half (with lo = -amax and hi = amax
+// its symmetric branch takes max(-lo, hi) = amax, as the scalar codec's max(-lo, hi) is for any
+// group that is not all zeros), then the levels. That needs one reduction where min and max need two,
+// and no NaN compare. False (nothing written) when params8 refuses a half: a group all zeros (the
+// sign of its scale's zero depends on the scan), or holding an infinity or a NaN (whose bits lie
+// above infinity's, so amax is NaN); the caller then takes the batch eight groups at a time.
+KVTUNE_AVX512 bool sixteen_sym_token_groups(const float* x, int64_t group, int bits, ScaleType t, float* y) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  __m512i m[16];
+  for (int g = 0; g < 16; ++g) {
+    const float* xs = x + g * group;
+    m[g] = _mm512_and_si512(_mm512_loadu_si512(xs), magnitude);
+    for (int64_t c = 16; c < group; c += 16) m[g] = _mm512_max_epu32(m[g], _mm512_and_si512(_mm512_loadu_si512(xs + c), magnitude));
+  }
+  const __m512i amax = lanes_max16(m);
+  const float qmax = codec::int_sym_qmax(bits);
+  alignas(32) float ss[16], ds[16], rs[16];
+  for (int half = 0; half < 2; ++half) {
+    const __m256 hi = _mm256_castsi256_ps(half == 0 ? _mm512_castsi512_si256(amax) : _mm512_extracti64x4_epi64(amax, 1));
+    __m256 m8, s, divisor, recip;
+    if (!params8(_mm256_sub_ps(_mm256_setzero_ps(), hi), hi, bits, false, t, m8, s, divisor, recip)) return false;
+    _mm256_store_ps(ss + 8 * half, s), _mm256_store_ps(ds + 8 * half, divisor), _mm256_store_ps(rs + 8 * half, recip);
+  }
+  const float zeros[8] = {};
+  eight_group_levels16(x, group, false, qmax, 0.0f, zeros, ss, ds, rs, y);
+  eight_group_levels16(x + 8 * group, group, false, qmax, 0.0f, zeros, ss + 8, ds + 8, rs + 8, y + 8 * group);
+  return true;
+}
+
 // The per-token path: the groups of a [rows, d] block with d a multiple of `group` lie end to end,
-// so they are taken eight at a time across rows.
+// so they are taken eight at a time across rows (sixteen when symmetric, on AVX-512).
 KVTUNE_AVX2_F16C void token_groups_avx2(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym,
                                         ScaleType scale_type, float* y) {
   const int64_t groups = rows * (d / group);
   int64_t g = 0;
+  if (!asym && group % 16 == 0 && cpu_has_avx512()) {
+    for (; g + 16 <= groups; g += 16) {
+      if (sixteen_sym_token_groups(x + g * group, group, bits, scale_type, y + g * group)) continue;
+      for (int64_t h = g; h < g + 16; h += 8) {
+        if (eight_token_groups(x + h * group, group, bits, asym, scale_type, y + h * group)) continue;
+        for (int64_t k = h; k < h + 8; ++k) one_token_group(x + k * group, group, bits, asym, scale_type, y + k * group);
+      }
+    }
+  }
   for (; g + 8 <= groups; g += 8) {
     if (!eight_token_groups(x + g * group, group, bits, asym, scale_type, y + g * group)) {
       for (int k = 0; k < 8; ++k) one_token_group(x + (g + k) * group, group, bits, asym, scale_type, y + (g + k) * group);
