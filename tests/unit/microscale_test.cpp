@@ -187,14 +187,16 @@ TEST(Microscale, E2m1RoundIsTheCodecsRoundTrip) {
 // machine has one) gives e2m1_block's bits: e2m1_round(x * 1/scale) * scale for a power-of-two
 // scale, e2m1_round(x / scale) * scale otherwise, zeros for a scale that is not > 0, over the hard
 // values (each E2M1 midpoint and its neighbours, zeros, NaNs, infinities) and every 4099th bit
-// pattern, both tie rules, blocks of 16 and 32.
+// pattern, both tie rules, blocks of 16 and 32. The powers of two reach both ends of the range the
+// AVX-512 path rounds without products (up to 2^100) and go past it (2^101, 2^120; 2^-127 and 2^127
+// have no exact reciprocal).
 TEST(Microscale, BlockRoundTripLoopIsTheCodecs) {
   std::vector<float> values = hard_values();
   for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 4099) values.push_back(bits_float(uint32_t(b)));
   values.resize(values.size() / 32 * 32);
   for (int64_t block : {16, 32}) {
     const int64_t blocks = int64_t(values.size()) / block;
-    for (float scale : {1.0f, 0.5f, 0x1p-20f, 0x1p-100f, 0x1p100f, 0x1p-101f, 0x1p101f, 0x1p-127f, 0x1p127f, 3.0f, 0.75f,
+    for (float scale : {1.0f, 0.5f, 0x1p-20f, 0x1p-100f, 0x1p100f, 0x1p-101f, 0x1p101f, 0x1p120f, 0x1p-127f, 0x1p127f, 3.0f, 0.75f,
                         0.0f}) {
       const std::vector<float> scales(size_t(blocks), scale);
       for (bool ties_away : {false, true}) {
