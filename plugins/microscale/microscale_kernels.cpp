@@ -1,6 +1,5 @@
 #include "microscale_kernels.h"
 
-#include <algorithm>
 #include <cstdint>
 
 #include "kvtune/codecs/microscale.h"
@@ -104,67 +103,43 @@ KVTUNE_AVX512 inline __m512 e2m1_round16(__m512 v) {
 
 // e2m1_round16<false>(x * (1 / s)) * s for a normal power-of-two scale s <= 2^100 (so that the
 // constants below stay finite), without the two products: x / s is then exact (or below 2^-126,
-// where both give zero), so the round trip is
-// |x| rounded to the E2M1 grid scaled by s, whose step is s / 2 below 2s, s below 4s and 2s above.
-// Adding and subtracting 1.5 * 2^22 times the power of two of |x|'s binade, clamped to [s, 4s]
-// (`lo` and `hi`: their bits), rounds to that step, ties to even; then the min with 6s (`top`, which
-// infinities and NaN reach too) and x's sign, except on NaN, which gives +6s as the codec does.
+// where both give zero), so the round trip is |x| rounded to the E2M1 grid scaled by s, whose step
+// is s / 2 below 2s, s below 4s and 2s above. Adding and subtracting 1.5 * 2^22 times the power of
+// two of |x|'s binade, clamped to [s, 4s] (`lo` and `hi`: their bits), rounds to that step, ties to
+// even; then the min with 6s (`top`, which infinities and NaN reach too) and x's sign, except on
+// NaN, which gives +6s as the codec does.
 KVTUNE_AVX512 inline __m512 e2m1_scaled_even16(__m512 x, __m512i lo, __m512i hi, __m512 top) {
   const __m512i u = _mm512_castps_si512(x);
   const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   const __m512i binade = _mm512_and_si512(_mm512_min_epu32(_mm512_max_epu32(ax, lo), hi), _mm512_set1_epi32(0x7f800000));
   const __m512 magic = _mm512_castsi512_ps(_mm512_add_epi32(binade, _mm512_set1_epi32((22 << 23) + 0x400000)));
   const __m512 mag = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(ax), magic), magic), top);
-  const __m512i sign_on = _mm512_mask_ternarylogic_epi32(_mm512_castps_si512(mag), _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q), u,
-                                                         _mm512_set1_epi32(int(0x80000000u)), 0xf8);  // mag | (u & sign)
+  const __m512i sign_on = _mm512_mask_ternarylogic_epi32(_mm512_castps_si512(mag), _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q),
+                                                         u, _mm512_set1_epi32(int(0x80000000u)), 0xf8);  // mag | (u & sign)
   return _mm512_castsi512_ps(sign_on);
 }
 
-// e2m1_block's arithmetic sixteen lanes at a time (B = 16 or 32), for blocks k0 .. k1 (at most 16).
+// e2m1_block's arithmetic sixteen lanes at a time (B = 16 or 32); ties to even through a power-of-two
+// scale up to 2^100 (exact_reciprocal's powers of two are normal) by e2m1_scaled_even16.
 template <int B, bool TiesAway>
-KVTUNE_AVX512 void e2m1_block_run(const float* x, const float* scale, int64_t k0, int64_t k1, int64_t blocks,
-                                  float* y, int64_t ahead) {
-  for (int64_t k = k0; k < k1; ++k) {
+KVTUNE_AVX512 void e2m1_blocks_avx512(const float* x, const float* scale, int64_t blocks, float* y, int64_t ahead) {
+  for (int64_t k = 0; k < blocks; ++k) {
     if (k < ahead) prefetch_floats(x + (blocks + k) * B, B);  // both lines of a 32-float block
     const float s = scale[k], r = exact_reciprocal(s);
     const __m512 sv = _mm512_set1_ps(s), rv = _mm512_set1_ps(r);
+    if (!TiesAway && r != 0.0f && s <= 0x1p100f) {
+      const __m512i lo = _mm512_castps_si512(sv), hi = _mm512_castps_si512(_mm512_set1_ps(4.0f * s));
+      const __m512 top = _mm512_set1_ps(6.0f * s);
+      for (int j = 0; j < B; j += 16) {
+        _mm512_storeu_ps(y + k * B + j, e2m1_scaled_even16(_mm512_loadu_ps(x + k * B + j), lo, hi, top));
+      }
+      continue;
+    }
     for (int j = 0; j < B; j += 16) {
       const __m512 xv = _mm512_loadu_ps(x + k * B + j);
       const __m512 v = r != 0.0f ? _mm512_mul_ps(xv, rv)
                                  : (s > 0.0f ? _mm512_div_ps(xv, sv) : _mm512_setzero_ps());
       _mm512_storeu_ps(y + k * B + j, _mm512_mul_ps(e2m1_round16<TiesAway>(v), sv));
-    }
-  }
-}
-
-// The blocks sixteen at a time: a run whose scales are all normal powers of two up to 2^100 rounds
-// ties to even by e2m1_scaled_even16, its clamps and caps computed for the sixteen at once; any
-// other run (and ties away) by e2m1_block_run.
-template <int B, bool TiesAway>
-KVTUNE_AVX512 void e2m1_blocks_avx512(const float* x, const float* scale, int64_t blocks, float* y, int64_t ahead) {
-  for (int64_t k0 = 0; k0 < blocks; k0 += 16) {
-    const int64_t k1 = std::min<int64_t>(k0 + 16, blocks);
-    const __mmask16 run = __mmask16((1u << (k1 - k0)) - 1);
-    const __m512 s = _mm512_maskz_loadu_ps(run, scale + k0);
-    const __m512i mantissa = _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32(0x7fffff));
-    const __mmask16 fits = _mm512_cmp_ps_mask(s, _mm512_setzero_ps(), _CMP_GT_OQ) &
-                           _mm512_cmp_ps_mask(s, _mm512_set1_ps(0x1p100f), _CMP_LE_OQ) &
-                           _mm512_cmpeq_epi32_mask(mantissa, _mm512_setzero_si512());
-    if (TiesAway || (fits & run) != run) {
-      e2m1_block_run<B, TiesAway>(x, scale, k0, k1, blocks, y, ahead);
-      continue;
-    }
-    alignas(64) float lo[16], hi[16], top[16];
-    _mm512_store_ps(lo, s), _mm512_store_ps(hi, _mm512_mul_ps(s, _mm512_set1_ps(4.0f)));
-    _mm512_store_ps(top, _mm512_mul_ps(s, _mm512_set1_ps(6.0f)));
-    for (int64_t k = k0; k < k1; ++k) {
-      if (k < ahead) prefetch_floats(x + (blocks + k) * B, B);
-      const __m512i lv = _mm512_castps_si512(_mm512_set1_ps(lo[k - k0]));
-      const __m512i hv = _mm512_castps_si512(_mm512_set1_ps(hi[k - k0]));
-      const __m512 tv = _mm512_set1_ps(top[k - k0]);
-      for (int j = 0; j < B; j += 16) {
-        _mm512_storeu_ps(y + k * B + j, e2m1_scaled_even16(_mm512_loadu_ps(x + k * B + j), lv, hv, tv));
-      }
     }
   }
 }
