@@ -56,32 +56,35 @@ KVTUNE_MICRO_LOOPS(32)
 
 #if KVTUNE_X86_INTRINSICS
 
+// codec::e2m1_round(x / s) * s, ties to even, for a normal power-of-two scale s <= 2^100 (so that
+// the constants below stay finite), without the two products: x / s is then exact (or below 2^-126,
+// where both give zero), so the round trip is |x| rounded to the E2M1 grid scaled by s, whose step
+// is s / 2 below 2s, s below 4s and 2s above. Adding and subtracting 1.5 * 2^22 times the power of
+// two of |x|'s binade, clamped to [s, 4s] (`lo` and `hi`: their bits), rounds to that step, ties to
+// even; then the min with 6s (`top`, which infinities and NaN reach too) and x's sign, except on
+// NaN, which gives +6s as the codec does.
+KVTUNE_AVX512 inline __m512 e2m1_scaled_even16(__m512 x, __m512i lo, __m512i hi, __m512 top) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __m512i binade = _mm512_and_si512(_mm512_min_epu32(_mm512_max_epu32(ax, lo), hi), _mm512_set1_epi32(0x7f800000));
+  const __m512 magic = _mm512_castsi512_ps(_mm512_add_epi32(binade, _mm512_set1_epi32((22 << 23) + 0x400000)));
+  const __m512 mag = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(ax), magic), magic), top);
+  const __m512i sign_on = _mm512_mask_ternarylogic_epi32(_mm512_castps_si512(mag), _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q),
+                                                         u, _mm512_set1_epi32(int(0x80000000u)), 0xf8);  // mag | (u & sign)
+  return _mm512_castsi512_ps(sign_on);
+}
+
 // codec::e2m1_round on sixteen lanes, without its seven comparisons. Above 6 it saturates
 // (infinities too); a NaN gives +6, as the codec's.
-// Ties to even, on the float's bits: from 1 up the E2M1 grid is the floats with one mantissa bit,
-// so rounding |v|'s mantissa to one bit (ties to the even bit, a carry moving into the exponent) is
-// the nearest grid value, and an unsigned min with 6's bits saturates (infinity's and NaN's bits
-// too: their sums reach at most 2^31 + 2^21, which the mask takes to 2^31); below 1 the grid is the
-// multiples of 1/2, which adding and subtracting 1.5 * 2^22 rounds to. The sign is put back except
-// on NaN.
+// Ties to even: e2m1_scaled_even16 through a scale of 1.
 // Ties away (nvfp4's option): the grid's step is 1/2 below 2, 1 below 4 and 2 above, so |v| times
 // 2, 1 or 1/2 (exact) is rounded half away from zero, from the exact fraction t - trunc(t), and
 // scaled back.
 template <bool TiesAway>
 KVTUNE_AVX512 inline __m512 e2m1_round16(__m512 v) {
   if constexpr (!TiesAway) {
-    const __m512i u = _mm512_castps_si512(v);
-    const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-    const __m512i carry = _mm512_and_si512(_mm512_srli_epi32(ax, 22), _mm512_set1_epi32(1));
-    const __m512i one_bit = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(ax, _mm512_set1_epi32((1 << 21) - 1)), carry),
-                                             _mm512_set1_epi32(~((1 << 22) - 1)));
-    const __m512i normal = _mm512_min_epu32(one_bit, _mm512_castps_si512(_mm512_set1_ps(6.0f)));
-    const __m512 a = _mm512_castsi512_ps(ax), magic = _mm512_set1_ps(6291456.0f);  // 1.5 * 2^22: ulp 1/2
-    const __m512 halves = _mm512_sub_ps(_mm512_add_ps(a, magic), magic);
-    const __m512i r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(a, _mm512_set1_ps(1.0f), _CMP_LT_OQ), normal,
-                                              _mm512_castps_si512(halves));
-    const __m512i sign = _mm512_and_si512(u, _mm512_set1_epi32(int(0x80000000u)));
-    return _mm512_castsi512_ps(_mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), r, sign));
+    return e2m1_scaled_even16(v, _mm512_castps_si512(_mm512_set1_ps(1.0f)), _mm512_castps_si512(_mm512_set1_ps(4.0f)),
+                              _mm512_set1_ps(6.0f));
   }
   const __m512 a = _mm512_abs_ps(v);
   const __mmask16 below2 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.0f), _CMP_LT_OQ);
@@ -99,24 +102,6 @@ KVTUNE_AVX512 inline __m512 e2m1_round16(__m512 v) {
   const __m512 sign = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(int(0x80000000u))));
   const __m512 signed_mag = _mm512_or_ps(mag, sign);
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), signed_mag, _mm512_set1_ps(6.0f));
-}
-
-// e2m1_round16<false>(x * (1 / s)) * s for a normal power-of-two scale s <= 2^100 (so that the
-// constants below stay finite), without the two products: x / s is then exact (or below 2^-126,
-// where both give zero), so the round trip is |x| rounded to the E2M1 grid scaled by s, whose step
-// is s / 2 below 2s, s below 4s and 2s above. Adding and subtracting 1.5 * 2^22 times the power of
-// two of |x|'s binade, clamped to [s, 4s] (`lo` and `hi`: their bits), rounds to that step, ties to
-// even; then the min with 6s (`top`, which infinities and NaN reach too) and x's sign, except on
-// NaN, which gives +6s as the codec does.
-KVTUNE_AVX512 inline __m512 e2m1_scaled_even16(__m512 x, __m512i lo, __m512i hi, __m512 top) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-  const __m512i binade = _mm512_and_si512(_mm512_min_epu32(_mm512_max_epu32(ax, lo), hi), _mm512_set1_epi32(0x7f800000));
-  const __m512 magic = _mm512_castsi512_ps(_mm512_add_epi32(binade, _mm512_set1_epi32((22 << 23) + 0x400000)));
-  const __m512 mag = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(ax), magic), magic), top);
-  const __m512i sign_on = _mm512_mask_ternarylogic_epi32(_mm512_castps_si512(mag), _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q),
-                                                         u, _mm512_set1_epi32(int(0x80000000u)), 0xf8);  // mag | (u & sign)
-  return _mm512_castsi512_ps(sign_on);
 }
 
 // e2m1_block's arithmetic sixteen lanes at a time (B = 16 or 32); ties to even through a power-of-two
