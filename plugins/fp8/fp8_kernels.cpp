@@ -9,6 +9,7 @@
 #include "kvtune/numeric/bits.h"
 #include "kvtune/numeric/cpu_features.h"
 
+#include "grid_rounding.h"
 #include "prefetch.h"
 #include "x86_intrinsics.h"
 
@@ -300,28 +301,16 @@ KVTUNE_AVX512 void roundtrip_per_row_avx512(const float* x, int64_t rows, int64_
 }
 
 // roundtrip16(x * (1 / s)) * s for a power-of-two scale s in [2^-100, 2^90], without the two
-// products. x / s is then exact (or far below the format's smallest subnormal, where both give a
-// zero of x's sign), so the round trip is |x| rounded to the format's grid scaled by s: a step of
-// 2^-M times the power of two of |x|'s binade, that binade clamped from below to the smallest
-// normal value times s (`lo`: its bits; below it the subnormal step) and from above to the largest
-// finite value times s (`top`). Adding and subtracting 1.5 * 2^23 times that step rounds to it,
-// ties to even; the min with `top` saturates (infinities too: the largest finite value is on the
-// grid, and the sum is monotone); then x's sign, and 0x7fffffff for NaN, as roundtrip16's NaN
-// times s gives. The range keeps `lo`, `top` and the largest sum normal and finite for both formats.
+// products: x / s is then exact (or far below the format's smallest subnormal, where both give a
+// zero of x's sign), so the round trip is |x| rounded to the format's grid times s
+// (round_to_scaled_grid16; `lo` and `top`: its smallest normal and largest finite values times s),
+// and 0x7fffffff for NaN, as roundtrip16's NaN times s gives. The range keeps every constant normal
+// and finite for both formats.
 template <class Fmt>
-KVTUNE_AVX512 inline __m512 scaled_roundtrip16(__m512 x, __m512i lo, __m512i top) {
-  constexpr uint32_t kMantissaBits = 23u - Fmt::shift;
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-  const __m512i binade = _mm512_and_si512(_mm512_min_epu32(_mm512_max_epu32(ax, lo), top), _mm512_set1_epi32(0x7f800000));
-  const __m512 magic =
-      _mm512_castsi512_ps(_mm512_add_epi32(binade, _mm512_set1_epi32(int(((23u - kMantissaBits) << 23) + 0x400000u))));
-  const __m512 mag =
-      _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(ax), magic), magic), _mm512_castsi512_ps(top));
-  const __m512i sign_on = _mm512_ternarylogic_epi32(_mm512_castps_si512(mag), u, _mm512_set1_epi32(int(0x80000000u)),
-                                                    0xf8);  // mag | (u & sign)
-  return _mm512_castsi512_ps(
-      _mm512_mask_mov_epi32(sign_on, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fffffff)));
+KVTUNE_AVX512 inline __m512 scaled_roundtrip16(__m512 x, __m512i lo, __m512 top) {
+  const __m512 y = round_to_scaled_grid16<int(23u - Fmt::shift)>(x, lo, top);
+  return _mm512_castsi512_ps(_mm512_mask_mov_epi32(_mm512_castps_si512(y), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q),
+                                                   _mm512_set1_epi32(0x7fffffff)));
 }
 
 // roundtrip_blocks for blocks of a multiple of 16 (mxfp8's 32): a power-of-two scale in
@@ -337,7 +326,7 @@ KVTUNE_AVX512 void roundtrip_blocks_avx512(const float* x, const float* scale, i
     const __m512 sv = _mm512_set1_ps(s), rv = _mm512_set1_ps(r);
     if (r != 0.0f && s >= 0x1p-100f && s <= 0x1p90f) {
       const __m512i lo = _mm512_castps_si512(_mm512_mul_ps(_mm512_set1_ps(std::bit_cast<float>(F::min_normal_bits)), sv));
-      const __m512i top = _mm512_castps_si512(_mm512_mul_ps(_mm512_set1_ps(std::bit_cast<float>(F::max_finite_bits)), sv));
+      const __m512 top = _mm512_mul_ps(_mm512_set1_ps(std::bit_cast<float>(F::max_finite_bits)), sv);
       for (int64_t c = k * block; c < (k + 1) * block; c += 16) {
         _mm512_storeu_ps(y + c, scaled_roundtrip16<Fmt>(_mm512_loadu_ps(x + c), lo, top));
       }

@@ -771,21 +771,17 @@ KVTUNE_AVX512 bool sixteen_sym_token_groups(const float* x, int64_t group, int b
 KVTUNE_AVX2_F16C void token_groups_avx2(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym,
                                         ScaleType scale_type, float* y) {
   const int64_t groups = rows * (d / group);
+  auto eight = [&](int64_t h) {  // groups h .. h + 8 at once, or one by one where the batch needs it
+    if (eight_token_groups(x + h * group, group, bits, asym, scale_type, y + h * group)) return;
+    for (int64_t k = h; k < h + 8; ++k) one_token_group(x + k * group, group, bits, asym, scale_type, y + k * group);
+  };
   int64_t g = 0;
   if (!asym && group % 16 == 0 && cpu_has_avx512()) {
     for (; g + 16 <= groups; g += 16) {
-      if (sixteen_sym_token_groups(x + g * group, group, bits, scale_type, y + g * group)) continue;
-      for (int64_t h = g; h < g + 16; h += 8) {
-        if (eight_token_groups(x + h * group, group, bits, asym, scale_type, y + h * group)) continue;
-        for (int64_t k = h; k < h + 8; ++k) one_token_group(x + k * group, group, bits, asym, scale_type, y + k * group);
-      }
+      if (!sixteen_sym_token_groups(x + g * group, group, bits, scale_type, y + g * group)) eight(g), eight(g + 8);
     }
   }
-  for (; g + 8 <= groups; g += 8) {
-    if (!eight_token_groups(x + g * group, group, bits, asym, scale_type, y + g * group)) {
-      for (int k = 0; k < 8; ++k) one_token_group(x + (g + k) * group, group, bits, asym, scale_type, y + (g + k) * group);
-    }
-  }
+  for (; g + 8 <= groups; g += 8) eight(g);
   for (; g < groups; ++g) one_token_group(x + g * group, group, bits, asym, scale_type, y + g * group);
 }
 

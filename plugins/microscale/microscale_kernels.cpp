@@ -7,6 +7,7 @@
 #include "kvtune/numeric/multiversion.h"
 #include "fp8/fp8_kernels.h"
 #include "kvtune/numeric/cpu_features.h"
+#include "grid_rounding.h"
 #include "lane_reductions.h"
 #include "prefetch.h"
 #include "x86_intrinsics.h"
@@ -57,21 +58,11 @@ KVTUNE_MICRO_LOOPS(32)
 #if KVTUNE_X86_INTRINSICS
 
 // codec::e2m1_round(x / s) * s, ties to even, for a normal power-of-two scale s <= 2^100 (so that
-// the constants below stay finite), without the two products: x / s is then exact (or below 2^-126,
-// where both give zero), so the round trip is |x| rounded to the E2M1 grid scaled by s, whose step
-// is s / 2 below 2s, s below 4s and 2s above. Adding and subtracting 1.5 * 2^22 times the power of
-// two of |x|'s binade, clamped to [s, 4s] (`lo` and `hi`: their bits), rounds to that step, ties to
-// even; then the min with 6s (`top`, which infinities and NaN reach too) and x's sign, except on
-// NaN, which gives +6s as the codec does.
-KVTUNE_AVX512 inline __m512 e2m1_scaled_even16(__m512 x, __m512i lo, __m512i hi, __m512 top) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-  const __m512i binade = _mm512_and_si512(_mm512_min_epu32(_mm512_max_epu32(ax, lo), hi), _mm512_set1_epi32(0x7f800000));
-  const __m512 magic = _mm512_castsi512_ps(_mm512_add_epi32(binade, _mm512_set1_epi32((22 << 23) + 0x400000)));
-  const __m512 mag = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(ax), magic), magic), top);
-  const __m512i sign_on = _mm512_mask_ternarylogic_epi32(_mm512_castps_si512(mag), _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q),
-                                                         u, _mm512_set1_epi32(int(0x80000000u)), 0xf8);  // mag | (u & sign)
-  return _mm512_castsi512_ps(sign_on);
+// the constants stay finite), without the two products: x / s is then exact (or below 2^-126, where
+// both give zero), so the round trip is |x| rounded to the E2M1 grid (one mantissa bit, from 1 to 6)
+// times s; a NaN gives +6s, as the codec's +6 times s.
+KVTUNE_AVX512 inline __m512 e2m1_scaled_even16(__m512 x, float s) {
+  return round_to_scaled_grid16<1>(x, _mm512_castps_si512(_mm512_set1_ps(s)), _mm512_set1_ps(6.0f * s));
 }
 
 // codec::e2m1_round on sixteen lanes, without its seven comparisons. Above 6 it saturates
@@ -83,8 +74,7 @@ KVTUNE_AVX512 inline __m512 e2m1_scaled_even16(__m512 x, __m512i lo, __m512i hi,
 template <bool TiesAway>
 KVTUNE_AVX512 inline __m512 e2m1_round16(__m512 v) {
   if constexpr (!TiesAway) {
-    return e2m1_scaled_even16(v, _mm512_castps_si512(_mm512_set1_ps(1.0f)), _mm512_castps_si512(_mm512_set1_ps(4.0f)),
-                              _mm512_set1_ps(6.0f));
+    return e2m1_scaled_even16(v, 1.0f);
   }
   const __m512 a = _mm512_abs_ps(v);
   const __mmask16 below2 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.0f), _CMP_LT_OQ);
@@ -113,11 +103,7 @@ KVTUNE_AVX512 void e2m1_blocks_avx512(const float* x, const float* scale, int64_
     const float s = scale[k], r = exact_reciprocal(s);
     const __m512 sv = _mm512_set1_ps(s), rv = _mm512_set1_ps(r);
     if (!TiesAway && r != 0.0f && s <= 0x1p100f) {
-      const __m512i lo = _mm512_castps_si512(sv), hi = _mm512_castps_si512(_mm512_set1_ps(4.0f * s));
-      const __m512 top = _mm512_set1_ps(6.0f * s);
-      for (int j = 0; j < B; j += 16) {
-        _mm512_storeu_ps(y + k * B + j, e2m1_scaled_even16(_mm512_loadu_ps(x + k * B + j), lo, hi, top));
-      }
+      for (int j = 0; j < B; j += 16) _mm512_storeu_ps(y + k * B + j, e2m1_scaled_even16(_mm512_loadu_ps(x + k * B + j), s));
       continue;
     }
     for (int j = 0; j < B; j += 16) {
