@@ -9,8 +9,12 @@
 #endif
 #include <immintrin.h>
 
+#include <cstdint>
+#include <cstring>
+
 #include "kvtune/codecs/ggml_blocks.h"
 #include "kvtune/numeric/cpu_features.h"
+#include "prefetch.h"
 
 #define KVTUNE_AVX2 __attribute__((target("avx2,f16c")))
 
@@ -298,30 +302,74 @@ struct Iq4nlCounts {
   }
 };
 
-KVTUNE_AVX512_VBMI void iq4_nl_entries16(const __m256 (&xt)[4][8], __m256 id, __m256 tiny, __m256 (&entries)[4][8]) {
+// ggml's nearer-entry test between entries c and c + 1, `v - below < above - v` with both
+// differences rounded, is true below one float and false from it on (each side is monotonic in
+// v): thresholds[c] is that float, found by bisection over the floats between the two entries in
+// their order as integers.
+struct Iq4nlThresholds {
+  alignas(64) float t[16] = {};
+  Iq4nlThresholds() {
+    auto key = [](float f) {  // the floats' order as int32 order (-0 and +0 alike)
+      int32_t i;
+      std::memcpy(&i, &f, 4);
+      return i >= 0 ? i : INT32_MIN - i;
+    };
+    auto from_key = [](int32_t k) {
+      const int32_t i = k >= 0 ? k : INT32_MIN - k;
+      float f;
+      std::memcpy(&f, &i, 4);
+      return f;
+    };
+    for (int c = 0; c < 15; ++c) {
+      const float below = ggml::iq4nl_value(c), above = ggml::iq4nl_value(c + 1);
+      int64_t nearer = key(below), farther = key(above);  // the test holds at `below`, fails at `above`
+      while (farther - nearer > 1) {
+        const int64_t mid = (nearer + farther) / 2;
+        const float v = from_key(int32_t(mid));
+        (v - below < above - v ? nearer : farther) = mid;
+      }
+      t[c] = from_key(int32_t(farther));
+    }
+  }
+};
+
+// The codebook entries of sixteen lanes' v = id · x; `tiny` lanes (blocks below GROUP_MAX_EPS)
+// take entry 0, -127.
+struct Iq4nlTables {
+  __m512i t0, t1, t2, t3;
+  __m512 values, thresholds;
+};
+
+KVTUNE_AVX512_VBMI inline Iq4nlTables iq4nl_tables() {
   static const Iq4nlCounts counts;
-  const __m512i t0 = _mm512_load_si512(counts.bytes), t1 = _mm512_load_si512(counts.bytes + 64),
-                t2 = _mm512_load_si512(counts.bytes + 128), t3 = _mm512_load_si512(counts.bytes + 192);
+  static const Iq4nlThresholds thresholds;
   alignas(64) float codebook[16];
   for (int i = 0; i < 16; ++i) codebook[i] = ggml::iq4nl_value(i);
-  const __m512 values = _mm512_load_ps(codebook);
+  return {_mm512_load_si512(counts.bytes), _mm512_load_si512(counts.bytes + 64), _mm512_load_si512(counts.bytes + 128),
+          _mm512_load_si512(counts.bytes + 192), _mm512_load_ps(codebook), _mm512_load_ps(thresholds.t)};
+}
+
+KVTUNE_AVX512_VBMI inline __m512 iq4nl_entry16(const Iq4nlTables& t, __m512 v, __mmask16 tiny) {
+  // floor(v), with NaN and out-of-range values as INT_MIN, held at -128
+  const __m512i k = _mm512_max_epi32(_mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC),
+                                     _mm512_set1_epi32(-128));
+  // the count in each lane's low byte (the permutes below read only an index's low four bits)
+  const __m512i low = _mm512_permutex2var_epi8(t.t0, k, t.t1), high = _mm512_permutex2var_epi8(t.t2, k, t.t3);
+  __m512i count = _mm512_mask_blend_epi8(_mm512_movepi8_mask(k), low, high);
+  count = _mm512_mask_mov_epi32(count, _mm512_cmp_ps_mask(v, _mm512_set1_ps(128.0f), _CMP_NLT_UQ),
+                                _mm512_set1_epi32(14));
+  // entry count (hi - 1), or count + 1 from its threshold on (and for NaN, as ggml's false `<`)
+  const __mmask16 up = _mm512_cmp_ps_mask(v, _mm512_permutexvar_ps(count, t.thresholds), _CMP_NLT_UQ);
+  const __m512 entry = _mm512_permutexvar_ps(_mm512_mask_add_epi32(count, up, count, _mm512_set1_epi32(1)), t.values);
+  return _mm512_mask_blend_ps(tiny, entry, _mm512_set1_ps(-127.0f));
+}
+
+KVTUNE_AVX512_VBMI void iq4_nl_entries16(const __m256 (&xt)[4][8], __m256 id, __m256 tiny, __m256 (&entries)[4][8]) {
+  const Iq4nlTables tables = iq4nl_tables();
   const __m512 ids = both(id, id);
   const __mmask16 small = _mm512_movepi32_mask(_mm512_castps_si512(both(tiny, tiny)));
-  const __m512i one = _mm512_set1_epi32(1);
   for (int j = 0; j < 32; j += 2) {
-    const __m512 v = _mm512_mul_ps(ids, both(xt[j / 8][j % 8], xt[j / 8][j % 8 + 1]));
-    // floor(v), with NaN and out-of-range values as INT_MIN, held at -128
-    const __m512i k = _mm512_max_epi32(_mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC),
-                                       _mm512_set1_epi32(-128));
-    const __m512i low = _mm512_permutex2var_epi8(t0, k, t1), high = _mm512_permutex2var_epi8(t2, k, t3);
-    __m512i count = _mm512_and_si512(_mm512_mask_blend_epi8(_mm512_movepi8_mask(k), low, high), _mm512_set1_epi32(0xff));
-    count = _mm512_mask_mov_epi32(count, _mm512_cmp_ps_mask(v, _mm512_set1_ps(128.0f), _CMP_NLT_UQ),
-                                  _mm512_set1_epi32(14));
-    const __m512i hi = _mm512_add_epi32(count, one);
-    const __m512 below = _mm512_permutexvar_ps(_mm512_sub_epi32(hi, one), values), above = _mm512_permutexvar_ps(hi, values);
-    const __mmask16 lower = _mm512_cmp_ps_mask(_mm512_sub_ps(v, below), _mm512_sub_ps(above, v), _CMP_LT_OQ);
-    const __m512 entry = _mm512_mask_blend_ps(small, _mm512_permutexvar_ps(_mm512_mask_sub_epi32(hi, lower, hi, one), values),
-                                              _mm512_set1_ps(-127.0f));
+    const __m512 entry = iq4nl_entry16(tables, _mm512_mul_ps(ids, both(xt[j / 8][j % 8], xt[j / 8][j % 8 + 1])), small);
     entries[j / 8][j % 8] = _mm512_castps512_ps256(entry);
     entries[j / 8][j % 8 + 1] = _mm512_extractf32x8_ps(entry, 1);
   }
@@ -367,13 +415,103 @@ KVTUNE_AVX2 void iq4_nl_eight(const float* x, float* y) {
   }
 }
 
+// transpose8 on each 256-bit half of eight 512-bit rows.
+KVTUNE_AVX512_VBMI inline void transpose8_halves(__m512 (&r)[8]) {
+  __m512 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+    u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  // permute2f128's 0x20 and 0x31 in each half: 128-bit lanes (a0 b0 | a2 b2) and (a1 b1 | a3 b3)
+  const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+  const __m512i second = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (int i = 0; i < 4; ++i) {
+    r[i + 4] = _mm512_permutex2var_ps(u[i], second, u[i + 4]);
+    r[i] = _mm512_permutex2var_ps(u[i], first, u[i + 4]);
+  }
+}
+
+// iq4_nl_eight on sixteen blocks with AVX-512 and VBMI: lanes 0..7 are blocks 0..7 and lanes
+// 8..15 blocks 8..15, each half transposed as iq4_nl_eight's eight, so every lane still sums its
+// own block in element order, and one chain of 32 additions serves sixteen blocks.
+KVTUNE_AVX512_VBMI void iq4_nl_sixteen(const float* x, float* y) {
+  __m512 xt[4][8];  // xt[j / 8][j % 8]: element j of the sixteen blocks
+  for (int tile = 0; tile < 4; ++tile) {
+    for (int b = 0; b < 8; ++b) {
+      xt[tile][b] = both(_mm256_loadu_ps(x + b * 32 + tile * 8), _mm256_loadu_ps(x + (b + 8) * 32 + tile * 8));
+    }
+    transpose8_halves(xt[tile]);
+  }
+  // Each block's extremes, the new element first: max_ps returns its second operand when either is
+  // NaN, so a NaN element is passed over as ggml::signed_absmax passes it over, and only a NaN
+  // first element reaches the result (and leaves the block undecided below).
+  __m512 lo = xt[0][0], hi = xt[0][0];
+  for (int j = 1; j < 32; ++j) {
+    lo = _mm512_min_ps(xt[j / 8][j % 8], lo);
+    hi = _mm512_max_ps(xt[j / 8][j % 8], hi);
+  }
+  // As block_signed_max8: the maximum when max > -min, the minimum when -min > max, else the
+  // scalar search (a tie of +a and -a, a zero block, a NaN first element).
+  const __m512 minus_lo = _mm512_xor_ps(lo, _mm512_set1_ps(-0.0f));
+  const __mmask16 hi_wins = _mm512_cmp_ps_mask(hi, minus_lo, _CMP_GT_OQ),
+                  lo_wins = _mm512_cmp_ps_mask(minus_lo, hi, _CMP_GT_OQ);
+  __m512 first_max = _mm512_mask_blend_ps(hi_wins, lo, hi);
+  const unsigned decided = _cvtmask16_u32(_kor_mask16(hi_wins, lo_wins));
+  if (decided != 0xffff) {
+    alignas(64) float first[16];
+    _mm512_store_ps(first, first_max);
+    for (int b = 0; b < 16; ++b) {
+      float amax = 0.0f;
+      if ((decided >> b & 1) == 0) first[b] = ggml::signed_absmax(x + b * 32, amax);
+    }
+    first_max = _mm512_load_ps(first);
+  }
+  const __m512 amax = _mm512_abs_ps(first_max);
+  const __mmask16 tiny = _mm512_cmp_ps_mask(amax, _mm512_set1_ps(1e-15f), _CMP_NGE_UQ);
+  const __m512 id = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(first_max, _mm512_set1_ps(-127.0f)));
+  const Iq4nlTables tables = iq4nl_tables();
+  __m512 entries[4][8];
+  __m512 sumqx = _mm512_setzero_ps(), sumq2 = _mm512_setzero_ps();
+  for (int j = 0; j < 32; ++j) {
+    const __m512 xj = xt[j / 8][j % 8];
+    const __m512 entry = iq4nl_entry16(tables, _mm512_mul_ps(id, xj), tiny);
+    const __m512 wv = _mm512_mul_ps(_mm512_mul_ps(xj, xj), entry);
+    sumqx = _mm512_add_ps(sumqx, _mm512_mul_ps(wv, xj));
+    sumq2 = _mm512_add_ps(sumq2, _mm512_mul_ps(wv, entry));
+    entries[j / 8][j % 8] = entry;
+  }
+  const __m512 d = _mm512_maskz_mov_ps(_knot_mask16(tiny), _mm512_cvtph_ps(_mm512_cvtps_ph(
+      _mm512_div_ps(sumqx, sumq2), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+  for (int tile = 0; tile < 4; ++tile) {
+    for (int k = 0; k < 8; ++k) entries[tile][k] = _mm512_mul_ps(d, entries[tile][k]);
+    transpose8_halves(entries[tile]);
+    for (int b = 0; b < 8; ++b) {
+      _mm256_storeu_ps(y + b * 32 + tile * 8, _mm512_castps512_ps256(entries[tile][b]));
+      _mm256_storeu_ps(y + (b + 8) * 32 + tile * 8, _mm512_extractf32x8_ps(entries[tile][b], 1));
+    }
+  }
+}
+
 }  // namespace
 
 bool available() { return cpu_has_avx2_f16c(); }
 
 int64_t roundtrip(Format format, const float* x, float* y, int64_t blocks) {
   const int64_t whole = blocks - blocks % 8;
-  for (int64_t i = 0; i < whole; i += 8) {
+  int64_t i = 0;
+  if (format == Format::iq4_nl && cpu_has_avx512_vbmi()) {
+    for (; i + 16 <= whole; i += 16) {
+      prefetch_floats(x + (i + 16) * 32, 16 * 32);  // the next batch's 2 KiB, read while this one computes
+      iq4_nl_sixteen(x + i * 32, y + i * 32);
+    }
+  }
+  for (; i < whole; i += 8) {
     const float* in = x + i * 32;
     float* out = y + i * 32;
     switch (format) {

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -91,22 +92,65 @@ void scalar(Type type, const float* x, float* y) {
   FAIL() << "no scalar round trip";
 }
 
+// The dispatched round trip of `x` against the scalar one, bit for bit.
+void expect_scalar_bits(Type type, const std::vector<float>& x) {
+  const int64_t blocks = int64_t(x.size() / 32);
+  std::vector<float> want(x.size()), got(x.size(), 1234.5f);
+  for (int64_t b = 0; b < blocks; ++b) scalar(type, x.data() + 32 * b, want.data() + 32 * b);
+  builtin::ggml_kernels::roundtrip(type, x.data(), got.data(), blocks);  // dispatched: AVX2 where present
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t a, b;
+    std::memcpy(&a, &want[i], 4);
+    std::memcpy(&b, &got[i], 4);
+    ASSERT_EQ(a, b) << "element " << i << " (block " << i / 32 << "): x " << x[i] << ", scalar " << want[i]
+                    << ", dispatched " << got[i];
+  }
+}
+
+// `x` after `lead` blocks of normal draws: with a lead of 8 every block takes the other half of
+// iq4_nl's sixteen-block vectors.
+std::vector<float> after_lead(const std::vector<float>& x, int lead) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> out(size_t(32 * lead));
+  for (float& v : out) v = normal(rng);
+  out.insert(out.end(), x.begin(), x.end());
+  return out;
+}
+
 TEST(GgmlAvx2, FusedRoundTripsAreTheScalarBits) {
   const std::vector<float> x = adversarial_blocks();
-  const int64_t blocks = int64_t(x.size() / 32);
-  ASSERT_NE(blocks % 8, 0);  // a tail for the scalar loop
-  for (Type type : {Type::q8_0, Type::q8_0_x86, Type::q4_0, Type::q4_1, Type::q5_0, Type::q5_1, Type::iq4_nl}) {
-    SCOPED_TRACE(int(type));
-    std::vector<float> want(x.size()), got(x.size(), 1234.5f);
-    for (int64_t b = 0; b < blocks; ++b) scalar(type, x.data() + 32 * b, want.data() + 32 * b);
-    builtin::ggml_kernels::roundtrip(type, x.data(), got.data(), blocks);  // dispatched: AVX2 where present
-    for (size_t i = 0; i < x.size(); ++i) {
-      uint32_t a, b;
-      std::memcpy(&a, &want[i], 4);
-      std::memcpy(&b, &got[i], 4);
-      ASSERT_EQ(a, b) << "element " << i << " (block " << i / 32 << "): x " << x[i] << ", scalar " << want[i]
-                      << ", dispatched " << got[i];
+  ASSERT_NE(x.size() / 32 % 8, 0u);  // a tail for the scalar loop
+  ASSERT_GE(x.size() / 32, 16u + 8u);  // sixteen blocks at once, then eight
+  for (int lead : {0, 8}) {
+    for (Type type : {Type::q8_0, Type::q8_0_x86, Type::q4_0, Type::q4_1, Type::q5_0, Type::q5_1, Type::iq4_nl}) {
+      SCOPED_TRACE(testing::Message() << "type " << int(type) << ", lead " << lead);
+      expect_scalar_bits(type, after_lead(x, lead));
     }
+  }
+}
+
+// iq4_nl defines a NaN's code (15, as ggml's compares give it), so a block holding one has its
+// scalar bits: all NaN, or zeros where the largest other magnitude is below 1e-15. The vector
+// extremes must pass over a NaN as ggml::signed_absmax does, wherever it sits.
+TEST(GgmlAvx2, Iq4nlBlocksWithNaNAreTheScalarBits) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x;
+  auto block = [&](auto value) {
+    for (int j = 0; j < 32; ++j) x.push_back(value(j));
+  };
+  // The largest magnitude just before the NaN and a tiny one just after: an order that let the NaN
+  // drop what came before it would take these blocks for tiny ones.
+  for (int at : {0, 1, 9, 30, 31}) {
+    const int before = (at + 31) % 32, after = (at + 1) % 32;
+    block([&](int j) { return j == at ? nan : j == before ? 5.0f : 0.25f * float(j) - 4.0f; });
+    block([&](int j) { return j == at ? nan : j == before ? 5.0f : j == after ? 1e-17f : 0.0f; });
+    block([&](int j) { return j == at ? nan : j == before ? -5.0f : j == after ? 1e-17f : 0.0f; });
+    block([&](int j) { return j == at ? nan : j == after ? 1e-16f : 0.0f; });
+  }
+  for (int lead : {0, 8}) {
+    SCOPED_TRACE(lead);
+    expect_scalar_bits(Type::iq4_nl, after_lead(x, lead));
   }
 }
 
