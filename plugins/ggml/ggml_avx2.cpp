@@ -333,8 +333,11 @@ struct Iq4nlThresholds {
   }
 };
 
-// The codebook entries of sixteen lanes' v = id · x; `tiny` lanes (blocks below GROUP_MAX_EPS)
-// take entry 0, -127.
+// The codebook entries of sixteen lanes' v = id · x, each lane's v within a block's own range:
+// |v| <= 127 (1 + 2^-22), so floor(v) is one of -128 .. 127. A NaN lane (an infinite or NaN x) gets
+// some entry of the codebook, positive (k = INT_MIN reads k = 0's count, and the threshold test
+// is true for NaN): the block's sums are then NaN or infinite whichever positive entry it is, as
+// ggml's 113, so no output bit depends on it.
 struct Iq4nlTables {
   __m512i t0, t1, t2, t3;
   __m512 values, thresholds;
@@ -349,19 +352,14 @@ KVTUNE_AVX512_VBMI inline Iq4nlTables iq4nl_tables() {
           _mm512_load_si512(counts.bytes + 192), _mm512_load_ps(codebook), _mm512_load_ps(thresholds.t)};
 }
 
-KVTUNE_AVX512_VBMI inline __m512 iq4nl_entry16(const Iq4nlTables& t, __m512 v, __mmask16 tiny) {
-  // floor(v), with NaN and out-of-range values as INT_MIN, held at -128
-  const __m512i k = _mm512_max_epi32(_mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC),
-                                     _mm512_set1_epi32(-128));
+KVTUNE_AVX512_VBMI inline __m512 iq4nl_entry16(const Iq4nlTables& t, __m512 v) {
+  const __m512i k = _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);  // floor(v)
   // the count in each lane's low byte (the permutes below read only an index's low four bits)
   const __m512i low = _mm512_permutex2var_epi8(t.t0, k, t.t1), high = _mm512_permutex2var_epi8(t.t2, k, t.t3);
-  __m512i count = _mm512_mask_blend_epi8(_mm512_movepi8_mask(k), low, high);
-  count = _mm512_mask_mov_epi32(count, _mm512_cmp_ps_mask(v, _mm512_set1_ps(128.0f), _CMP_NLT_UQ),
-                                _mm512_set1_epi32(14));
-  // entry count (hi - 1), or count + 1 from its threshold on (and for NaN, as ggml's false `<`)
+  const __m512i count = _mm512_mask_blend_epi8(_mm512_movepi8_mask(k), low, high);
+  // entry count (hi - 1), or count + 1 from its threshold on
   const __mmask16 up = _mm512_cmp_ps_mask(v, _mm512_permutexvar_ps(count, t.thresholds), _CMP_NLT_UQ);
-  const __m512 entry = _mm512_permutexvar_ps(_mm512_mask_add_epi32(count, up, count, _mm512_set1_epi32(1)), t.values);
-  return _mm512_mask_blend_ps(tiny, entry, _mm512_set1_ps(-127.0f));
+  return _mm512_permutexvar_ps(_mm512_mask_add_epi32(count, up, count, _mm512_set1_epi32(1)), t.values);
 }
 
 KVTUNE_AVX512_VBMI void iq4_nl_entries16(const __m256 (&xt)[4][8], __m256 id, __m256 tiny, __m256 (&entries)[4][8]) {
@@ -369,7 +367,9 @@ KVTUNE_AVX512_VBMI void iq4_nl_entries16(const __m256 (&xt)[4][8], __m256 id, __
   const __m512 ids = both(id, id);
   const __mmask16 small = _mm512_movepi32_mask(_mm512_castps_si512(both(tiny, tiny)));
   for (int j = 0; j < 32; j += 2) {
-    const __m512 entry = iq4nl_entry16(tables, _mm512_mul_ps(ids, both(xt[j / 8][j % 8], xt[j / 8][j % 8 + 1])), small);
+    const __m512 v = _mm512_mul_ps(ids, both(xt[j / 8][j % 8], xt[j / 8][j % 8 + 1]));
+    // blocks below GROUP_MAX_EPS keep code 0, entry -127 (their d = 0 times it is -0)
+    const __m512 entry = _mm512_mask_blend_ps(small, iq4nl_entry16(tables, v), _mm512_set1_ps(-127.0f));
     entries[j / 8][j % 8] = _mm512_castps512_ps256(entry);
     entries[j / 8][j % 8 + 1] = _mm512_extractf32x8_ps(entry, 1);
   }
@@ -480,16 +480,18 @@ KVTUNE_AVX512_VBMI void iq4_nl_sixteen(const float* x, float* y) {
   __m512 sumqx = _mm512_setzero_ps(), sumq2 = _mm512_setzero_ps();
   for (int j = 0; j < 32; ++j) {
     const __m512 xj = xt[j / 8][j % 8];
-    const __m512 entry = iq4nl_entry16(tables, _mm512_mul_ps(id, xj), tiny);
+    const __m512 entry = iq4nl_entry16(tables, _mm512_mul_ps(id, xj));
     const __m512 wv = _mm512_mul_ps(_mm512_mul_ps(xj, xj), entry);
     sumqx = _mm512_add_ps(sumqx, _mm512_mul_ps(wv, xj));
     sumq2 = _mm512_add_ps(sumq2, _mm512_mul_ps(wv, entry));
     entries[j / 8][j % 8] = entry;
   }
-  const __m512 d = _mm512_maskz_mov_ps(_knot_mask16(tiny), _mm512_cvtph_ps(_mm512_cvtps_ph(
-      _mm512_div_ps(sumqx, sumq2), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+  const __m512 d = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_div_ps(sumqx, sumq2), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  // A block below GROUP_MAX_EPS decodes to d = 0 times code 0's -127: -0 (its sums and entries are
+  // never used).
+  const __m512 minus_zero = _mm512_set1_ps(-0.0f);
   for (int tile = 0; tile < 4; ++tile) {
-    for (int k = 0; k < 8; ++k) entries[tile][k] = _mm512_mul_ps(d, entries[tile][k]);
+    for (int k = 0; k < 8; ++k) entries[tile][k] = _mm512_mask_mul_ps(minus_zero, _knot_mask16(tiny), d, entries[tile][k]);
     transpose8_halves(entries[tile]);
     for (int b = 0; b < 8; ++b) {
       _mm256_storeu_ps(y + b * 32 + tile * 8, _mm512_castps512_ps256(entries[tile][b]));

@@ -130,11 +130,11 @@ TEST(GgmlAvx2, FusedRoundTripsAreTheScalarBits) {
   }
 }
 
-// iq4_nl defines a NaN's code (15, as ggml's compares give it), so a block holding one has its
-// scalar bits: all NaN, or zeros where the largest other magnitude is below 1e-15. The vector
-// extremes must pass over a NaN as ggml::signed_absmax does, wherever it sits.
-TEST(GgmlAvx2, Iq4nlBlocksWithNaNAreTheScalarBits) {
-  const float nan = std::numeric_limits<float>::quiet_NaN();
+// iq4_nl defines a NaN's code (15, as ggml's compares give it), so a block holding a NaN or an
+// infinity has its scalar bits: all NaN, or zeros where the largest other magnitude is below
+// 1e-15. The vector extremes must pass over a NaN as ggml::signed_absmax does, wherever it sits.
+TEST(GgmlAvx2, Iq4nlBlocksWithNaNOrInfinityAreTheScalarBits) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   std::vector<float> x;
   auto block = [&](auto value) {
     for (int j = 0; j < 32; ++j) x.push_back(value(j));
@@ -147,6 +147,10 @@ TEST(GgmlAvx2, Iq4nlBlocksWithNaNAreTheScalarBits) {
     block([&](int j) { return j == at ? nan : j == before ? 5.0f : j == after ? 1e-17f : 0.0f; });
     block([&](int j) { return j == at ? nan : j == before ? -5.0f : j == after ? 1e-17f : 0.0f; });
     block([&](int j) { return j == at ? nan : j == after ? 1e-16f : 0.0f; });
+    // An infinity is the block's largest magnitude: id = -0 or +0, its own id * x a NaN.
+    block([&](int j) { return j == at ? inf : j == before ? -inf : 0.25f * float(j) - 4.0f; });
+    block([&](int j) { return j == at ? -inf : 0.25f * float(j) - 4.0f; });
+    block([&](int j) { return j == at ? inf : j == after ? nan : 1.0f; });
   }
   for (int lead : {0, 8}) {
     SCOPED_TRACE(lead);
