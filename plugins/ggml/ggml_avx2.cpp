@@ -416,7 +416,7 @@ KVTUNE_AVX2 void iq4_nl_eight(const float* x, float* y) {
 }
 
 // transpose8 on each 256-bit half of eight 512-bit rows.
-KVTUNE_AVX512_VBMI inline void transpose8_halves(__m512 (&r)[8]) {
+KVTUNE_AVX512_VBMI inline void transpose8_halves(__m512* r) {
   __m512 t[8], u[8];
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
@@ -441,20 +441,20 @@ KVTUNE_AVX512_VBMI inline void transpose8_halves(__m512 (&r)[8]) {
 // 8..15 blocks 8..15, each half transposed as iq4_nl_eight's eight, so every lane still sums its
 // own block in element order, and one chain of 32 additions serves sixteen blocks.
 KVTUNE_AVX512_VBMI void iq4_nl_sixteen(const float* x, float* y) {
-  __m512 xt[4][8];  // xt[j / 8][j % 8]: element j of the sixteen blocks
+  __m512 xt[32];  // element j of the sixteen blocks
   for (int tile = 0; tile < 4; ++tile) {
     for (int b = 0; b < 8; ++b) {
-      xt[tile][b] = both(_mm256_loadu_ps(x + b * 32 + tile * 8), _mm256_loadu_ps(x + (b + 8) * 32 + tile * 8));
+      xt[tile * 8 + b] = both(_mm256_loadu_ps(x + b * 32 + tile * 8), _mm256_loadu_ps(x + (b + 8) * 32 + tile * 8));
     }
-    transpose8_halves(xt[tile]);
+    transpose8_halves(xt + tile * 8);
   }
   // Each block's extremes, the new element first: max_ps returns its second operand when either is
   // NaN, so a NaN element is passed over as ggml::signed_absmax passes it over, and only a NaN
   // first element reaches the result (and leaves the block undecided below).
-  __m512 lo = xt[0][0], hi = xt[0][0];
+  __m512 lo = xt[0], hi = xt[0];
   for (int j = 1; j < 32; ++j) {
-    lo = _mm512_min_ps(xt[j / 8][j % 8], lo);
-    hi = _mm512_max_ps(xt[j / 8][j % 8], hi);
+    lo = _mm512_min_ps(xt[j], lo);
+    hi = _mm512_max_ps(xt[j], hi);
   }
   // As block_signed_max8: the maximum when max > -min, the minimum when -min > max, else the
   // scalar search (a tie of +a and -a, a zero block, a NaN first element).
@@ -476,26 +476,26 @@ KVTUNE_AVX512_VBMI void iq4_nl_sixteen(const float* x, float* y) {
   const __mmask16 tiny = _mm512_cmp_ps_mask(amax, _mm512_set1_ps(1e-15f), _CMP_NGE_UQ);
   const __m512 id = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(first_max, _mm512_set1_ps(-127.0f)));
   const Iq4nlTables tables = iq4nl_tables();
-  __m512 entries[4][8];
+  __m512 entries[32];
   __m512 sumqx = _mm512_setzero_ps(), sumq2 = _mm512_setzero_ps();
   for (int j = 0; j < 32; ++j) {
-    const __m512 xj = xt[j / 8][j % 8];
+    const __m512 xj = xt[j];
     const __m512 entry = iq4nl_entry16(tables, _mm512_mul_ps(id, xj));
     const __m512 wv = _mm512_mul_ps(_mm512_mul_ps(xj, xj), entry);
     sumqx = _mm512_add_ps(sumqx, _mm512_mul_ps(wv, xj));
     sumq2 = _mm512_add_ps(sumq2, _mm512_mul_ps(wv, entry));
-    entries[j / 8][j % 8] = entry;
+    entries[j] = entry;
   }
   const __m512 d = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_div_ps(sumqx, sumq2), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   // A block below GROUP_MAX_EPS decodes to d = 0 times code 0's -127: -0 (its sums and entries are
   // never used).
   const __m512 minus_zero = _mm512_set1_ps(-0.0f);
   for (int tile = 0; tile < 4; ++tile) {
-    for (int k = 0; k < 8; ++k) entries[tile][k] = _mm512_mask_mul_ps(minus_zero, _knot_mask16(tiny), d, entries[tile][k]);
-    transpose8_halves(entries[tile]);
+    for (int k = 0; k < 8; ++k) entries[tile * 8 + k] = _mm512_mask_mul_ps(minus_zero, _knot_mask16(tiny), d, entries[tile * 8 + k]);
+    transpose8_halves(entries + tile * 8);
     for (int b = 0; b < 8; ++b) {
-      _mm256_storeu_ps(y + b * 32 + tile * 8, _mm512_castps512_ps256(entries[tile][b]));
-      _mm256_storeu_ps(y + (b + 8) * 32 + tile * 8, _mm512_extractf32x8_ps(entries[tile][b], 1));
+      _mm256_storeu_ps(y + b * 32 + tile * 8, _mm512_castps512_ps256(entries[tile * 8 + b]));
+      _mm256_storeu_ps(y + (b + 8) * 32 + tile * 8, _mm512_extractf32x8_ps(entries[tile * 8 + b], 1));
     }
   }
 }
