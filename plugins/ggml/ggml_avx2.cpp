@@ -9,6 +9,7 @@
 #endif
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -276,38 +277,24 @@ KVTUNE_AVX2 inline void transpose8(__m256 (&r)[8]) {
   }
 }
 
-// iq4_nl's codebook entries of the 32 transposed element vectors on AVX-512 with VBMI, two vectors
-// (16 lanes) at a time. hi - 1, the count of entries 1..14 not above v (`!(v < e)`), comes from a
-// table: the entries are integers, so for v in [k, k + 1) it is the count of entries not above k,
-// one byte of a 256-byte table indexed by k's low byte (two 128-byte permutes, chosen by bit 7).
-// v >= 128, +inf and NaN count all 14 entries as ggml's compares do; k below -128 (never reached:
-// |v| <= 127 (1 + 2^-22) for a block's own elements) is held at -128, which counts none.
+// iq4_nl's codebook entries on AVX-512 with VBMI, sixteen lanes at a time, without ggml's search:
+// its answer, the entry nearer to v = id · x by `v - below < above - v` on rounded differences, is
+// entry i where i is the count of thresholds t[0..14] not above v, t[c] the float from which entry
+// c + 1 is the nearer of c and c + 1 (each difference is monotonic in v, so the test flips once).
+// Thresholds lie more than 4 apart, so a bucket [4b, 4b + 4) holds at most one: the count at the
+// bucket's start (one byte of a 64-byte table, indexed by b = floor(v) >> 2's low six bits) plus
+// the one compare with the next threshold. A block's own |v| <= 127 (1 + 2^-22), so b is one of
+// -32 .. 31.
 #define KVTUNE_AVX512_VBMI __attribute__((target("avx512f,avx512dq,avx512bw,avx512vbmi,avx2,f16c")))
 
 KVTUNE_AVX512_VBMI inline __m512 both(__m256 low, __m256 high) {
   return _mm512_insertf32x8(_mm512_castps256_ps512(low), high, 1);
 }
 
-// The 256-byte table of counts, as four 64-byte vectors (bytes 0..127 are k = 0..127, bytes
-// 128..255 are k = -128..-1).
-struct Iq4nlCounts {
-  alignas(64) uint8_t bytes[256];
-  Iq4nlCounts() {
-    for (int b = 0; b < 256; ++b) {
-      const int k = b < 128 ? b : b - 256;
-      uint8_t count = 0;
-      for (int e = 1; e < 15; ++e) count += static_cast<float>(k) >= ggml::iq4nl_value(e);
-      bytes[b] = count;
-    }
-  }
-};
-
-// ggml's nearer-entry test between entries c and c + 1, `v - below < above - v` with both
-// differences rounded, is true below one float and false from it on (each side is monotonic in
-// v): thresholds[c] is that float, found by bisection over the floats between the two entries in
-// their order as integers.
 struct Iq4nlThresholds {
+  // t[15] = +inf: above the last threshold the count is 15, and no finite v passes its compare
   alignas(64) float t[16] = {};
+  alignas(64) uint8_t bucket_counts[64] = {};
   Iq4nlThresholds() {
     auto key = [](float f) {  // the floats' order as int32 order (-0 and +0 alike)
       int32_t i;
@@ -320,7 +307,7 @@ struct Iq4nlThresholds {
       std::memcpy(&f, &i, 4);
       return f;
     };
-    for (int c = 0; c < 15; ++c) {
+    for (int c = 0; c < 15; ++c) {  // bisection over the floats from entry c to entry c + 1
       const float below = ggml::iq4nl_value(c), above = ggml::iq4nl_value(c + 1);
       int64_t nearer = key(below), farther = key(above);  // the test holds at `below`, fails at `above`
       while (farther - nearer > 1) {
@@ -330,34 +317,33 @@ struct Iq4nlThresholds {
       }
       t[c] = from_key(int32_t(farther));
     }
+    t[15] = INFINITY;
+    for (int i = 0; i < 64; ++i) {  // byte i: the bucket b with b's low six bits i
+      const float start = 4.0f * float(i < 32 ? i : i - 64);
+      for (int c = 0; c < 15; ++c) bucket_counts[i] += t[c] <= start;
+    }
   }
 };
 
-// The codebook entries of sixteen lanes' v = id · x, each lane's v within a block's own range:
-// |v| <= 127 (1 + 2^-22), so floor(v) is one of -128 .. 127. A NaN lane (an infinite or NaN x) gets
-// some entry of the codebook, positive (k = INT_MIN reads k = 0's count, and the threshold test
-// is true for NaN): the block's sums are then NaN or infinite whichever positive entry it is, as
-// ggml's 113, so no output bit depends on it.
+// A NaN lane (an infinite or NaN x) gets some entry, positive (floor gives INT_MIN, bucket 0, and
+// the compare is true for NaN): the block's sums are then NaN or infinite whichever positive entry
+// it is, as with ggml's 113, so no output bit depends on it.
 struct Iq4nlTables {
-  __m512i t0, t1, t2, t3;
+  __m512i bucket_counts;
   __m512 values, thresholds;
 };
 
 KVTUNE_AVX512_VBMI inline Iq4nlTables iq4nl_tables() {
-  static const Iq4nlCounts counts;
-  static const Iq4nlThresholds thresholds;
+  static const Iq4nlThresholds tables;
   alignas(64) float codebook[16];
   for (int i = 0; i < 16; ++i) codebook[i] = ggml::iq4nl_value(i);
-  return {_mm512_load_si512(counts.bytes), _mm512_load_si512(counts.bytes + 64), _mm512_load_si512(counts.bytes + 128),
-          _mm512_load_si512(counts.bytes + 192), _mm512_load_ps(codebook), _mm512_load_ps(thresholds.t)};
+  return {_mm512_load_si512(tables.bucket_counts), _mm512_load_ps(codebook), _mm512_load_ps(tables.t)};
 }
 
 KVTUNE_AVX512_VBMI inline __m512 iq4nl_entry16(const Iq4nlTables& t, __m512 v) {
-  const __m512i k = _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);  // floor(v)
+  const __m512i bucket = _mm512_srai_epi32(_mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), 2);
   // the count in each lane's low byte (the permutes below read only an index's low four bits)
-  const __m512i low = _mm512_permutex2var_epi8(t.t0, k, t.t1), high = _mm512_permutex2var_epi8(t.t2, k, t.t3);
-  const __m512i count = _mm512_mask_blend_epi8(_mm512_movepi8_mask(k), low, high);
-  // entry count (hi - 1), or count + 1 from its threshold on
+  const __m512i count = _mm512_permutexvar_epi8(bucket, t.bucket_counts);
   const __mmask16 up = _mm512_cmp_ps_mask(v, _mm512_permutexvar_ps(count, t.thresholds), _CMP_NLT_UQ);
   return _mm512_permutexvar_ps(_mm512_mask_add_epi32(count, up, count, _mm512_set1_epi32(1)), t.values);
 }
