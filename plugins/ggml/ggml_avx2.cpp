@@ -15,6 +15,7 @@
 
 #include "kvtune/codecs/ggml_blocks.h"
 #include "kvtune/numeric/cpu_features.h"
+#include "lane_reductions.h"
 #include "prefetch.h"
 
 #define KVTUNE_AVX2 __attribute__((target("avx2,f16c")))
@@ -125,18 +126,18 @@ KVTUNE_AVX2 inline void each_vector(const float* x, float* y, Element element) {
 
 // The element phase on AVX-512 where the CPU has it: each block's 32 elements as two vectors of 16,
 // the same operations in the same order as the AVX2 lambdas below (so the same bits; the
-// GgmlAvx2 tests compare with the scalar codecs on whichever path this machine takes).
-#define KVTUNE_AVX512 __attribute__((target("avx512f,avx512dq,avx2,f16c")))
-
-template <class Element>
+// GgmlAvx2 tests compare with the scalar codecs on whichever path this machine takes), over N = 8
+// blocks (the scales from the AVX2 reductions) or 16 (from the AVX-512 ones below).
+template <int N, class Element>
 KVTUNE_AVX512 inline void each_vector16(const float* x, float* y, Element element) {
-  for (int b = 0; b < 8; ++b) {
+  for (int b = 0; b < N; ++b) {
     for (int k = 0; k < 2; ++k) _mm512_storeu_ps(y + b * 32 + 16 * k, element(_mm512_loadu_ps(x + b * 32 + 16 * k), b));
   }
 }
 
+template <int N>
 KVTUNE_AVX512 void q8_0_elements16(const float* x, float* y, const float* ds, const float* ids, bool x86) {
-  each_vector16(x, y, [&](__m512 v, int b) KVTUNE_AVX512 {
+  each_vector16<N>(x, y, [&](__m512 v, int b) KVTUNE_AVX512 {
     const __m512 scaled = _mm512_mul_ps(v, _mm512_set1_ps(ids[b]));
     __m512 q;
     if (x86) {
@@ -149,27 +150,108 @@ KVTUNE_AVX512 void q8_0_elements16(const float* x, float* y, const float* ds, co
   });
 }
 
+template <int N>
 KVTUNE_AVX512 void signed_max_elements16(const float* x, float* y, const float* ds, const float* ids, float half) {
   const __m512i top = _mm512_set1_epi32(2 * int(half) - 1), offset = _mm512_set1_epi32(int(half));
   const __m512 bias = _mm512_set1_ps(half + 0.5f);
-  each_vector16(x, y, [&](__m512 v, int b) KVTUNE_AVX512 {
+  each_vector16<N>(x, y, [&](__m512 v, int b) KVTUNE_AVX512 {
     const __m512i q =
         _mm512_min_epi32(_mm512_cvttps_epi32(_mm512_add_ps(_mm512_mul_ps(v, _mm512_set1_ps(ids[b])), bias)), top);
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, offset)), _mm512_set1_ps(ds[b]));
   });
 }
 
+template <int N>
 KVTUNE_AVX512 void min_max_elements16(const float* x, float* y, const float* ds, const float* ids, const float* ms,
                                       const float* lows, float levels, bool clamp_top) {
   const __m512i top = _mm512_set1_epi32(int(levels)), mask = _mm512_set1_epi32(clamp_top ? 0x0f : 0x1f);
   const __m512 half = _mm512_set1_ps(0.5f);
-  each_vector16(x, y, [&](__m512 v, int b) KVTUNE_AVX512 {
+  each_vector16<N>(x, y, [&](__m512 v, int b) KVTUNE_AVX512 {
     const __m512 t =
         _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(v, _mm512_set1_ps(lows[b])), _mm512_set1_ps(ids[b])), half);
     __m512i q = _mm512_cvttps_epi32(t);
     q = _mm512_and_si512(clamp_top ? _mm512_min_epi32(q, top) : q, mask);
     return _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(ds[b])), _mm512_set1_ps(ms[b]));
   });
+}
+
+// ---- sixteen blocks at a time on AVX-512: the scale phase of the eight-block functions below on
+// sixteen lanes (the same operations in the same order), each block's two vectors folded first and
+// one reduction across lanes for the sixteen. Read in one 2 KiB burst, they gained only with the
+// next batch read ahead (roundtrip, below).
+
+// Each block's minimum and maximum (lane b: block b); min and max are exact in any order, and the
+// sign of a zero extreme reaches no output bit (min_max_eight, signed_max_eight).
+KVTUNE_AVX512 inline void block_min_max16(const float* x, __m512& lo, __m512& hi) {
+  __m512i l[16], h[16];
+  for (int b = 0; b < 16; ++b) {
+    const __m512 v0 = _mm512_loadu_ps(x + b * 32), v1 = _mm512_loadu_ps(x + b * 32 + 16);
+    l[b] = _mm512_castps_si512(_mm512_min_ps(v0, v1));
+    h[b] = _mm512_castps_si512(_mm512_max_ps(v0, v1));
+  }
+  lo = lanes_min16_ps(l);
+  hi = lanes_max16_ps(h);
+}
+
+// Each block's first element of largest magnitude from its extremes, as block_signed_max8: the
+// maximum when max > -min, the minimum when -min > max, else ggml::signed_absmax itself (a tie of
+// +a and -a, a zero block, a NaN extreme).
+KVTUNE_AVX512 inline __m512 first_of_largest16(const float* x, __m512 lo, __m512 hi) {
+  const __m512 minus_lo = _mm512_xor_ps(lo, _mm512_set1_ps(-0.0f));
+  const __mmask16 hi_wins = _mm512_cmp_ps_mask(hi, minus_lo, _CMP_GT_OQ), lo_wins = _mm512_cmp_ps_mask(minus_lo, hi, _CMP_GT_OQ);
+  const __m512 first_max = _mm512_mask_blend_ps(hi_wins, lo, hi);
+  const unsigned decided = _cvtmask16_u32(_kor_mask16(hi_wins, lo_wins));
+  if (decided == 0xffff) return first_max;
+  alignas(64) float first[16];
+  _mm512_store_ps(first, first_max);
+  for (int b = 0; b < 16; ++b) {
+    float amax = 0.0f;
+    if ((decided >> b & 1) == 0) first[b] = ggml::signed_absmax(x + b * 32, amax);
+  }
+  return _mm512_load_ps(first);
+}
+
+KVTUNE_AVX512 inline __m512 f16_round16(__m512 v) {
+  return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+KVTUNE_AVX512 inline __m512 safe_reciprocal16(__m512 d) {
+  return _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_OQ), _mm512_set1_ps(1.0f), d);
+}
+
+KVTUNE_AVX512 void q8_0_sixteen(const float* x, float* y, bool x86) {
+  __m512 lo, hi;
+  block_min_max16(x, lo, hi);
+  const __m512 amax = _mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi));
+  const __m512 d_exact = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+  alignas(64) float ds[16], ids[16];
+  _mm512_store_ps(ds, f16_round16(d_exact));
+  _mm512_store_ps(ids, x86 ? _mm512_maskz_div_ps(_mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_NEQ_OQ),
+                                                 _mm512_set1_ps(127.0f), amax)
+                           : safe_reciprocal16(d_exact));
+  q8_0_elements16<16>(x, y, ds, ids, x86);
+}
+
+KVTUNE_AVX512 void signed_max_sixteen(const float* x, float* y, float half) {
+  __m512 lo, hi;
+  block_min_max16(x, lo, hi);
+  const __m512 d_exact = _mm512_div_ps(first_of_largest16(x, lo, hi), _mm512_set1_ps(-half));
+  alignas(64) float ds[16], ids[16];
+  _mm512_store_ps(ds, f16_round16(d_exact));
+  _mm512_store_ps(ids, safe_reciprocal16(d_exact));
+  signed_max_elements16<16>(x, y, ds, ids, half);
+}
+
+KVTUNE_AVX512 void min_max_sixteen(const float* x, float* y, float levels, bool clamp_top) {
+  __m512 lo, hi;
+  block_min_max16(x, lo, hi);
+  const __m512 d_exact = _mm512_div_ps(_mm512_sub_ps(hi, lo), _mm512_set1_ps(levels));
+  alignas(64) float ds[16], ids[16], ms[16], lows[16];
+  _mm512_store_ps(ds, f16_round16(d_exact));
+  _mm512_store_ps(ids, safe_reciprocal16(d_exact));
+  _mm512_store_ps(ms, f16_round16(lo));
+  _mm512_store_ps(lows, lo);
+  min_max_elements16<16>(x, y, ds, ids, ms, lows, levels, clamp_top);
 }
 
 KVTUNE_AVX2 void q8_0_eight(const float* x, float* y, bool x86) {
@@ -183,7 +265,7 @@ KVTUNE_AVX2 void q8_0_eight(const float* x, float* y, bool x86) {
   alignas(32) float ds[8], ids[8];
   _mm256_store_ps(ds, d);
   _mm256_store_ps(ids, id);
-  if (cpu_has_avx512()) return q8_0_elements16(x, y, ds, ids, x86);
+  if (cpu_has_avx512()) return q8_0_elements16<8>(x, y, ds, ids, x86);
   each_vector(x, y, [&](__m256 v, int b) KVTUNE_AVX2 {
     const __m256 scaled = _mm256_mul_ps(v, _mm256_set1_ps(ids[b]));
     // The x86 variant rounds half to even: the conversion's own rounding (MXCSR's default).
@@ -200,7 +282,7 @@ KVTUNE_AVX2 void signed_max_eight(const float* x, float* y, float half) {
   alignas(32) float ds[8], ids[8];
   _mm256_store_ps(ds, f16_round(d_exact));
   _mm256_store_ps(ids, safe_reciprocal(d_exact));
-  if (cpu_has_avx512()) return signed_max_elements16(x, y, ds, ids, half);
+  if (cpu_has_avx512()) return signed_max_elements16<8>(x, y, ds, ids, half);
   const __m256i top = _mm256_set1_epi32(2 * int(half) - 1), offset = _mm256_set1_epi32(int(half));
   const __m256 bias = _mm256_set1_ps(half + 0.5f);
   each_vector(x, y, [&](__m256 v, int b) KVTUNE_AVX2 {
@@ -223,7 +305,7 @@ KVTUNE_AVX2 void min_max_eight(const float* x, float* y, float levels, bool clam
   _mm256_store_ps(ids, safe_reciprocal(d_exact));
   _mm256_store_ps(ms, f16_round(e.lo));
   _mm256_store_ps(lows, e.lo);
-  if (cpu_has_avx512()) return min_max_elements16(x, y, ds, ids, ms, lows, levels, clamp_top);
+  if (cpu_has_avx512()) return min_max_elements16<8>(x, y, ds, ids, ms, lows, levels, clamp_top);
   const __m256i top = _mm256_set1_epi32(int(levels)), mask = _mm256_set1_epi32(clamp_top ? 0x0f : 0x1f);
   const __m256 half = _mm256_set1_ps(0.5f);
   each_vector(x, y, [&](__m256 v, int b) KVTUNE_AVX2 {
@@ -442,22 +524,7 @@ KVTUNE_AVX512_VBMI void iq4_nl_sixteen(const float* x, float* y) {
     lo = _mm512_min_ps(xt[j], lo);
     hi = _mm512_max_ps(xt[j], hi);
   }
-  // As block_signed_max8: the maximum when max > -min, the minimum when -min > max, else the
-  // scalar search (a tie of +a and -a, a zero block, a NaN first element).
-  const __m512 minus_lo = _mm512_xor_ps(lo, _mm512_set1_ps(-0.0f));
-  const __mmask16 hi_wins = _mm512_cmp_ps_mask(hi, minus_lo, _CMP_GT_OQ),
-                  lo_wins = _mm512_cmp_ps_mask(minus_lo, hi, _CMP_GT_OQ);
-  __m512 first_max = _mm512_mask_blend_ps(hi_wins, lo, hi);
-  const unsigned decided = _cvtmask16_u32(_kor_mask16(hi_wins, lo_wins));
-  if (decided != 0xffff) {
-    alignas(64) float first[16];
-    _mm512_store_ps(first, first_max);
-    for (int b = 0; b < 16; ++b) {
-      float amax = 0.0f;
-      if ((decided >> b & 1) == 0) first[b] = ggml::signed_absmax(x + b * 32, amax);
-    }
-    first_max = _mm512_load_ps(first);
-  }
+  const __m512 first_max = first_of_largest16(x, lo, hi);
   const __m512 amax = _mm512_abs_ps(first_max);
   const __mmask16 tiny = _mm512_cmp_ps_mask(amax, _mm512_set1_ps(1e-15f), _CMP_NGE_UQ);
   const __m512 id = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(first_max, _mm512_set1_ps(-127.0f)));
@@ -493,10 +560,20 @@ bool available() { return cpu_has_avx2_f16c(); }
 int64_t roundtrip(Format format, const float* x, float* y, int64_t blocks) {
   const int64_t whole = blocks - blocks % 8;
   int64_t i = 0;
-  if (format == Format::iq4_nl && cpu_has_avx512_vbmi()) {
+  if (format == Format::iq4_nl ? cpu_has_avx512_vbmi() : cpu_has_avx512()) {
     for (; i + 16 <= whole; i += 16) {
-      prefetch_floats(x + (i + 16) * 32, 16 * 32);  // the next batch's 2 KiB, read while this one computes
-      iq4_nl_sixteen(x + i * 32, y + i * 32);
+      const float* in = x + i * 32;
+      float* out = y + i * 32;
+      prefetch_floats(in + 16 * 32, 16 * 32);  // the next batch's 2 KiB, read while this one computes
+      switch (format) {
+        case Format::q8_0: q8_0_sixteen(in, out, false); break;
+        case Format::q8_0_x86: q8_0_sixteen(in, out, true); break;
+        case Format::q4_0: signed_max_sixteen(in, out, 8.0f); break;
+        case Format::q5_0: signed_max_sixteen(in, out, 16.0f); break;
+        case Format::q4_1: min_max_sixteen(in, out, 15.0f, true); break;
+        case Format::q5_1: min_max_sixteen(in, out, 31.0f, false); break;
+        case Format::iq4_nl: iq4_nl_sixteen(in, out); break;
+      }
     }
   }
   for (; i < whole; i += 8) {
