@@ -135,9 +135,8 @@ KVTUNE_AVX512 inline void each_vector16(const float* x, float* y, Element elemen
   }
 }
 
-template <int N>
 KVTUNE_AVX512 void q8_0_elements16(const float* x, float* y, const float* ds, const float* ids, bool x86) {
-  each_vector16<N>(x, y, [&](__m512 v, int b) KVTUNE_AVX512 {
+  each_vector16<8>(x, y, [&](__m512 v, int b) KVTUNE_AVX512 {
     const __m512 scaled = _mm512_mul_ps(v, _mm512_set1_ps(ids[b]));
     __m512 q;
     if (x86) {
@@ -175,10 +174,10 @@ KVTUNE_AVX512 void min_max_elements16(const float* x, float* y, const float* ds,
   });
 }
 
-// ---- sixteen blocks at a time on AVX-512: the scale phase of the eight-block functions below on
-// sixteen lanes (the same operations in the same order), each block's two vectors folded first and
-// one reduction across lanes for the sixteen. Read in one 2 KiB burst, they gained only with the
-// next batch read ahead (roundtrip, below).
+// ---- sixteen blocks at a time on AVX-512 (q4_0, q5_0, q4_1, q5_1; iq4_nl below): the scale phase
+// of the eight-block functions below on sixteen lanes (the same operations in the same order), each
+// block's two vectors folded first and one reduction across lanes for the sixteen. Read in one
+// 2 KiB burst, they gained only with the next batch read ahead (roundtrip, below).
 
 // Each block's minimum and maximum (lane b: block b); min and max are exact in any order, and the
 // sign of a zero extreme reaches no output bit (min_max_eight, signed_max_eight).
@@ -219,19 +218,6 @@ KVTUNE_AVX512 inline __m512 safe_reciprocal16(__m512 d) {
   return _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_OQ), _mm512_set1_ps(1.0f), d);
 }
 
-KVTUNE_AVX512 void q8_0_sixteen(const float* x, float* y, bool x86) {
-  __m512 lo, hi;
-  block_min_max16(x, lo, hi);
-  const __m512 amax = _mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi));
-  const __m512 d_exact = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
-  alignas(64) float ds[16], ids[16];
-  _mm512_store_ps(ds, f16_round16(d_exact));
-  _mm512_store_ps(ids, x86 ? _mm512_maskz_div_ps(_mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_NEQ_OQ),
-                                                 _mm512_set1_ps(127.0f), amax)
-                           : safe_reciprocal16(d_exact));
-  q8_0_elements16<16>(x, y, ds, ids, x86);
-}
-
 KVTUNE_AVX512 void signed_max_sixteen(const float* x, float* y, float half) {
   __m512 lo, hi;
   block_min_max16(x, lo, hi);
@@ -265,7 +251,7 @@ KVTUNE_AVX2 void q8_0_eight(const float* x, float* y, bool x86) {
   alignas(32) float ds[8], ids[8];
   _mm256_store_ps(ds, d);
   _mm256_store_ps(ids, id);
-  if (cpu_has_avx512()) return q8_0_elements16<8>(x, y, ds, ids, x86);
+  if (cpu_has_avx512()) return q8_0_elements16(x, y, ds, ids, x86);
   each_vector(x, y, [&](__m256 v, int b) KVTUNE_AVX2 {
     const __m256 scaled = _mm256_mul_ps(v, _mm256_set1_ps(ids[b]));
     // The x86 variant rounds half to even: the conversion's own rounding (MXCSR's default).
@@ -560,14 +546,16 @@ bool available() { return cpu_has_avx2_f16c(); }
 int64_t roundtrip(Format format, const float* x, float* y, int64_t blocks) {
   const int64_t whole = blocks - blocks % 8;
   int64_t i = 0;
-  if (format == Format::iq4_nl ? cpu_has_avx512_vbmi() : cpu_has_avx512()) {
+  // q8_0 gained nothing from sixteen at a time (its scale phase is one reduction): eight, below.
+  const bool q8 = format == Format::q8_0 || format == Format::q8_0_x86;
+  if (!q8 && (format == Format::iq4_nl ? cpu_has_avx512_vbmi() : cpu_has_avx512())) {
     for (; i + 16 <= whole; i += 16) {
       const float* in = x + i * 32;
       float* out = y + i * 32;
       prefetch_floats(in + 16 * 32, 16 * 32);  // the next batch's 2 KiB, read while this one computes
       switch (format) {
-        case Format::q8_0: q8_0_sixteen(in, out, false); break;
-        case Format::q8_0_x86: q8_0_sixteen(in, out, true); break;
+        case Format::q8_0:
+        case Format::q8_0_x86: break;
         case Format::q4_0: signed_max_sixteen(in, out, 8.0f); break;
         case Format::q5_0: signed_max_sixteen(in, out, 16.0f); break;
         case Format::q4_1: min_max_sixteen(in, out, 15.0f, true); break;
