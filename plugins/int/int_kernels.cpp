@@ -655,7 +655,7 @@ KVTUNE_AVX2_F16C inline __m256 lanes_reduce(const __m256* v) {
 // scalar codec's operations in its order. False, computing nothing useful, when a lane needs the
 // scalar path: a zero extreme (its sign depends on the order min and max met the zeros), an
 // infinite or NaN one, an infinite span, or a subnormal divisor (its reciprocal overflows).
-KVTUNE_AVX2_F16C bool params8(__m256 lo, __m256 hi, int bits, bool asym, ScaleType t, __m256& m, __m256& s,
+[[gnu::always_inline]] KVTUNE_AVX2_F16C inline bool params8(__m256 lo, __m256 hi, int bits, bool asym, ScaleType t, __m256& m, __m256& s,
                               __m256& divisor, __m256& recip) {
   const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(INFINITY);
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -747,8 +747,13 @@ KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits
 // and no NaN compare. False (nothing written) when params8 refuses a half: a group all zeros (the
 // sign of its scale's zero depends on the scan), or holding an infinity or a NaN (whose bits lie
 // above infinity's, so amax is NaN); the caller then takes the batch eight groups at a time.
+// AVX-512 with AVX2 and F16C (every AVX-512 CPU has both), so that params8 inlines for both halves
+// and their two chains of divisions and roundings overlap: groups of 32 with f16 scales
+// 0.67 -> 0.61 ms.
+#define KVTUNE_AVX512_F16C __attribute__((target("avx512f,avx512dq,avx2,f16c")))
+
 template <int G>
-KVTUNE_AVX512 bool sixteen_sym_token_groups(const float* x, int64_t group_arg, int bits, ScaleType t, float* y) {
+KVTUNE_AVX512_F16C bool sixteen_sym_token_groups(const float* x, int64_t group_arg, int bits, ScaleType t, float* y) {
   const int64_t group = G > 0 ? G : group_arg;
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   __m512i m[16];
