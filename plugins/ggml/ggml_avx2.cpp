@@ -363,7 +363,9 @@ struct Iq4nlThresholds {
   // t[15] = +inf: above the last threshold the count is 15, and no finite v passes its compare
   alignas(64) float t[16] = {};
   alignas(64) uint8_t bucket_counts[64] = {};
+  alignas(64) float codebook[16] = {};
   Iq4nlThresholds() {
+    for (int i = 0; i < 16; ++i) codebook[i] = ggml::iq4nl_value(i);
     auto key = [](float f) {  // the floats' order as int32 order (-0 and +0 alike)
       int32_t i;
       std::memcpy(&i, &f, 4);
@@ -402,10 +404,8 @@ struct Iq4nlTables {
 };
 
 KVTUNE_AVX512_VBMI inline Iq4nlTables iq4nl_tables() {
-  static const Iq4nlThresholds tables;
-  alignas(64) float codebook[16];
-  for (int i = 0; i < 16; ++i) codebook[i] = ggml::iq4nl_value(i);
-  return {_mm512_load_si512(tables.bucket_counts), _mm512_load_ps(codebook), _mm512_load_ps(tables.t)};
+  static const Iq4nlThresholds tables;  // built once
+  return {_mm512_load_si512(tables.bucket_counts), _mm512_load_ps(tables.codebook), _mm512_load_ps(tables.t)};
 }
 
 KVTUNE_AVX512_VBMI inline __m512 iq4nl_entry16(const Iq4nlTables& t, __m512 v) {

@@ -655,8 +655,8 @@ KVTUNE_AVX2_F16C inline __m256 lanes_reduce(const __m256* v) {
 // scalar codec's operations in its order. False, computing nothing useful, when a lane needs the
 // scalar path: a zero extreme (its sign depends on the order min and max met the zeros), an
 // infinite or NaN one, an infinite span, or a subnormal divisor (its reciprocal overflows).
-[[gnu::always_inline]] KVTUNE_AVX2_F16C inline bool params8(__m256 lo, __m256 hi, int bits, bool asym, ScaleType t, __m256& m, __m256& s,
-                              __m256& divisor, __m256& recip) {
+[[gnu::always_inline]] KVTUNE_AVX2_F16C inline bool params8(__m256 lo, __m256 hi, int bits, bool asym, ScaleType t,
+                                                             __m256& m, __m256& s, __m256& divisor, __m256& recip) {
   const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(INFINITY);
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 special = _mm256_or_ps(_mm256_cmp_ps(lo, zero, _CMP_EQ_UQ), _mm256_cmp_ps(hi, zero, _CMP_EQ_UQ));
