@@ -62,6 +62,12 @@ class FloatScheme final : public Scheme {
 
   std::optional<DeviceFormat> device_format() const override { return format_; }
 
+  SchemeTraits traits() const override {
+    SchemeTraits t = Scheme::traits();
+    t.rows_independent = true;  // element by element
+    return t;
+  }
+
  private:
   static DeviceFormat make_format(CodecKind kind) {
     DeviceFormat f;

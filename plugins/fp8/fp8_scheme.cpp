@@ -81,6 +81,8 @@ class Fp8Scheme final : public Scheme {
     SchemeTraits t = Scheme::traits();
     t.static_scales = config_.scale == Fp8ScaleMode::calibrated;
     t.calibrates_per_head = t.static_scales && config_.granularity == Fp8Granularity::head;
+    // A given scale, or one per token; a dynamic or not yet calibrated scale spans the block.
+    t.rows_independent = config_.scale == Fp8ScaleMode::unit || config_.scale == Fp8ScaleMode::fixed || per_token();
     return t;
   }
 

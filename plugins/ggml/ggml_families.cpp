@@ -104,6 +104,12 @@ class GgmlBlockScheme final : public Scheme {
 
   std::optional<DeviceFormat> device_format() const override { return format_; }
 
+  SchemeTraits traits() const override {
+    SchemeTraits t = Scheme::traits();
+    t.rows_independent = true;  // 32-channel blocks within a token
+    return t;
+  }
+
  private:
   // One f16 scale (and minimum) per 32 channels of a token: kvtune/codecs/packed_layout.h reads
   // the blocks by kind (and sizes them with codec::ggml_block_bytes), the other fields say what the

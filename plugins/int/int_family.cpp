@@ -122,6 +122,12 @@ class IntScheme final : public Scheme {
 
   std::optional<DeviceFormat> device_format() const override { return format_; }
 
+  SchemeTraits traits() const override {
+    SchemeTraits t = Scheme::traits();
+    t.rows_independent = format_.axis == GroupAxis::token;  // a token's scales span only its channels
+    return t;
+  }
+
  private:
   // Groups are tiles of rows_per_tile tokens x cols_per_group channels, numbered token block by
   // token block: group = (row / rows_per_tile) * groups_per_row + col / cols_per_group. The tiling

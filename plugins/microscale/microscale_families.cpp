@@ -178,6 +178,8 @@ class MicroScheme final : public Scheme {
     SchemeTraits t = Scheme::traits();
     t.static_scales = config_.scale == TensorScale::calibrated;
     t.coarse_scales = true;
+    // Blocks within a token; nvfp4's per-tensor scale spans the block unless it is given.
+    t.rows_independent = config_.kind != CodecKind::nvfp4 || config_.scale == TensorScale::fixed;
     return t;
   }
 

@@ -121,6 +121,60 @@ std::vector<std::string> sixteen_bit_scale_specs() {
 INSTANTIATE_TEST_SUITE_P(IntWith16BitScales, SixteenBitScales, ::testing::ValuesIn(sixteen_bit_scale_specs()),
                          spec_test_name);
 
+// A scheme that declares rows_independent (SchemeTraits) round-trips a slice of rows to the bits
+// those rows have inside the whole block: the rotation wrapper then goes a few rows at a time. The
+// first row alone and the rest together, in every accepted shape of two or more tokens.
+class RowsIndependent : public Conformance {};
+
+TEST_P(RowsIndependent, ASliceOfRowsRoundTripsToTheWholeBlocksBits) {
+  const SchemePtr s = scheme();
+  ASSERT_TRUE(s->traits().rows_independent);
+  int64_t slices = 0;
+  for (Shape shape : shapes()) {
+    if (shape.tokens < 2) continue;
+    const Matrix x = keys_like(shape, 11);
+    const Matrix whole = roundtrip(*s, x);
+    for (const auto& [first, count] : {std::pair<int64_t, int64_t>{0, 1}, {1, shape.tokens - 1}}) {
+      if (!s->check_shape(count, shape.head_dim).empty()) continue;
+      Matrix part(count, shape.head_dim);
+      s->roundtrip(x.view().row_range(first, count), {}, part);
+      ++slices;
+      for (int64_t i = 0; i < part.size(); ++i) {
+        ASSERT_EQ(float_bits(part.data()[i]), float_bits(whole.data()[first * shape.head_dim + i]))
+            << shape.tokens << "x" << shape.head_dim << ": rows " << first << ".." << first + count - 1
+            << " alone, element " << i << ": " << part.data()[i] << " against " << whole.data()[first * shape.head_dim + i];
+      }
+    }
+  }
+  EXPECT_GT(slices, 0) << "no accepted shape has a slice to compare";
+}
+
+std::vector<std::string> rows_independent_specs() {
+  std::vector<std::string> out;
+  for (const std::string& spec : all_specs()) {
+    if (builtin_registry().make(spec)->traits().rows_independent) out.push_back(spec);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(DeclaredRowsIndependent, RowsIndependent, ::testing::ValuesIn(rows_independent_specs()),
+                         spec_test_name);
+
+// Who declares it: ggml blocks, per-token int, fp8 with a per-token or given scale, the MX formats,
+// the float formats, and a rotation around any of them; not a scale over the block's tokens
+// (int per channel, fp8 and nvfp4 dynamic per tensor) nor a token policy (sinks are rows by index).
+TEST(ConformanceCoverage, RowsIndependentIsDeclaredWhereRowsRoundTripAlone) {
+  auto declared = [](const char* spec) { return builtin_registry().make(spec)->traits().rows_independent; };
+  for (const char* spec : {"q4_0", "iq4_nl", "int:bits=4,axis=token,group=32", "fp8:scale=dynamic,granularity=token",
+                           "fp8", "mxfp4", "f16", "q4_0:rotation=hadamard", "int:bits=8,axis=token,rotation=random"}) {
+    EXPECT_TRUE(declared(spec)) << spec;
+  }
+  for (const char* spec : {"int:bits=4,axis=channel", "int:bits=8,axis=tensor", "fp8:scale=dynamic", "fp8:scale=calibrated",
+                           "nvfp4", "q4_0:sink_tokens=4"}) {
+    EXPECT_FALSE(declared(spec)) << spec;
+  }
+}
+
 // Every registered family contributes at least one spec.
 TEST(ConformanceCoverage, EveryFamilyIsInstantiated) {
   const std::vector<std::string> specs = all_specs();

@@ -93,6 +93,43 @@ TEST(RotationPolicy, VectorizedGroupsGiveTheScalarTransformsBits) {
   }
 }
 
+// Around a scheme whose rows round-trip alone (rows_independent), the wrapper rotates, round-trips
+// and rotates back 8 KiB of rows at a time. Row counts that leave a partial last tile (16 rows a
+// tile at head_dim 128, 32 at 64), in both roles, must give the whole block's bits: rotate every
+// row, round-trip the whole block once, rotate every row back.
+TEST(RotationPolicy, TiledRoundTripIsTheWholeBlocksBits) {
+  const Matrix data = read_npy(data_path("ggml/input.npy")).values;  // [256, 128]
+  struct Case {
+    const char* inner;
+    int64_t rows, cols, group;
+  };
+  for (const Case& c : {Case{"q4_0", 37, 128, 128}, Case{"q4_0", 15, 128, 64}, Case{"int:bits=4,axis=token", 70, 64, 32},
+                        Case{"fp8:scale=dynamic,granularity=token", 33, 128, 16}}) {
+    const Matrix x = copy_of(ConstMatrixView{data.data(), c.rows, c.cols});
+    const std::string inner = c.inner;
+    const std::string spec = inner + (inner.find(':') == std::string::npos ? ":" : ",") +
+                             "rotation=hadamard,rotation_group=" + std::to_string(c.group);
+    ASSERT_TRUE(make_scheme(c.inner)->traits().rows_independent) << c.inner;
+    for (const Role role : {Role::key, Role::value}) {
+      const QuantContext ctx{role, {}, 0};
+      Matrix want = copy_of(x);
+      for (int64_t r = 0; r < x.rows(); ++r) {
+        for (int64_t j = 0; j < x.cols(); j += c.group) hadamard_transform(want.row(r) + j, int(c.group));
+      }
+      Matrix quantized(x.rows(), x.cols());
+      make_scheme(c.inner)->roundtrip(want, ctx, quantized);
+      for (int64_t r = 0; r < x.rows(); ++r) {
+        for (int64_t j = 0; j < x.cols(); j += c.group) hadamard_transform(quantized.row(r) + j, int(c.group));
+      }
+      Matrix got(x.rows(), x.cols());
+      make_scheme(spec)->roundtrip(x, ctx, got);
+      int64_t mismatches = 0;
+      for (int64_t i = 0; i < x.size(); ++i) mismatches += float_bits(got.data()[i]) != float_bits(quantized.data()[i]);
+      EXPECT_EQ(mismatches, 0) << spec << (role == Role::key ? " (key)" : " (value)");
+    }
+  }
+}
+
 TEST(RotationPolicy, DefaultGroupDependsOnTheRole) {
   const Matrix x = read_npy(data_path("ggml/input.npy")).values;  // head_dim 128
   const SchemePtr s = make_scheme("q4_0:rotation=hadamard");

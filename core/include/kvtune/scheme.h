@@ -66,6 +66,10 @@ struct SchemeTraits {
                                   // top code, a midpoint zero point puts both extremes on half steps,
                                   // a scale with its low mantissa bits cleared loses 16 ulps):
                                   // tokenint with round=trunc, zero=mid or zero_in_scale
+  bool rows_independent = false; // a row's round trip reads that row alone (per-token scales, ggml
+                                  // blocks, fixed scales): a slice of rows round-trips to the bits
+                                  // it has inside the whole block, so a wrapper may go a few rows
+                                  // at a time (conformance check rows_round_trip_alone)
   bool policy_wrapper = false;    // a cache policy (policy.h) around an inner scheme
   bool device_format = false;     // device_format() describes its bytes to the CUDA kernels
   bool from_plugin = false;       // its code comes from a shared library (evaluated in a child process)
