@@ -159,7 +159,8 @@ double peak_fma_rate() {
 //   shared_ms        grid − 64 · per_pair_ms: the reference and the 16 quantizations
 //   fma_floor_ms     the 64 float32 probs · values products (64 × queries × T × D multiply-adds)
 //                    at the core's measured multiply-add rate: no grid on this core is faster
-//   floor_over_pairs fma_floor_ms / pairs_ms: the lowest grid_over_pairs this core allows
+//   floor_over_pairs fma_floor_ms / pairs_ms: the part of grid_over_pairs no faster product can
+//                    remove on this core (the shared work comes on top of it)
 void BM_GridVsPairs(benchmark::State& state) {
   const auto c = std::make_shared<const kvtune::Case>(make_case(state.range(0)));
   const std::vector<kvtune::PairRequest> requests = grid_pairs();

@@ -69,7 +69,7 @@ struct SchemeTraits {
   bool rows_independent = false; // a row's round trip reads that row alone (per-token scales, ggml
                                   // blocks, fixed scales): a slice of rows round-trips to the bits
                                   // it has inside the whole block, so a wrapper may go a few rows
-                                  // at a time (conformance check rows_round_trip_alone)
+                                  // at a time (tests/conformance, suite RowsIndependent)
   bool policy_wrapper = false;    // a cache policy (policy.h) around an inner scheme
   bool device_format = false;     // device_format() describes its bytes to the CUDA kernels
   bool from_plugin = false;       // its code comes from a shared library (evaluated in a child process)
