@@ -286,8 +286,7 @@ class RotatedScheme final : public Scheme {
   // The rotated input in this thread's scratch buffer, valid until the thread's next call: a fresh
   // [T, D] copy per call would page-fault on every call (the inner scheme only reads it).
   ConstMatrixView rotated(ConstMatrixView x, const QuantContext& ctx) const {
-    const std::string why = check_shape(x.rows, x.cols);
-    if (!why.empty()) throw InputError(why);
+    require_shape(x.rows, x.cols);
     thread_local std::vector<float> scratch;
     if (scratch.size() < size_t(x.size())) scratch.resize(size_t(x.size()));
     const MatrixView copy{scratch.data(), x.rows, x.cols};
@@ -315,8 +314,7 @@ class RotatedScheme final : public Scheme {
   // Tiles of 16 KiB and more were slower, reading the next tile ahead too. Every element sees the
   // same operations: the same bits.
   void roundtrip_in_tiles(ConstMatrixView x, const QuantContext& ctx, MatrixView out) const {
-    const std::string why = check_shape(x.rows, x.cols);
-    if (!why.empty()) throw InputError(why);
+    require_shape(x.rows, x.cols);
     const int64_t g = group_for(ctx, x.cols);
     if (g <= 0) return inner_->roundtrip(x, ctx, out);  // nothing to rotate (as rotate())
     constexpr int64_t kTileBytes = 8192;

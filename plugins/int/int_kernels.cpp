@@ -570,6 +570,8 @@ __attribute__((target("avx2"))) void one_token_group(const float* xs, int64_t gr
 // adjustments on the dtype's bits. Batches with a zero, infinite or NaN extreme, or a subnormal
 // divisor, take the one-group path instead, so signed zeros and special values never reach it.
 #define KVTUNE_AVX2_F16C __attribute__((target("avx2,f16c")))
+// AVX-512 code that inlines AVX2 + F16C helpers (params8).
+#define KVTUNE_AVX512_F16C __attribute__((target("avx512f,avx512dq,avx2,f16c")))
 
 // stored_scale for finite v.
 KVTUNE_AVX2_F16C inline __m256 stored8(__m256 v, ScaleType t) {
@@ -747,11 +749,9 @@ KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits
 // and no NaN compare. False (nothing written) when params8 refuses a half: a group all zeros (the
 // sign of its scale's zero depends on the scan), or holding an infinity or a NaN (whose bits lie
 // above infinity's, so amax is NaN); the caller then takes the batch eight groups at a time.
-// AVX-512 with AVX2 and F16C (every AVX-512 CPU has both), so that params8 inlines for both halves
-// and their two chains of divisions and roundings overlap: groups of 32 with f16 scales
-// 0.67 -> 0.61 ms.
-#define KVTUNE_AVX512_F16C __attribute__((target("avx512f,avx512dq,avx2,f16c")))
-
+// AVX-512 with AVX2 and F16C (every AVX-512 CPU has both, see KVTUNE_AVX512_F16C), so that
+// params8 inlines for both halves and their two chains of divisions and roundings overlap: groups
+// of 32 with f16 scales 0.67 -> 0.61 ms.
 template <int G>
 KVTUNE_AVX512_F16C bool sixteen_sym_token_groups(const float* x, int64_t group_arg, int bits, ScaleType t, float* y) {
   const int64_t group = G > 0 ? G : group_arg;
