@@ -10,9 +10,11 @@ namespace kvtune {
 namespace {
 
 // Softmax per row: p = exp(l - max) / Σ, and log_norm = max + log Σ. One exp per element, eight at
-// a time (kernels::exp_shifted).
-void finish_softmax(AttentionScores& s) {
+// a time (kernels::exp_shifted). For float32 products also p rounded to float32, while p is in cache.
+void finish_softmax(AttentionScores& s, Precision precision) {
   s.probs.resize(s.logits.size());
+  const bool narrow = precision == Precision::float32;
+  s.probs32.resize(narrow ? s.logits.size() : 0);
   s.log_norm.resize(static_cast<size_t>(s.queries));
   for (int64_t i = 0; i < s.queries; ++i) {
     const double* l = s.logit_row(i);
@@ -20,6 +22,7 @@ void finish_softmax(AttentionScores& s) {
     const double m = *std::max_element(l, l + s.tokens);
     const double sum = kernels::exp_shifted(l, s.tokens, m, p);
     for (int64_t j = 0; j < s.tokens; ++j) p[j] /= sum;
+    if (narrow) std::copy(p, p + s.tokens, s.probs32.data() + i * s.tokens);
     s.log_norm[static_cast<size_t>(i)] = m + std::log(sum);
   }
 }
@@ -37,7 +40,7 @@ void attention_scores(ConstMatrixView queries, ConstMatrixView keys, AttentionSc
     const std::vector<double> q(queries.data, queries.data + queries.size());
     kernels::logits(q.data(), queries.rows, keys.data, keys.rows, keys.cols, scale, out.logits.data());
   }
-  finish_softmax(out);
+  finish_softmax(out, precision);
 }
 
 AttentionScores attention_scores(ConstMatrixView queries, ConstMatrixView keys) {
@@ -46,27 +49,49 @@ AttentionScores attention_scores(ConstMatrixView queries, ConstMatrixView keys) 
   return s;
 }
 
-AttentionScores scores_from_raw_logits(ConstMatrixView raw, int64_t head_dim) {
+AttentionScores scores_from_raw_logits(ConstMatrixView raw, int64_t head_dim, Precision precision) {
   AttentionScores s;
   s.queries = raw.rows;
   s.tokens = raw.cols;
   s.logits.resize(static_cast<size_t>(raw.size()));
   const double scale = 1.0 / std::sqrt(double(head_dim));
   for (int64_t i = 0; i < raw.size(); ++i) s.logits[i] = double(raw.data[i]) * scale;
-  finish_softmax(s);
+  finish_softmax(s, precision);
   return s;
 }
 
 void attention_outputs(std::span<const double* const> prob_rows, ConstMatrixView values, double* out,
                        Precision precision) {
-  (precision == Precision::float32 ? kernels::probs_times_values_f32 : kernels::probs_times_values)(
-      prob_rows.data(), int64_t(prob_rows.size()), values.data, values.rows, values.cols, out);
+  const int64_t nrows = int64_t(prob_rows.size());
+  if (precision == Precision::float64) {
+    kernels::probs_times_values(prob_rows.data(), nrows, values.data, values.rows, values.cols, out);
+    return;
+  }
+  std::vector<float> narrow(static_cast<size_t>(nrows * values.rows));
+  std::vector<const float*> rows32;
+  for (int64_t r = 0; r < nrows; ++r) {
+    float* row = narrow.data() + r * values.rows;
+    std::copy(prob_rows[size_t(r)], prob_rows[size_t(r)] + values.rows, row);
+    rows32.push_back(row);
+  }
+  attention_outputs(rows32, values, out);
+}
+
+void attention_outputs(std::span<const float* const> prob_rows32, ConstMatrixView values, double* out) {
+  kernels::probs_times_values_f32(prob_rows32.data(), int64_t(prob_rows32.size()), values.data, values.rows,
+                                  values.cols, out);
 }
 
 std::vector<double> attention_output(const AttentionScores& scores, ConstMatrixView values, Precision precision) {
+  std::vector<double> out(static_cast<size_t>(scores.queries * values.cols));
+  if (precision == Precision::float32 && scores.probs32.size() == scores.probs.size()) {
+    std::vector<const float*> rows;
+    for (int64_t i = 0; i < scores.queries; ++i) rows.push_back(scores.prob32_row(i));
+    attention_outputs(rows, values, out.data());
+    return out;
+  }
   std::vector<const double*> rows;
   for (int64_t i = 0; i < scores.queries; ++i) rows.push_back(scores.prob_row(i));
-  std::vector<double> out(static_cast<size_t>(scores.queries * values.cols));
   attention_outputs(rows, values, out.data(), precision);
   return out;
 }

@@ -497,10 +497,10 @@ void logits_f32(const float* q, int64_t nq, const float* k, int64_t t, int64_t d
 namespace {
 
 // Adds Σ_j p[r][j] · v[j, e..e+16·Cols) over n ≤ kChain tokens to out[r] for `Rows` rows: a float32
-// chain over the n tokens (p rounded to float32), then one float64 addition per element. D > 0 fixes
-// the row stride at compile time.
-template <int Rows, int Cols, int D, class P>
-[[gnu::always_inline]] inline void chain_columns(const P* const* p, const float* v, int64_t n, int64_t d,
+// chain over the n tokens, then one float64 addition per element. D > 0 fixes the row stride at
+// compile time.
+template <int Rows, int Cols, int D>
+[[gnu::always_inline]] inline void chain_columns(const float* const* p, const float* v, int64_t n, int64_t d,
                                                  int64_t e, double* const* out) {
   const int64_t dd = D > 0 ? D : d;
   v16f acc[Rows][Cols];
@@ -512,7 +512,7 @@ template <int Rows, int Cols, int D, class P>
   for (int64_t j = 0; j < n; ++j) {
 #pragma GCC unroll 4
     for (int r = 0; r < Rows; ++r) {
-      const float w = float(p[r][j]);
+      const float w = p[r][j];
 #pragma GCC unroll 16
       for (int c = 0; c < Cols; ++c) acc[r][c] += w * load16(v + j * dd + e + 16 * c);
     }
@@ -526,84 +526,62 @@ template <int Rows, int Cols, int D, class P>
   }
 }
 
-// Every column of `Rows` rows over one chain of n tokens: blocks of 16 · Cols columns, then of 16,
-// then single columns (the same chain, scalar).
-template <int Rows, int Cols, int D, class P>
-[[gnu::always_inline]] inline void chain(const P* const* p, const float* v, int64_t n, int64_t d,
-                                         double* const* out) {
-  const int64_t body = d - d % 16;
-  int64_t e = 0;
-  for (; e + 16 * Cols <= body; e += 16 * Cols) chain_columns<Rows, Cols, D>(p, v, n, d, e, out);
-  for (; e < body; e += 16) chain_columns<Rows, 1, D>(p, v, n, d, e, out);
-  for (; e < d; ++e) {
-    for (int r = 0; r < Rows; ++r) {
+// One chain of n ≤ kChain tokens from c for every row: each 16 · Cols columns of it (16 KiB of
+// values at d = 128, L1-resident) serve every row group before the next, so the values come from
+// L2 once per chain instead of once per row group. Then the columns past the last such block,
+// sixteen at a time, then one at a time (the same chains, scalar).
+template <int Rows, int Cols, int D>
+[[gnu::always_inline]] inline void chain_every_row(const float* const* rows, int64_t nrows, const float* v, int64_t c,
+                                                   int64_t n, int64_t d, double* out) {
+  const int64_t body = d - d % (16 * Cols);
+  const float* vc = v + c * d;
+  for (int64_t e = 0; e < body; e += 16 * Cols) {
+    int64_t r = 0;
+    for (; r + Rows <= nrows; r += Rows) {
+      const float* pc[Rows];
+      double* o[Rows];
+      for (int x = 0; x < Rows; ++x) pc[x] = rows[r + x] + c, o[x] = out + (r + x) * d;
+      chain_columns<Rows, Cols, D>(pc, vc, n, d, e, o);
+    }
+    for (; r < nrows; ++r) {
+      const float* pc[1] = {rows[r] + c};
+      double* o[1] = {out + r * d};
+      chain_columns<1, Cols, D>(pc, vc, n, d, e, o);
+    }
+  }
+  if (body == d) return;
+  for (int64_t r = 0; r < nrows; ++r) {
+    const float* pc[1] = {rows[r] + c};
+    double* o[1] = {out + r * d};
+    int64_t e = body;
+    for (; e + 16 <= d; e += 16) chain_columns<1, 1, D>(pc, vc, n, d, e, o);
+    for (; e < d; ++e) {
+      // std::fma, not `acc += p * v`: GCC vectorizes that loop's products and keeps only the
+      // additions in order, so nothing fuses and these columns would round differently.
       float acc = 0.0f;
-      for (int64_t j = 0; j < n; ++j) acc += float(p[r][j]) * v[j * d + e];
-      out[r][e] += double(acc);
+      for (int64_t j = 0; j < n; ++j) acc = std::fma(pc[0][j], vc[j * d + e], acc);
+      o[0][e] += double(acc);
     }
   }
 }
 
-// Rows rows over n tokens from j0 (one block of values, L2-resident), one chain of kChain tokens
-// after another, so the rows' outputs stay in L1 across the block's chains.
-template <int Rows, int Cols, int D, class P>
-[[gnu::always_inline]] inline void chain_block(const P* const* p, const float* v, int64_t j0, int64_t n,
-                                               int64_t d, double* const* o) {
-  for (int64_t c = j0; c < j0 + n; c += kChain) {
-    const P* pc[Rows];
-    for (int x = 0; x < Rows; ++x) pc[x] = p[x] + c;
-    chain<Rows, Cols, D>(pc, v + c * d, std::min(kChain, j0 + n - c), d, o);
-  }
-}
-
-// Every row over one block: Rows at a time, then one at a time.
-template <int Rows, int Cols, int D, class P>
-[[gnu::always_inline]] inline void chain_rows(const P* const* rows, int64_t nrows, const float* v, int64_t j0,
-                                              int64_t n, int64_t d, double* out) {
-  int64_t r = 0;
-  for (; r + Rows <= nrows; r += Rows) {
-    double* o[Rows];
-    for (int x = 0; x < Rows; ++x) o[x] = out + (r + x) * d;
-    chain_block<Rows, Cols, D>(rows + r, v, j0, n, d, o);
-  }
-  for (; r < nrows; ++r) {
-    double* o[1] = {out + r * d};
-    chain_block<1, Cols, D>(rows + r, v, j0, n, d, o);
-  }
-}
-
-// Blocks of 256 tokens (128 KiB of values at d = 128, kept in L2 while every row passes over
-// them; a multiple of kChain, so the chains are the same whatever the block). On AVX-512 the rows
-// are first rounded to float32 (the chains' own first step, done once per element instead of once
-// per column block), and taken 4 rows × 4 column vectors at a time: 16 accumulators, and 8 loads
-// per 16 multiply-adds where 2 × 8 with memory operands needed 18. 1 × 4 of the float64 rows
-// elsewhere (AVX2's 16 registers).
+// One chain of kChain tokens at a time over every row (chain_every_row). On AVX-512 4 rows × 4
+// column vectors at a time: 16 accumulators, and 8 loads per 16 multiply-adds where 2 × 8 with
+// memory operands needed 18. 1 × 4 elsewhere (AVX2's 16 registers).
 template <int D>
-[[gnu::always_inline]] inline void probs_times_values32(const double* const* rows, int64_t nrows, const float* v,
+[[gnu::always_inline]] inline void probs_times_values32(const float* const* rows, int64_t nrows, const float* v,
                                                         int64_t t, int64_t d, double* out) {
-  constexpr int64_t kBlock = 256;
-  static_assert(kBlock % kChain == 0);
-  if (!wide_vectors()) {
-    for (int64_t j0 = 0; j0 < t; j0 += kBlock) chain_rows<1, 4, D>(rows, nrows, v, j0, std::min(kBlock, t - j0), d, out);
-    return;
-  }
-  thread_local std::vector<float> narrow;  // grown, never shrunk: no page faults per call
-  if (narrow.size() < size_t(nrows * t)) narrow.resize(size_t(nrows * t));
-  std::vector<const float*> rows32(static_cast<size_t>(nrows));
-  for (int64_t r = 0; r < nrows; ++r) {
-    float* dst = narrow.data() + r * t;
-    for (int64_t j = 0; j < t; ++j) dst[j] = float(rows[r][j]);
-    rows32[size_t(r)] = dst;
-  }
-  for (int64_t j0 = 0; j0 < t; j0 += kBlock) {
-    chain_rows<4, 4, D>(rows32.data(), nrows, v, j0, std::min(kBlock, t - j0), d, out);
+  const bool wide = wide_vectors();
+  for (int64_t c = 0; c < t; c += kChain) {
+    const int64_t n = std::min(kChain, t - c);
+    wide ? chain_every_row<4, 4, D>(rows, nrows, v, c, n, d, out) : chain_every_row<1, 4, D>(rows, nrows, v, c, n, d, out);
   }
 }
 
 }  // namespace
 
 KVTUNE_ATTENTION_CLONES
-void probs_times_values_f32(const double* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d,
+void probs_times_values_f32(const float* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d,
                             double* out) {
   std::fill(out, out + nrows * d, 0.0);
   switch (d) {

@@ -16,8 +16,10 @@ void logits(const double* q, int64_t nq, const float* k, int64_t t, int64_t d, d
 // out[r * d + e] = Σ_j rows[r][j] · v[j * d + e]   for r < nrows   (v is [t, d])
 void probs_times_values(const double* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d, double* out);
 
-// The same two products in float32 arithmetic (Precision::float32), two to three times faster.
-// Bounds against the exact real-number result, with u = 2^-24:
+// The same two products in float32 arithmetic (Precision::float32), two to three times faster; the
+// probabilities come already rounded to float32 (AttentionScores::probs32, once per score set
+// rather than once per value configuration that reads them). Bounds against the exact real-number
+// result of the float64 probabilities, with u = 2^-24:
 //   logits_f32:  |out - exact| ≤ (⌈d/16⌉ + 5) · u · scale · Σ_e |q_e · k_e|
 //                (sixteen lanes of ⌈d/16⌉ float32 multiply-adds, four float32 folds, one scaling);
 //   probs_times_values_f32:  |out - exact| ≤ (kChain + 2) · u · Σ_j p_j · |v_je|
@@ -25,7 +27,7 @@ void probs_times_values(const double* const* rows, int64_t nrows, const float* v
 // The float64 kernels above are within (⌈d/8⌉ + 4) · 2^-53 of the same sums.
 inline constexpr int64_t kChain = 64;
 void logits_f32(const float* q, int64_t nq, const float* k, int64_t t, int64_t d, double scale, double* out);
-void probs_times_values_f32(const double* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d,
+void probs_times_values_f32(const float* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d,
                             double* out);
 
 // One query's logit errors of a quantized key cache against the reference: max |lq - lr|, the same

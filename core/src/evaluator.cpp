@@ -162,7 +162,7 @@ void key_scores(const Scheme& scheme, const Case& c, const QuantContext& ctx, co
     Matrix raw(c.queries.rows(), c.keys.rows());
     scheme.logits(c.queries, packed, c.keys.rows(), ctx, raw);
     require_finite_logits(raw, scheme, c.keys_file);
-    out = scores_from_raw_logits(raw, c.keys.cols());
+    out = scores_from_raw_logits(raw, c.keys.cols(), precision);
     return;
   }
   const MatrixView keys = ws.cache_like(c.keys);
@@ -232,12 +232,23 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
     const SchemePtr v_run = calibrated(plan.v_schemes[v], c, Role::value);
     const MatrixView values = ws.cache_like(c.values);
     backend.roundtrip(*v_run, c.values, vctx, values);
-    std::vector<const double*> rows;
-    for (size_t kk : ks) {
-      for (int64_t i = 0; i < nq; ++i) rows.push_back(ws.k_scores[kk].prob_row(i));
+    // The probability rows of every K configuration paired with v, stacked: float32 ones (rounded
+    // once per K configuration, probs32) for float32 products.
+    const auto stacked = [&](auto row_of) {
+      std::vector<decltype(row_of(ws.k_scores[0], 0))> rows;
+      for (size_t kk : ks) {
+        for (int64_t i = 0; i < nq; ++i) rows.push_back(row_of(ws.k_scores[kk], i));
+      }
+      return rows;
+    };
+    ws.outs.resize(ks.size() * size_t(nq * d));
+    if (plan.precision == Precision::float32) {
+      attention_outputs(stacked([](const AttentionScores& s, int64_t i) { return s.prob32_row(i); }), values,
+                        ws.outs.data());
+    } else {
+      attention_outputs(stacked([](const AttentionScores& s, int64_t i) { return s.prob_row(i); }), values,
+                        ws.outs.data());
     }
-    ws.outs.resize(rows.size() * size_t(d));
-    attention_outputs(rows, values, ws.outs.data(), plan.precision);
     // p · inf and 0 · inf are both non-finite: a non-finite value always reaches the outputs.
     if (!kernels::all_finite(ws.outs.data(), int64_t(ws.outs.size()))) {
       require_finite_roundtrip(c.values, values, *v_run, Role::value, c.values_file);

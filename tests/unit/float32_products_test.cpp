@@ -146,6 +146,44 @@ TEST(Float32Products, OutputsStayWithinTheirBound) {
   }
 }
 
+// Each output element is its float32 chains, bit for bit: per chain of 64 tokens a float32
+// multiply-add chain (FMA) from 0 over p rounded to float32, each chain's sum added in float64 in
+// token order. With 9 rows (two groups of four, one alone) of scores made for float32 (probs32),
+// stacked from two score sets, and with the float64 rows the evaluator would otherwise round: the
+// same bits. Any other blocking of tokens or order of chains fails it.
+TEST(Float32Products, OutputsAreTheirChainsBitForBit) {
+  std::mt19937 rng(23);
+  for (const int64_t d : {5, 40, 64, 128, 131}) {
+    for (const int64_t t : {1, 63, 64, 65, 300}) {
+      const Matrix q = random_matrix(9, d, rng), k = random_matrix(t, d, rng), v = random_matrix(t, d, rng);
+      AttentionScores a, b;
+      attention_scores(q.view().row_range(0, 5), k, a, Precision::float32);
+      attention_scores(q.view().row_range(5, 4), k, b, Precision::float32);
+      ASSERT_EQ(a.probs32.size(), a.probs.size());
+      std::vector<const float*> rows32;
+      std::vector<const double*> rows64;
+      for (const AttentionScores* s : {&a, &b}) {
+        for (int64_t i = 0; i < s->queries; ++i) rows32.push_back(s->prob32_row(i)), rows64.push_back(s->prob_row(i));
+      }
+      std::vector<double> stacked(9 * size_t(d)), from64(9 * size_t(d));
+      attention_outputs(rows32, v, stacked.data());
+      attention_outputs(rows64, v, from64.data(), Precision::float32);
+      ASSERT_EQ(stacked, from64) << "d " << d << " t " << t;
+      for (int64_t r = 0; r < 9; ++r) {
+        for (int64_t e = 0; e < d; ++e) {
+          double want = 0.0;
+          for (int64_t c = 0; c < t; c += 64) {
+            float chain = 0.0f;
+            for (int64_t j = c; j < std::min(t, c + 64); ++j) chain = std::fma(float(rows64[size_t(r)][j]), v(j, e), chain);
+            want += double(chain);
+          }
+          ASSERT_EQ(stacked[size_t(r * d + e)], want) << "d " << d << " t " << t << " [" << r << ", " << e << "]";
+        }
+      }
+    }
+  }
+}
+
 // Norm of a vector.
 double norm(const std::vector<double>& x) {
   double s = 0;

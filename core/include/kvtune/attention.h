@@ -32,29 +32,39 @@ constexpr std::optional<Precision> precision_from_name(std::string_view name) {
 }
 
 // Logits and probabilities of one set of queries against one key cache, [Nq, T] row-major float64;
-// log_norm holds log Σ_j exp(logit_ij) per query, so log p_ij = logit_ij - log_norm_i.
+// log_norm holds log Σ_j exp(logit_ij) per query, so log p_ij = logit_ij - log_norm_i. probs32 is
+// probs rounded to float32 when the scores were made for float32 products (empty otherwise): the
+// float32 product's first step, taken once here instead of once per value configuration.
 struct AttentionScores {
   int64_t queries = 0, tokens = 0;
   std::vector<double> logits, probs, log_norm;
+  std::vector<float> probs32;
   const double* logit_row(int64_t i) const { return logits.data() + i * tokens; }
   const double* prob_row(int64_t i) const { return probs.data() + i * tokens; }
+  const float* prob32_row(int64_t i) const { return probs32.data() + i * tokens; }
 };
 
 // logits = (q · k_j) / sqrt(D), softmax over j. The second form reuses `out`'s storage (an
-// evaluator keeps one AttentionScores per key configuration across cases).
+// evaluator keeps one AttentionScores per key configuration across cases); with float32 it also
+// fills probs32.
 AttentionScores attention_scores(ConstMatrixView queries, ConstMatrixView keys);
 void attention_scores(ConstMatrixView queries, ConstMatrixView keys, AttentionScores& out,
                       Precision precision = Precision::float64);
 
-// Scores from logits given without the 1/sqrt(D) factor (a scheme's logits estimator).
-AttentionScores scores_from_raw_logits(ConstMatrixView raw_logits, int64_t head_dim);
+// Scores from logits given without the 1/sqrt(D) factor (a scheme's logits estimator); probs32 as
+// attention_scores fills it for `precision`.
+AttentionScores scores_from_raw_logits(ConstMatrixView raw_logits, int64_t head_dim,
+                                       Precision precision = Precision::float64);
 
 // out[r, :] = Σ_j prob_rows[r][j] · values[j, :] for every row r, [rows.size(), D] row-major. One
 // pass over `values` serves every row, so the rows of several key configurations share it.
 void attention_outputs(std::span<const double* const> prob_rows, ConstMatrixView values, double* out,
                        Precision precision = Precision::float64);
+// The same in float32 from rows already rounded to float32 (prob32_row): the same bits as the
+// float64 rows they were rounded from with Precision::float32.
+void attention_outputs(std::span<const float* const> prob_rows32, ConstMatrixView values, double* out);
 
-// out [Nq, D] = probs · values.
+// out [Nq, D] = probs · values (from probs32 with float32 when the scores have it).
 std::vector<double> attention_output(const AttentionScores& scores, ConstMatrixView values,
                                      Precision precision = Precision::float64);
 
