@@ -99,12 +99,31 @@ struct RowParams {
 // A span beyond float range (values near +-3.4e38) saturates, as the int codec does.
 inline float span_of(float lo, float hi) { return hi - lo <= 3.402823466e38f ? hi - lo : 3.402823466e38f; }
 
-inline RowParams fit_row(const float* x, int64_t d, const Config& c) {
-  float lo = x[0], hi = x[0];
-  for (int64_t i = 1; i < d; ++i) {
-    lo = std::min(lo, x[i]);
-    hi = std::max(hi, x[i]);
+// lo = min x, hi = max x of a row of d >= 1 as the sequential std::min / std::max from x[0] gives
+// them (a NaN at x[0] stays, a NaN later is passed over): sixteen lanes that each start from x[0],
+// so they vectorize. Only a zero extreme can differ in its sign from the sequential one (which of
+// +0 and -0 comes first), and a zero scale or offset keeps that sign, so those rows take the
+// sequential loop.
+[[gnu::always_inline]] inline void row_extremes(const float* x, int64_t d, float& lo, float& hi) {
+  using Lanes = float __attribute__((vector_size(64), aligned(4)));
+  Lanes l = Lanes{} + x[0], h = l;
+  int64_t i = 0;
+  for (; i + 16 <= d; i += 16) {
+    const Lanes v = *reinterpret_cast<const Lanes*>(x + i);
+    l = v < l ? v : l;
+    h = h < v ? v : h;
   }
+  lo = l[0], hi = h[0];
+  for (int k = 1; k < 16; ++k) lo = std::min(lo, l[k]), hi = std::max(hi, h[k]);
+  for (; i < d; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
+  if (lo != 0.0f && hi != 0.0f) return;
+  lo = hi = x[0];
+  for (int64_t j = 1; j < d; ++j) lo = std::min(lo, x[j]), hi = std::max(hi, x[j]);
+}
+
+[[gnu::always_inline]] inline RowParams fit_row(const float* x, int64_t d, const Config& c) {
+  float lo = 0.0f, hi = 0.0f;
+  row_extremes(x, d, lo, hi);
   const float n = static_cast<float>((1 << c.bits) - 1);
   const float qm1 = static_cast<float>((1 << (c.bits - 1)) - 1);
   RowParams p;
@@ -241,10 +260,97 @@ inline void decode_row(const uint8_t* rec, int64_t d, const Config& c, float* y)
   }
 }
 
-// The fused round trip of one row: decode_row(encode_row(x)) without the bytes, bit for bit.
-inline void roundtrip_row(const float* x, int64_t d, const Config& c, float* y) {
+// level() and value() with the conventions fixed at compile time (Multiply: p.r != 0), so a row's
+// element loop has no branch and vectorizes (always inlined, as fit_row is, so that the loops take
+// the vector width of the caller's target: tokenint_kernels.cpp): the same operations in the same order, kept apart
+// from the per-element switches above, which stay the reference that quantize and dequantize run
+// (tests/unit/tokenint_test.cpp compares the two on every convention).
+// round_code for a compile-time R, with trunc built on round_half_even (exact for |w| <= 2^22: a
+// nearest integer farther from zero than w is one step past trunc(w)): GCC vectorizes this, not
+// std::trunc. A zero may come out with the other sign; level_of's + 0 makes every zero +0 anyway.
+[[gnu::always_inline]] inline float trunc_small(float w) {
+  const float r = round_half_even(w);
+  return std::fabs(r) > std::fabs(w) ? r - std::copysign(1.0f, w) : r;
+}
+template <Round R>
+[[gnu::always_inline]] inline float round_code_of(float v) {
+  if constexpr (R == Round::even) return round_half_even(v);
+  if constexpr (R == Round::away) return round_half_away(v);
+  if constexpr (R == Round::trunc) return trunc_small(v);
+  return trunc_small(v + 0.5f);
+}
+
+template <Zero Z, Round R, bool Multiply>
+[[gnu::always_inline]] inline float level_of(float x, const RowParams& p, float qmin, float qmax) {
+  const auto scaled = [&p](float t) { return Multiply ? t * p.r : t / p.s; };
+  float v = 0.0f;
+  if constexpr (Z == Zero::none) {
+    v = scaled(x);
+  } else if constexpr (Z == Zero::min || Z == Zero::mid) {
+    v = scaled(x - p.offset);
+  } else {
+    v = scaled(x) + p.offset;
+  }
+  // + 0 for level()'s int conversion: the rounded value is an integer of at most 255, so both only
+  // turn -0 into +0, and GCC vectorizes the clamp only without a conversion after it.
+  return round_code_of<R>(clamp_level(v, qmin, qmax)) + 0.0f;
+}
+
+template <Zero Z>
+[[gnu::always_inline]] inline float value_of(float q, float s, float offset) {
+  if constexpr (Z == Zero::none) return q * s;
+  if constexpr (Z == Zero::min || Z == Zero::mid) return q * s + offset;
+  return (q - offset) * s;
+}
+
+// `p` by value: a store to y could otherwise alias its fields, and they would be reloaded per element.
+template <Zero Z, Round R, bool Multiply>
+[[gnu::always_inline]] inline void roundtrip_elements(const float* x, int64_t d, const RowParams p, float qmin,
+                                                      float qmax, float* y) {
+  for (int64_t i = 0; i < d; ++i) y[i] = value_of<Z>(level_of<Z, R, Multiply>(x[i], p, qmin, qmax), p.s_dec, p.offset_dec);
+}
+
+template <Zero Z, Round R>
+[[gnu::always_inline]] inline void roundtrip_elements(const float* x, int64_t d, const RowParams& p, float qmin, float qmax, float* y) {
+  p.r != 0.0f ? roundtrip_elements<Z, R, true>(x, d, p, qmin, qmax, y)
+              : roundtrip_elements<Z, R, false>(x, d, p, qmin, qmax, y);
+}
+
+template <Zero Z>
+[[gnu::always_inline]] inline void roundtrip_elements(const float* x, int64_t d, const Config& c, const RowParams& p, float* y) {
+  const float qmin = code_min(c), qmax = code_max(c);
+  switch (c.round) {
+    case Round::even:
+      return roundtrip_elements<Z, Round::even>(x, d, p, qmin, qmax, y);
+    case Round::away:
+      return roundtrip_elements<Z, Round::away>(x, d, p, qmin, qmax, y);
+    case Round::trunc:
+      return roundtrip_elements<Z, Round::trunc>(x, d, p, qmin, qmax, y);
+    case Round::up:
+      return roundtrip_elements<Z, Round::up>(x, d, p, qmin, qmax, y);
+  }
+}
+
+// The fused round trip of one row: decode_row(encode_row(x)) without the bytes, bit for bit. A
+// constant row (fit_row's fixed code) decodes to one value.
+[[gnu::always_inline]] inline void roundtrip_row(const float* x, int64_t d, const Config& c, float* y) {
   const RowParams p = fit_row(x, d, c);
-  for (int64_t i = 0; i < d; ++i) y[i] = value(level(x[i], c, p), c, p.s_dec, p.offset_dec);
+  if (p.fixed_code >= 0.0f) {
+    std::fill(y, y + d, value(p.fixed_code, c, p.s_dec, p.offset_dec));
+    return;
+  }
+  switch (c.zero) {
+    case Zero::none:
+      return roundtrip_elements<Zero::none>(x, d, c, p, y);
+    case Zero::min:
+      return roundtrip_elements<Zero::min>(x, d, c, p, y);
+    case Zero::real:
+      return roundtrip_elements<Zero::real>(x, d, c, p, y);
+    case Zero::integer:
+      return roundtrip_elements<Zero::integer>(x, d, c, p, y);
+    case Zero::mid:
+      return roundtrip_elements<Zero::mid>(x, d, c, p, y);
+  }
 }
 
 }  // namespace kvtune::builtin::tokenint

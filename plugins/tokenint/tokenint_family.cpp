@@ -17,6 +17,7 @@
 #include "kvtune/error.h"
 #include "kvtune/registry.h"
 #include "tokenint_codec.h"
+#include "tokenint_kernels.h"
 
 namespace kvtune::builtin {
 namespace {
@@ -54,7 +55,7 @@ class TokenIntScheme final : public Scheme {
 
   void roundtrip(ConstMatrixView x, const QuantContext&, MatrixView out) const override {
     require_shape(x.rows, x.cols);
-    for (int64_t r = 0; r < x.rows; ++r) tokenint::roundtrip_row(x.row(r), x.cols, c_, out.row(r));
+    tokenint::roundtrip_rows(x.data, x.rows, x.cols, c_, out.data);
   }
 
   SchemeTraits traits() const override {

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "kvtune/conformance.h"
 #include "kvtune/error.h"
@@ -326,6 +327,86 @@ TEST(TokenInt, ConstantAndZeroRowsAreKeptWithoutNan) {
   EXPECT_EQ(byte_at(pn, 5), 0);
   EXPECT_EQ(byte_at(pp, 4), 0);
   EXPECT_EQ(byte_at(pp, 5), 255);
+}
+
+// ---- the vectorized round trip against the per-element reference --------------------------------
+
+// row_extremes (sixteen lanes) is the sequential std::min / std::max from x[0], bit for bit: with
+// +0 and -0 as the minimum or maximum in either order, a NaN first or later, infinities, and
+// lengths around the lane count.
+TEST(TokenInt, RowExtremesAreTheSequentialOnes) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  int checked = 0;
+  for (const int64_t d : {1, 5, 16, 17, 33, 131}) {
+    for (int kind = 0; kind < 8; ++kind) {
+      std::vector<float> x(static_cast<size_t>(d));
+      for (float& v : x) v = kind < 4 ? std::fabs(n(rng)) : n(rng);
+      const size_t a = size_t(d) / 3, b = size_t(d) - 1;
+      switch (kind) {
+        case 0: x[a] = 0.0f, x[b] = -0.0f; break;   // minimum +0 before -0
+        case 1: x[a] = -0.0f, x[b] = 0.0f; break;   // minimum -0 before +0
+        case 2: x[0] = -0.0f, x[b] = 0.0f; break;
+        case 3: for (float& v : x) v = (&v - x.data()) % 2 ? 0.0f : -0.0f; break;  // all zeros
+        case 4: for (float& v : x) v = -std::fabs(v); x[a] = -0.0f, x[b] = 0.0f; break;  // maximum a zero
+        case 5: x[0] = nan; break;
+        case 6: x[b] = nan, x[a] = inf; break;
+        case 7: x[a] = -inf; break;
+      }
+      float lo = 0.0f, hi = 0.0f;
+      builtin::tokenint::row_extremes(x.data(), d, lo, hi);
+      float want_lo = x[0], want_hi = x[0];
+      for (int64_t i = 1; i < d; ++i) want_lo = std::min(want_lo, x[size_t(i)]), want_hi = std::max(want_hi, x[size_t(i)]);
+      EXPECT_EQ(float_bits(lo), float_bits(want_lo)) << "d " << d << " kind " << kind;
+      EXPECT_EQ(float_bits(hi), float_bits(want_hi)) << "d " << d << " kind " << kind;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 48);
+}
+
+// The fused round trip (roundtrip_rows: each convention's element loop, vectorized) against
+// dequantize(quantize()) (the per-element reference) on rows of 128 and 131 channels, for every
+// zero mode and rounding with and without the reciprocal, 16-bit storage, min_scale and vLLM's
+// zero-in-scale: Gaussian rows, rows of exact half-step ties, rows whose minimum is a zero of
+// either sign, constant and all-zero rows, rows near float's largest value (saturating spans), and
+// rows small enough that the scale is subnormal (then the reciprocal is not finite: divide).
+TEST(TokenInt, FusedRoundTripIsTheReferenceOnEveryConvention) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<Matrix> blocks;
+  for (const int64_t d : {128, 131}) {
+    Matrix x(9, d);
+    for (int64_t e = 0; e < d; ++e) {
+      x(0, e) = n(rng);
+      x(1, e) = 0.5f * float(e % 17) - 4.0f;  // absmax 4: half-step ties for most scales below
+      x(2, e) = std::fabs(n(rng));
+      x(3, e) = -std::fabs(n(rng));
+      x(4, e) = 1.75f;
+      x(5, e) = e % 2 ? 0.0f : -0.0f;
+      x(6, e) = 3.0e38f * (e % 3 ? 1.0f : -1.0f) * (0.5f + 0.5f * float(e) / float(d));
+      x(7, e) = 1.0e-39f * n(rng);
+      x(8, e) = n(rng) * (e == 5 ? 40.0f : 1.0f);  // an outlier
+    }
+    x(2, 3) = 0.0f, x(2, 7) = -0.0f;
+    x(3, 3) = -0.0f, x(3, 7) = 0.0f;
+    blocks.push_back(x);
+  }
+  int specs = 0;
+  for (const char* zero : {"none", "min", "float", "int", "mid"}) {
+    const bool signed_codes = std::string(zero) == "none" || std::string(zero) == "mid";
+    for (const char* round : {"even", "away", "trunc", "up"}) {
+      if (signed_codes && std::string(round) == "up") continue;  // refused
+      for (const char* extra : {"", ",reciprocal", ",scale=f16", ",min_scale=1e-6,reciprocal", ",bits=4"}) {
+        const std::string spec = std::string("tokenint:zero=") + zero + ",round=" + round + extra;
+        for (const Matrix& x : blocks) both_paths(spec, x);
+        ++specs;
+      }
+    }
+  }
+  for (const Matrix& x : blocks) both_paths("tokenint:bits=4,zero=int,round=away,min_scale=1e-6,reciprocal,zero_in_scale", x);
+  EXPECT_EQ(specs, 90);
 }
 
 // ---- 16-bit storage of the parameters ----------------------------------------------------------

@@ -1,0 +1,15 @@
+// The tokenint round trip of a whole block, compiled per x86 target (KVTUNE_MULTIVERSION) so that
+// roundtrip_row's element loops and row extremes run in AVX-512 or AVX2 vectors where the machine
+// has them. The arithmetic is tokenint_codec.h's, element for element.
+#pragma once
+
+#include <cstdint>
+
+#include "tokenint_codec.h"
+
+namespace kvtune::builtin::tokenint {
+
+// y[r] = roundtrip_row(x[r]) for each of `rows` rows of d floats (row-major, contiguous).
+void roundtrip_rows(const float* x, int64_t rows, int64_t d, const Config& c, float* y);
+
+}  // namespace kvtune::builtin::tokenint
