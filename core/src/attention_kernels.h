@@ -3,7 +3,9 @@
 // row-major, no allocation visible to the caller. Each output element is one in-order chain of
 // multiply-adds, so it does not depend on how rows or tokens are blocked or on the thread count;
 // machines with FMA (x86-64-v3 and later) fuse each step and give identical bits, a baseline
-// machine rounds the product first and may differ in the last bits.
+// machine, or a build without clones (kMultiversioned false: AddressSanitizer, clang), rounds the
+// product first and may differ in the last bits (the float32 output's columns past the last 16
+// fuse everywhere: std::fma).
 #pragma once
 
 #include <cstdint>

@@ -331,10 +331,10 @@ template <Zero Z>
   }
 }
 
-// The fused round trip of one row: decode_row(encode_row(x)) without the bytes, bit for bit. A
-// constant row (fit_row's fixed code) decodes to one value.
-[[gnu::always_inline]] inline void roundtrip_row(const float* x, int64_t d, const Config& c, float* y) {
-  const RowParams p = fit_row(x, d, c);
+// The fused round trip of one row from its parameters (fit_row): decode_row(encode_row(x)) without
+// the bytes, bit for bit. A constant row (fit_row's fixed code) decodes to one value.
+[[gnu::always_inline]] inline void roundtrip_fitted_row(const float* x, int64_t d, const Config& c, const RowParams& p,
+                                                        float* y) {
   if (p.fixed_code >= 0.0f) {
     std::fill(y, y + d, value(p.fixed_code, c, p.s_dec, p.offset_dec));
     return;

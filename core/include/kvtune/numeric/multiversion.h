@@ -13,5 +13,16 @@
 #define KVTUNE_CLONES(...)
 #endif
 
+namespace kvtune {
+// Whether this build compiles KVTUNE_CLONES functions per target (else once, for the build's own
+// target: baseline x86-64, without FMA).
+inline constexpr bool kMultiversioned =
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+    true;
+#else
+    false;
+#endif
+}  // namespace kvtune
+
 // The codecs' element-wise loops (plugins/*_kernels.cpp).
 #define KVTUNE_MULTIVERSION KVTUNE_CLONES("arch=x86-64-v4", "avx2")
