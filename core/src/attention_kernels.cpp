@@ -574,7 +574,11 @@ template <int D>
   const bool wide = wide_vectors();
   for (int64_t c = 0; c < t; c += kChain) {
     const int64_t n = std::min(kChain, t - c);
-    wide ? chain_every_row<4, 4, D>(rows, nrows, v, c, n, d, out) : chain_every_row<1, 4, D>(rows, nrows, v, c, n, d, out);
+    if (wide) {
+      chain_every_row<4, 4, D>(rows, nrows, v, c, n, d, out);
+    } else {
+      chain_every_row<1, 4, D>(rows, nrows, v, c, n, d, out);
+    }
   }
 }
 

@@ -260,11 +260,6 @@ inline void decode_row(const uint8_t* rec, int64_t d, const Config& c, float* y)
   }
 }
 
-// level() and value() with the conventions fixed at compile time (Multiply: p.r != 0), so a row's
-// element loop has no branch and vectorizes (always inlined, as fit_row is, so that the loops take
-// the vector width of the caller's target: tokenint_kernels.cpp): the same operations in the same order, kept apart
-// from the per-element switches above, which stay the reference that quantize and dequantize run
-// (tests/unit/tokenint_test.cpp compares the two on every convention).
 // round_code for a compile-time R, with trunc built on round_half_even (exact for |w| <= 2^22: a
 // nearest integer farther from zero than w is one step past trunc(w)): GCC vectorizes this, not
 // std::trunc. A zero may come out with the other sign; level_of's + 0 makes every zero +0 anyway.
@@ -280,6 +275,11 @@ template <Round R>
   return trunc_small(v + 0.5f);
 }
 
+// level() and value() with the conventions fixed at compile time (Multiply: p.r != 0), so a row's
+// element loop has no branch and vectorizes: the same operations in the same order, kept apart from
+// the per-element switches above, which stay the reference that quantize and dequantize run
+// (tests/unit/tokenint_test.cpp compares the two on every convention). Always inlined, as fit_row
+// is, so that the loops take the vector width of the caller's target (tokenint_kernels.cpp).
 template <Zero Z, Round R, bool Multiply>
 [[gnu::always_inline]] inline float level_of(float x, const RowParams& p, float qmin, float qmax) {
   const auto scaled = [&p](float t) { return Multiply ? t * p.r : t / p.s; };
@@ -307,17 +307,21 @@ template <Zero Z>
 template <Zero Z, Round R, bool Multiply>
 [[gnu::always_inline]] inline void roundtrip_elements(const float* x, int64_t d, const RowParams p, float qmin,
                                                       float qmax, float* y) {
-  for (int64_t i = 0; i < d; ++i) y[i] = value_of<Z>(level_of<Z, R, Multiply>(x[i], p, qmin, qmax), p.s_dec, p.offset_dec);
+  for (int64_t i = 0; i < d; ++i) {
+    y[i] = value_of<Z>(level_of<Z, R, Multiply>(x[i], p, qmin, qmax), p.s_dec, p.offset_dec);
+  }
 }
 
 template <Zero Z, Round R>
-[[gnu::always_inline]] inline void roundtrip_elements(const float* x, int64_t d, const RowParams& p, float qmin, float qmax, float* y) {
+[[gnu::always_inline]] inline void roundtrip_elements(const float* x, int64_t d, const RowParams& p, float qmin,
+                                                      float qmax, float* y) {
   p.r != 0.0f ? roundtrip_elements<Z, R, true>(x, d, p, qmin, qmax, y)
               : roundtrip_elements<Z, R, false>(x, d, p, qmin, qmax, y);
 }
 
 template <Zero Z>
-[[gnu::always_inline]] inline void roundtrip_elements(const float* x, int64_t d, const Config& c, const RowParams& p, float* y) {
+[[gnu::always_inline]] inline void roundtrip_elements(const float* x, int64_t d, const Config& c, const RowParams& p,
+                                                      float* y) {
   const float qmin = code_min(c), qmax = code_max(c);
   switch (c.round) {
     case Round::even:
