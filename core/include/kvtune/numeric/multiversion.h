@@ -7,22 +7,19 @@
 // AddressSanitizer (whose start-up runs after the ifunc resolvers) and other architectures.
 #pragma once
 
+// kMultiversioned: whether this build compiles KVTUNE_CLONES functions per target (else once, for
+// the build's own target: baseline x86-64, without FMA).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define KVTUNE_CLONES(...) __attribute__((target_clones(__VA_ARGS__, "default")))
+namespace kvtune {
+inline constexpr bool kMultiversioned = true;
+}
 #else
 #define KVTUNE_CLONES(...)
-#endif
-
 namespace kvtune {
-// Whether this build compiles KVTUNE_CLONES functions per target (else once, for the build's own
-// target: baseline x86-64, without FMA).
-inline constexpr bool kMultiversioned =
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-    true;
-#else
-    false;
+inline constexpr bool kMultiversioned = false;
+}
 #endif
-}  // namespace kvtune
 
 // The codecs' element-wise loops (plugins/*_kernels.cpp).
 #define KVTUNE_MULTIVERSION KVTUNE_CLONES("arch=x86-64-v4", "avx2")
