@@ -13,4 +13,8 @@
 #include <immintrin.h>
 #define KVTUNE_X86_INTRINSICS 1
 #define KVTUNE_AVX512 __attribute__((target("avx512f,avx512dq")))
+// AVX2 with F16C (called where cpu_has_avx2_f16c()), and AVX-512 code that inlines such helpers
+// (every AVX-512 CPU has AVX2 and F16C).
+#define KVTUNE_AVX2_F16C __attribute__((target("avx2,f16c")))
+#define KVTUNE_AVX512_F16C __attribute__((target("avx512f,avx512dq,avx2,f16c")))
 #endif

@@ -10,6 +10,7 @@
 #include "prefetch.h"
 
 #include "lane_reductions.h"
+#include "stored_scale_lanes.h"
 #include "streaming_stores.h"
 #include "x86_intrinsics.h"
 
@@ -569,26 +570,6 @@ __attribute__((target("avx2"))) void one_token_group(const float* xs, int64_t gr
 // (F16C's round-to-nearest-even for f16, the same integer formula for bf16), the one-step
 // adjustments on the dtype's bits. Batches with a zero, infinite or NaN extreme, or a subnormal
 // divisor, take the one-group path instead, so signed zeros and special values never reach it.
-#define KVTUNE_AVX2_F16C __attribute__((target("avx2,f16c")))
-// AVX-512 code that inlines AVX2 + F16C helpers (params8).
-#define KVTUNE_AVX512_F16C __attribute__((target("avx512f,avx512dq,avx2,f16c")))
-
-// stored_scale for finite v.
-KVTUNE_AVX2_F16C inline __m256 stored8(__m256 v, ScaleType t) {
-  if (t == ScaleType::f16) {
-    const __m256 cap = _mm256_set1_ps(kF16MaxFinite);
-    v = _mm256_min_ps(_mm256_max_ps(v, _mm256_sub_ps(_mm256_setzero_ps(), cap)), cap);
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  }
-  if (t == ScaleType::bf16) {
-    const __m256i x = _mm256_castps_si256(v);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-    const __m256i r = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb);
-    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(int(0xffff0000u))));
-  }
-  return v;
-}
-
 // The dtype value one step from a stored value s (bits of s moved by `delta` dtype steps).
 KVTUNE_AVX2_F16C inline __m256 dtype_step(__m256 s, int delta, ScaleType t) {
   if (t == ScaleType::f16) {

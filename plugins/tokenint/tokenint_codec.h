@@ -40,7 +40,7 @@ struct Config {
   bool zero_in_scale = false;  // zero=int, b <= 4, f32: z in the scale's 4 low mantissa bits (vLLM int4)
 };
 
-inline bool signed_codes(Zero z) { return z == Zero::none || z == Zero::mid; }
+constexpr bool signed_codes(Zero z) { return z == Zero::none || z == Zero::mid; }
 
 // R(v): ties to even, ties away from zero, toward zero, or trunc(v + 0.5) (LMDeploy's
 // `(v + 0.5).to(uint8)`, which rounds half up for the v >= 0 of unsigned codes). |v| <= 2^22.
@@ -170,7 +170,8 @@ inline float span_of(float lo, float hi) { return hi - lo <= 3.402823466e38f ? h
     p.r = std::isfinite(r) ? r : 0.0f;  // a subnormal s (min_scale 0 only): divide instead
   }
   if (c.zero_in_scale) {
-    p.scale_word = (float_bits(p.s) & ~0xFu) | static_cast<uint32_t>(p.offset);
+    // z is an integer in [0, 15]; a NaN row (never validated input) gives NaN, converted as 0.
+    p.scale_word = (float_bits(p.s) & ~0xFu) | static_cast<uint32_t>(p.offset >= 0.0f ? p.offset : 0.0f);
     p.s_dec = bits_float(p.scale_word & ~0xFu);
   } else {
     p.s_dec = codec::stored_scale(p.s, c.scale);
@@ -275,6 +276,19 @@ template <Round R>
   return trunc_small(v + 0.5f);
 }
 
+// round_code_of for v >= 0 or -0 (unsigned codes, clamped at 0), where the signs drop out: each
+// rounding is round_half_even's integer plus a correction of one, always +0 for a zero (as level()'s
+// int conversion makes it). Fewer operations than the general forms, and none that GCC turns into
+// chains of mask operations.
+template <Round R>
+[[gnu::always_inline]] inline float round_nonnegative_code_of(float v) {
+  const float w = R == Round::up ? v + 0.5f : v;
+  const float r = round_half_even(w);  // (-0 + 1.5 * 2^23) - 1.5 * 2^23 = +0
+  if constexpr (R == Round::even) return r;
+  if constexpr (R == Round::away) return r + (w - r == 0.5f ? 1.0f : 0.0f);  // an exact tie: up
+  return r - (r > w ? 1.0f : 0.0f);  // trunc, and up's trunc(v + 0.5): the integer at or below w
+}
+
 // level() and value() with the conventions fixed at compile time (Multiply: p.r != 0), so a row's
 // element loop has no branch and vectorizes: the same operations in the same order, kept apart from
 // the per-element switches above, which stay the reference that quantize and dequantize run
@@ -291,6 +305,7 @@ template <Zero Z, Round R, bool Multiply>
   } else {
     v = scaled(x) + p.offset;
   }
+  if constexpr (!signed_codes(Z)) return round_nonnegative_code_of<R>(clamp_level(v, 0.0f, qmax));
   // + 0 for level()'s int conversion: the rounded value is an integer of at most 255, so both only
   // turn -0 into +0, and GCC vectorizes the clamp only without a conversion after it.
   return round_code_of<R>(clamp_level(v, qmin, qmax)) + 0.0f;

@@ -1,6 +1,7 @@
 // The tokenint round trip of a whole block, compiled per x86 target (KVTUNE_MULTIVERSION) so that
-// roundtrip_fitted_row's element loops and fit_row's extremes run in AVX-512 or AVX2 vectors where
-// the machine has them. The arithmetic is tokenint_codec.h's, element for element.
+// roundtrip_fitted_row's element loops run in AVX-512 or AVX2 vectors where the machine has them,
+// and the rows' parameters fitted sixteen rows at a time in AVX-512 lanes where it has those. The
+// arithmetic is tokenint_codec.h's, element for element and row for row.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +10,12 @@
 
 namespace kvtune::builtin::tokenint {
 
-// y[r] = roundtrip_fitted_row(x[r], fit_row(x[r])) for each of `rows` rows of d floats (row-major,
-// contiguous); x and y may be the same block.
+// p[r] = fit_row(x[r]) for each of `rows` rows of d floats (row-major, contiguous), field for
+// field: on AVX-512 and d a multiple of 16, sixteen rows at a time in vector lanes.
+void fit_rows(const float* x, int64_t rows, int64_t d, const Config& c, RowParams* p);
+
+// y[r] = roundtrip_fitted_row(x[r], fit_row(x[r])) for each of `rows` rows of d floats; x and y
+// may be the same block.
 void roundtrip_rows(const float* x, int64_t rows, int64_t d, const Config& c, float* y);
 
 }  // namespace kvtune::builtin::tokenint

@@ -15,6 +15,7 @@
 #include "kvtune/numeric/half.h"
 #include "test_support.h"
 #include "tokenint/tokenint_codec.h"
+#include "tokenint/tokenint_kernels.h"
 
 namespace kvtune {
 namespace {
@@ -366,39 +367,63 @@ TEST(TokenInt, RowExtremesAreTheSequentialOnes) {
   EXPECT_EQ(checked, 48);
 }
 
-// The fused round trip (roundtrip_rows: each convention's element loop, vectorized) against
-// dequantize(quantize()) (the per-element reference) on rows of 128 and 131 channels, for every
-// zero mode and rounding with and without the reciprocal, 16-bit storage, min_scale and vLLM's
-// zero-in-scale: Gaussian rows, rows of exact half-step ties, rows whose minimum is a zero of
-// either sign, constant and all-zero rows, rows near float's largest value (saturating spans), and
-// rows small enough that the scale is subnormal (then the reciprocal is not finite: divide).
-TEST(TokenInt, FusedRoundTripIsTheReferenceOnEveryConvention) {
-  std::mt19937 rng(9);
+// Rows of d channels for the fused paths: first sixteen Gaussian rows of magnitudes 0.01 to 100
+// (a batch that fit_rows takes wholly in vector lanes), then rows of fifteen kinds in turn, so
+// that each later batch of sixteen mixes rows fit in lanes with rows that need fit_row: exact
+// half-step ties, a minimum or maximum that is a zero of either sign, constant and all-zero rows,
+// rows near float's largest value (saturating spans), rows small enough that the scale is
+// subnormal in float (the reciprocal is not finite: divide) or in f16, offsets beyond f16's range,
+// an outlier, all-positive rows, rows whose integer zero point -lo / s is a tie (0.5). 53 rows:
+// three batches and a tail of five.
+Matrix mixed_rows(int64_t d, uint32_t seed) {
+  std::mt19937 rng(seed);
   std::normal_distribution<float> n(0.0f, 1.0f);
-  std::vector<Matrix> blocks;
-  for (const int64_t d : {128, 131}) {
-    Matrix x(9, d);
+  Matrix x(53, d);
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    const int kind = r < 16 ? -1 : int((r - 16) % 15);
     for (int64_t e = 0; e < d; ++e) {
-      x(0, e) = n(rng);
-      x(1, e) = 0.5f * float(e % 17) - 4.0f;  // absmax 4: half-step ties for most scales below
-      x(2, e) = std::fabs(n(rng));
-      x(3, e) = -std::fabs(n(rng));
-      x(4, e) = 1.75f;
-      x(5, e) = e % 2 ? 0.0f : -0.0f;
-      x(6, e) = 3.0e38f * (e % 3 ? 1.0f : -1.0f) * (0.5f + 0.5f * float(e) / float(d));
-      x(7, e) = 1.0e-39f * n(rng);
-      x(8, e) = n(rng) * (e == 5 ? 40.0f : 1.0f);  // an outlier
+      const float g = n(rng);
+      float v = g;
+      switch (kind) {
+        case -1: v = g * std::pow(10.0f, float(r % 5) - 2.0f); break;
+        case 0: break;
+        case 1: v = 0.5f * float(e % 17) - 4.0f; break;  // absmax 4: half-step ties for most scales
+        case 2: v = std::fabs(g); break;
+        case 3: v = -std::fabs(g); break;
+        case 4: v = 1.75f; break;
+        case 5: v = e % 2 ? 0.0f : -0.0f; break;
+        case 6: v = 3.0e38f * (e % 3 ? 1.0f : -1.0f) * (0.5f + 0.5f * float(e) / float(d)); break;
+        case 7: v = 1.0e-39f * g; break;
+        case 8: v = g * (e == 5 ? 40.0f : 1.0f); break;
+        case 9: v = 1.0e-4f * g; break;
+        case 10: v = g + 1000.0f; break;
+        case 11: v = 3.0e4f * g + 5.0e4f; break;
+        case 12: v = std::fabs(g) + 0.5f; break;
+        case 13: v = -0.5f + 255.0f * float(e) / float(d - 1); break;  // 8 bits, zero=int: s = 1, z = 0.5
+        case 14: v = -0.5f + 15.0f * float(e) / float(d - 1); break;   // 4 bits, the same tie
+      }
+      x(r, e) = v;
     }
-    x(2, 3) = 0.0f, x(2, 7) = -0.0f;
-    x(3, 3) = -0.0f, x(3, 7) = 0.0f;
-    blocks.push_back(x);
+    if (kind == 2) x(r, 3) = 0.0f, x(r, 7) = -0.0f;
+    if (kind == 3) x(r, 3) = -0.0f, x(r, 7) = 0.0f;
   }
+  return x;
+}
+
+// The fused round trip (roundtrip_rows: the rows' parameters sixteen at a time in vector lanes,
+// each convention's element loop vectorized) against dequantize(quantize()) (the per-element
+// reference) on mixed_rows of 32, 128 and 131 channels, for every zero mode and rounding with and
+// without the reciprocal, f16 and bf16 storage, min_scale, 4 bits and vLLM's zero-in-scale.
+TEST(TokenInt, FusedRoundTripIsTheReferenceOnEveryConvention) {
+  std::vector<Matrix> blocks;
+  for (const int64_t d : {32, 128, 131}) blocks.push_back(mixed_rows(d, 9));
   int specs = 0;
   for (const char* zero : {"none", "min", "float", "int", "mid"}) {
     const bool signed_codes = std::string(zero) == "none" || std::string(zero) == "mid";
     for (const char* round : {"even", "away", "trunc", "up"}) {
       if (signed_codes && std::string(round) == "up") continue;  // refused
-      for (const char* extra : {"", ",reciprocal", ",scale=f16", ",min_scale=1e-6,reciprocal", ",bits=4"}) {
+      for (const char* extra : {"", ",reciprocal", ",scale=f16", ",scale=bf16,reciprocal",
+                                ",min_scale=1e-6,reciprocal", ",bits=4"}) {
         const std::string spec = std::string("tokenint:zero=") + zero + ",round=" + round + extra;
         for (const Matrix& x : blocks) both_paths(spec, x);
         ++specs;
@@ -406,7 +431,45 @@ TEST(TokenInt, FusedRoundTripIsTheReferenceOnEveryConvention) {
     }
   }
   for (const Matrix& x : blocks) both_paths("tokenint:bits=4,zero=int,round=away,min_scale=1e-6,reciprocal,zero_in_scale", x);
-  EXPECT_EQ(specs, 90);
+  EXPECT_EQ(specs, 108);
+}
+
+// fit_rows (sixteen rows at a time in AVX-512 lanes where the machine has them) gives each row
+// fit_row's parameters, every field bit for bit, on mixed_rows with rows holding a NaN first or
+// later and an infinity added, for every convention. Without AVX-512 both are fit_row.
+TEST(TokenInt, SixteenRowFitIsFitRowFieldForField) {
+  namespace ti = builtin::tokenint;
+  Matrix x = mixed_rows(128, 11);
+  x(17, 0) = std::nanf("");
+  x(18, 40) = std::nanf("");
+  x(19, 9) = INFINITY;
+  x(20, 100) = -INFINITY;
+  const auto bits_of = [](const ti::RowParams& p) {
+    return std::vector<uint32_t>{float_bits(p.s), float_bits(p.r), float_bits(p.offset), float_bits(p.s_dec),
+                                 float_bits(p.offset_dec), p.scale_word, float_bits(p.fixed_code)};
+  };
+  int configs = 0;
+  for (const ti::Zero zero : {ti::Zero::none, ti::Zero::min, ti::Zero::real, ti::Zero::integer, ti::Zero::mid}) {
+    for (const ti::Round round : {ti::Round::even, ti::Round::away, ti::Round::trunc, ti::Round::up}) {
+      for (const ScaleType scale : {ScaleType::f32, ScaleType::f16, ScaleType::bf16}) {
+        for (int variant = 0; variant < 4; ++variant) {
+          ti::Config c;
+          c.zero = zero, c.round = round, c.scale = scale;
+          c.bits = variant % 2 ? 4 : 8;
+          c.reciprocal = variant >= 2;
+          c.min_scale = variant == 3 ? 1e-6f : 0.0f;
+          c.zero_in_scale = zero == ti::Zero::integer && c.bits == 4 && scale == ScaleType::f32 && variant == 3;
+          std::vector<ti::RowParams> p(size_t(x.rows()));
+          ti::fit_rows(x.data(), x.rows(), x.cols(), c, p.data());
+          for (int64_t r = 0; r < x.rows(); ++r) {
+            EXPECT_EQ(bits_of(p[size_t(r)]), bits_of(ti::fit_row(x.row(r), x.cols(), c))) << "config " << configs << " row " << r;
+          }
+          ++configs;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(configs, 240);
 }
 
 // ---- 16-bit storage of the parameters ----------------------------------------------------------
