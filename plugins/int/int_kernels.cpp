@@ -10,6 +10,7 @@
 #include "prefetch.h"
 
 #include "lane_reductions.h"
+#include "round_lanes.h"
 #include "stored_scale_lanes.h"
 #include "streaming_stores.h"
 #include "x86_intrinsics.h"
@@ -53,11 +54,6 @@ void asym_columns_exact(const float* x, const float* minimum, const float* divis
 // random values, under 1 % of 16-lane vectors) are recomputed with division. r must be finite:
 // fast_reciprocal returns 0 otherwise and the callers then divide.
 constexpr float kTieGuard = 1.0f / 4096.0f;
-
-__attribute__((target("avx2"))) inline __m256 rne(__m256 v) {
-  const __m256 magic = _mm256_set1_ps(12582912.0f);  // 1.5 * 2^23, see numeric/rounding.h
-  return _mm256_sub_ps(_mm256_add_ps(v, magic), magic);
-}
 
 // Levels of 8 values given (x - m) in `num`, per-lane reciprocal and divisor, and clamp bounds.
 __attribute__((target("avx2"))) inline __m256 levels8(__m256 num, __m256 recip, __m256 divisor, __m256 lo,
@@ -131,11 +127,6 @@ __attribute__((target("avx2"))) void asym_columns_avx2(const float* x, const flo
 // same operations per lane, so the same bits. The clamp's max/min return their second operand for
 // a NaN lane in both widths, and the magic-number rounding (not vrndscaleps, which would keep -0)
 // is the AVX2 path's.
-
-KVTUNE_AVX512 inline __m512 rne16(__m512 v) {
-  const __m512 magic = _mm512_set1_ps(12582912.0f);
-  return _mm512_sub_ps(_mm512_add_ps(v, magic), magic);
-}
 
 KVTUNE_AVX512 inline __m512 levels16(__m512 num, __m512 recip, __m512 divisor, __m512 lo, __m512 hi) {
   const __m512 v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(num, recip), lo), hi);

@@ -7,6 +7,7 @@
 #include "kvtune/numeric/multiversion.h"
 #include "lane_reductions.h"
 #include "prefetch.h"
+#include "round_lanes.h"
 #include "stored_scale_lanes.h"
 #include "x86_intrinsics.h"
 
@@ -15,19 +16,14 @@ namespace kvtune::builtin::tokenint {
 #if KVTUNE_X86_INTRINSICS
 namespace {
 
-KVTUNE_AVX512 inline __m512 round_half_even16(__m512 v) {  // round_half_even's operations
-  const __m512 magic = _mm512_set1_ps(12582912.0f);
-  return _mm512_sub_ps(_mm512_add_ps(v, magic), magic);
-}
-
 // round_code on sixteen lanes, by the same operations (the zero=int offset, v in [0, N]).
 KVTUNE_AVX512 inline __m512 round_code16(__m512 v, Round r) {
   switch (r) {
     case Round::even:
-      return round_half_even16(v);
+      return rne16(v);
     case Round::away: {
       const __m512 sign = _mm512_set1_ps(-0.0f);
-      const __m512 a = _mm512_andnot_ps(sign, v), e = round_half_even16(a);
+      const __m512 a = _mm512_andnot_ps(sign, v), e = rne16(a);
       const __mmask16 tie = _mm512_cmp_ps_mask(_mm512_sub_ps(a, e), _mm512_set1_ps(0.5f), _CMP_EQ_OQ);
       const __m512 up = _mm512_mask_add_ps(e, tie, e, _mm512_set1_ps(1.0f));
       return _mm512_or_ps(up, _mm512_and_ps(v, sign));  // copysign
