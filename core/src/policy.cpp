@@ -53,6 +53,27 @@ template <int Len, int K>
   }
 }
 
+// hadamard_butterflies on the N / 16 vectors of a group held in v: lengths 1, 2, 4, 8 within each
+// vector, then 16 ... N/2 across vectors.
+template <int N>
+[[gnu::always_inline]] inline void butterflies16(v16f* v) {
+  constexpr int kVectors = N / 16;
+  const v16f sign1 = {1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1},
+             sign2 = {1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1},
+             sign4 = {1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1},
+             sign8 = {1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1};
+#pragma GCC unroll 16
+  for (int k = 0; k < kVectors; ++k) {
+    v16f x = v[k];
+    x = x * sign1 + __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+    x = x * sign2 + __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    x = x * sign4 + __builtin_shufflevector(x, x, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+    x = x * sign8 + __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    v[k] = x;
+  }
+  cross_butterflies<1, kVectors>(v);
+}
+
 template <int N>
 [[gnu::always_inline]] inline void hadamard_group(const float* src, float* dst) {
   static_assert(N % 8 == 0 && (N & (N - 1)) == 0);
@@ -73,22 +94,60 @@ template <int N>
     v16f v[kVectors];
 #pragma GCC unroll 16
     for (int k = 0; k < kVectors; ++k) v[k] = *reinterpret_cast<const v16f*>(src + 16 * k) * scale;
-    const v16f sign1 = {1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1},
-               sign2 = {1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1},
-               sign4 = {1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1},
-               sign8 = {1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1};
-#pragma GCC unroll 16
-    for (int k = 0; k < kVectors; ++k) {
-      v16f x = v[k];
-      x = x * sign1 + __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-      x = x * sign2 + __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-      x = x * sign4 + __builtin_shufflevector(x, x, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
-      x = x * sign8 + __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-      v[k] = x;
-    }
-    cross_butterflies<1, kVectors>(v);
+    butterflies16<N>(v);
 #pragma GCC unroll 16
     for (int k = 0; k < kVectors; ++k) *reinterpret_cast<v16f*>(dst + 16 * k) = v[k];
+  }
+}
+
+// rht_forward (Back false) or rht_inverse (Back true) of one head of N floats, src to dst (which
+// may be src), in the scalar functions' order: forward the signs' exact products, then the
+// butterflies; inverse the butterflies, then (y · s) / N per element. The signs come in as vectors.
+template <int N, bool Back>
+[[gnu::always_inline]] inline void rht_group(const float* src, float* dst, const v16f* signs) {
+  static_assert(N % 16 == 0 && (N & (N - 1)) == 0);
+  constexpr int kVectors = N / 16;
+  v16f v[kVectors];
+#pragma GCC unroll 16
+  for (int k = 0; k < kVectors; ++k) {
+    v[k] = *reinterpret_cast<const v16f*>(src + 16 * k);
+    if constexpr (!Back) v[k] = v[k] * signs[k];
+  }
+  butterflies16<N>(v);
+#pragma GCC unroll 16
+  for (int k = 0; k < kVectors; ++k) {
+    if constexpr (Back) v[k] = v[k] * signs[k] / static_cast<float>(N);
+    *reinterpret_cast<v16f*>(dst + 16 * k) = v[k];
+  }
+}
+
+// The signs are loaded once, into values the row loop keeps in registers: loaded from memory in
+// every row, behind the previous row's stores, they made the transform about 1 ms slower at
+// 32 768 x 128 (bench_schemes).
+template <int N, bool Back>
+[[gnu::always_inline]] inline void rht_heads(ConstMatrixView src, MatrixView dst, const float* signs) {
+  v16f s[N / 16];
+#pragma GCC unroll 16
+  for (int k = 0; k < N / 16; ++k) s[k] = *reinterpret_cast<const v16f*>(signs + 16 * k);
+  for (int64_t r = 0; r < src.rows; ++r) rht_group<N, Back>(src.row(r), dst.row(r), s);
+}
+
+// vLLM's RHT (forward, or its inverse when back) of every row of src into dst (the same shape; it
+// may be src itself), signs = rht_signs(cols): heads of 16 ... 256 channels in vectors, any other
+// power of two by rht.h's scalar functions.
+KVTUNE_ROTATION_CLONES void rht_rows(ConstMatrixView src, MatrixView dst, const std::vector<float>& signs, bool back) {
+  const float* s = signs.data();
+  switch (src.cols) {
+    case 16: return back ? rht_heads<16, true>(src, dst, s) : rht_heads<16, false>(src, dst, s);
+    case 32: return back ? rht_heads<32, true>(src, dst, s) : rht_heads<32, false>(src, dst, s);
+    case 64: return back ? rht_heads<64, true>(src, dst, s) : rht_heads<64, false>(src, dst, s);
+    case 128: return back ? rht_heads<128, true>(src, dst, s) : rht_heads<128, false>(src, dst, s);
+    case 256: return back ? rht_heads<256, true>(src, dst, s) : rht_heads<256, false>(src, dst, s);
+    default:
+      for (int64_t r = 0; r < src.rows; ++r) {
+        if (src.row(r) != dst.row(r)) std::copy(src.row(r), src.row(r) + src.cols, dst.row(r));
+        back ? rht_inverse(dst.row(r), signs) : rht_forward(dst.row(r), signs);
+      }
   }
 }
 
@@ -181,12 +240,6 @@ void rotate_rows_random(MatrixView x, uint64_t seed, bool back) {
   rotate_rows_by(x, columns.data());
 }
 
-// Every row through vLLM's randomized Hadamard transform of the whole head (kvtune/codecs/rht.h),
-// or its inverse to rotate back.
-void rotate_rows_rht(MatrixView x, bool back) {
-  const std::vector<float> signs = rht_signs(x.cols);
-  for (int64_t r = 0; r < x.rows; ++r) back ? rht_inverse(x.row(r), signs) : rht_forward(x.row(r), signs);
-}
 
 // The context of rows first .. first + rows: their own positions, so position-aware inner
 // schemes see where the rows sit.
@@ -244,7 +297,8 @@ class RotatedScheme final : public Scheme {
   }
 
   void roundtrip(ConstMatrixView x, const QuantContext& ctx, MatrixView out) const override {
-    if (policy_.rotation == Rotation::hadamard && inner_->traits().rows_independent) {
+    if ((policy_.rotation == Rotation::hadamard || policy_.rotation == Rotation::rht) &&
+        inner_->traits().rows_independent) {
       return roundtrip_in_tiles(x, ctx, out);
     }
     inner_->roundtrip(rotated(x, ctx), ctx, out);
@@ -294,6 +348,10 @@ class RotatedScheme final : public Scheme {
       rotate_rows(x, copy, g);  // the copy and the rotation in one pass
       return copy;
     }
+    if (policy_.rotation == Rotation::rht) {
+      rht_rows(x, copy, rht_signs(x.cols), /*back=*/false);  // likewise
+      return copy;
+    }
     std::copy(x.data, x.data + x.size(), scratch.data());
     rotate(copy, ctx, /*back=*/false);
     return copy;
@@ -307,36 +365,54 @@ class RotatedScheme final : public Scheme {
 
   void unrotate(MatrixView x, const QuantContext& ctx) const { rotate(x, ctx, /*back=*/true); }
 
-  // The Hadamard round trip of an inner scheme whose rows round-trip alone (rows_independent), 8 KiB
-  // of rows at a time: the rotation, the inner round trip and the rotation back of a tile stay in
-  // L1, and x and out are each passed over once, where the whole block went through memory three
-  // times (bench_schemes, q4_0:rotation=hadamard at 32 768 x 128: best 1.85-2.28 -> 1.57-2.06 ms).
-  // Tiles of 16 KiB and more were slower, reading the next tile ahead too. Every element sees the
-  // same operations: the same bits.
+  // The Hadamard or RHT round trip of an inner scheme whose rows round-trip alone
+  // (rows_independent), 8 KiB of rows at a time: the rotation, the inner round trip and the rotation
+  // back of a tile stay in L1, and x and out are each passed over once, where the whole block went
+  // through memory three times (bench_schemes, q4_0:rotation=hadamard at 32 768 x 128: best
+  // 1.85-2.28 -> 1.57-2.06 ms). Tiles of 16 KiB and more were slower, reading the next tile ahead
+  // too. Every element sees the same operations: the same bits.
   void roundtrip_in_tiles(ConstMatrixView x, const QuantContext& ctx, MatrixView out) const {
     require_shape(x.rows, x.cols);
+    if (policy_.rotation == Rotation::rht) {
+      const std::vector<float> signs = rht_signs(x.cols);
+      return roundtrip_in_tiles(x, ctx, out, [&](ConstMatrixView src, MatrixView dst, bool back) {
+        rht_rows(src, dst, signs, back);
+      });
+    }
     const int64_t g = group_for(ctx, x.cols);
     if (g <= 0) return inner_->roundtrip(x, ctx, out);  // nothing to rotate (as rotate())
+    roundtrip_in_tiles(x, ctx, out, [g](ConstMatrixView src, MatrixView dst, bool) { rotate_rows(src, dst, g); });
+  }
+
+  // rotate(src, dst, back) rotates rows of src into dst, or back.
+  template <class Rotate>
+  void roundtrip_in_tiles(ConstMatrixView x, const QuantContext& ctx, MatrixView out, const Rotate& rotate) const {
     constexpr int64_t kTileBytes = 8192;
     const int64_t tile = std::max<int64_t>(1, kTileBytes / (x.cols * int64_t(sizeof(float))));
     const size_t floats = size_t(tile * x.cols);
-    thread_local std::vector<float> scratch;  // grown, never shrunk
+    std::vector<float>& scratch = tile_scratch();
     if (scratch.size() < 2 * floats) scratch.resize(2 * floats);
     for (int64_t r0 = 0; r0 < x.rows; r0 += tile) {
       const int64_t rows = std::min(tile, x.rows - r0);
       const QuantContext tile_ctx = rows_ctx(ctx, r0, rows);
       const MatrixView rotated{scratch.data(), rows, x.cols}, back{scratch.data() + floats, rows, x.cols};
-      rotate_rows(x.row_range(r0, rows), rotated, g);
+      rotate(x.row_range(r0, rows), rotated, false);
       inner_->roundtrip(rotated, tile_ctx, back);
-      rotate_rows(back, {out.row(r0), rows, x.cols}, g);
+      rotate(back, {out.row(r0), rows, x.cols}, true);
     }
+  }
+
+  // A tile's two buffers, this thread's, grown and never shrunk.
+  static std::vector<float>& tile_scratch() {
+    thread_local std::vector<float> scratch;
+    return scratch;
   }
 
   void rotate(MatrixView x, const QuantContext& ctx, bool back) const {
     if (policy_.rotation == Rotation::random) {
       rotate_rows_random(x, policy_.rotation_seed, back);
     } else if (policy_.rotation == Rotation::rht) {
-      rotate_rows_rht(x, back);
+      rht_rows(x, x, rht_signs(x.cols), back);
     } else if (const int64_t g = group_for(ctx, x.cols); g > 0) {
       rotate_rows(x, x, g);  // an involution: forth and back alike
     }

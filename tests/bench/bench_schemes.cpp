@@ -126,8 +126,10 @@ KVTUNE_FAKE_QUANT(mxfp4, "mxfp4");
 KVTUNE_FAKE_QUANT(mxfp8, "mxfp8");
 KVTUNE_FAKE_QUANT(nvfp4, "nvfp4");
 // The tokenint conventions the runtime tables name (configs/runtimes/*.toml): vLLM's int8
-// per_token_head, LMDeploy TurboMind's and PyTorch engine's, SGLang's.
+// per_token_head and int4_per_token_head (its randomized Hadamard transform), LMDeploy TurboMind's
+// and PyTorch engine's, SGLang's.
 KVTUNE_FAKE_QUANT(tokenint8_vllm, "tokenint:bits=8,round=away,min_scale=1e-6,reciprocal");
+KVTUNE_FAKE_QUANT(tokenint4_vllm_rht, "tokenint:bits=4,zero=int,round=away,min_scale=1e-6,reciprocal,zero_in_scale,rotation=rht");
 KVTUNE_FAKE_QUANT(tokenint8_turbomind, "tokenint:bits=8,zero=min,round=even,scale=f16,reciprocal");
 KVTUNE_FAKE_QUANT(tokenint4_lmdeploy_pt, "tokenint:bits=4,zero=float,round=up,scale=f16");
 KVTUNE_FAKE_QUANT(tokenint8_sglang, "tokenint:bits=8,zero=mid,scale=f16");

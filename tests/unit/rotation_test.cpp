@@ -342,6 +342,80 @@ TEST(Rht, HTimesHIsDTimesIdentitySoF32RoundTrips) {
   }
 }
 
+// Rows for the RHT's bit comparisons: normal draws, an outlier channel, a row of tiny values whose
+// inverse lands among the subnormals (the division by d), a zero row and a row of one value.
+Matrix rht_rows_of(int64_t rows, int64_t d, uint64_t seed) {
+  Matrix x = testing::normal_matrix(rows, d, seed);
+  for (int64_t r = 0; r < rows; ++r) x(r, 5 % d) *= 30.0f;
+  for (int64_t j = 0; j < d; ++j) {
+    x(1, j) *= 1e-37f;
+    x(2, j) = 0.0f;
+    x(3, j) = -2.5f;
+  }
+  return x;
+}
+
+int64_t bit_mismatches(const Matrix& a, const Matrix& b) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < a.size(); ++i) n += float_bits(a.data()[i]) != float_bits(b.data()[i]);
+  return n;
+}
+
+// The policy transforms heads of 16 ... 256 channels sixteen floats per vector (any other power of
+// two by rht.h's scalar functions); each must give rht_forward's and rht_inverse's bits. f32 stores
+// the rotated rows as they are, so quantize shows the forward transform and dequantize the inverse.
+TEST(Rht, VectorHeadsAreTheScalarTransformsBits) {
+  for (const int64_t d : {8, 16, 32, 64, 128, 256, 512}) {
+    const Matrix x = rht_rows_of(21, d, uint64_t(d));
+    const std::vector<float> s = rht_signs(d);
+    Matrix forward = copy_of(x);
+    for (int64_t r = 0; r < x.rows(); ++r) rht_forward(forward.row(r), s);
+    const SchemePtr scheme = make_scheme("f32:rotation=rht");
+    const std::vector<std::byte> packed = scheme->quantize(x, {});
+    ASSERT_EQ(packed.size(), size_t(x.size()) * sizeof(float));
+    Matrix stored(x.rows(), d);
+    std::memcpy(stored.data(), packed.data(), packed.size());
+    EXPECT_EQ(bit_mismatches(stored, forward), 0) << "forward, d = " << d;
+
+    Matrix inverse = copy_of(stored);
+    for (int64_t r = 0; r < x.rows(); ++r) rht_inverse(inverse.row(r), s);
+    Matrix got(x.rows(), d);
+    scheme->dequantize(packed, {}, got);
+    EXPECT_EQ(bit_mismatches(got, inverse), 0) << "inverse, d = " << d;
+  }
+}
+
+// Around a scheme whose rows round-trip alone, rotation=rht goes 8 KiB of rows at a time, as
+// rotation=hadamard does. Row counts that leave a partial last tile, in both roles, must give the
+// whole block's bits: rht_forward on every row, the inner round trip of the whole block, rht_inverse
+// on every row. The first inner scheme is vLLM's int4_per_token_head (docs/runtimes.md).
+TEST(Rht, TiledRoundTripIsTheWholeBlocksBits) {
+  struct Case {
+    const char* inner;
+    int64_t rows, cols;
+  };
+  for (const Case& c : {Case{"tokenint:bits=4,zero=int,round=away,min_scale=1e-6,reciprocal,zero_in_scale", 53, 128},
+                        Case{"tokenint:bits=8,round=away,min_scale=1e-6,reciprocal", 37, 64},
+                        Case{"q4_0", 19, 256}, Case{"int:bits=4,axis=token", 70, 32}, Case{"f32", 33, 128}}) {
+    const Matrix x = rht_rows_of(c.rows, c.cols, uint64_t(c.rows));
+    const std::vector<float> s = rht_signs(c.cols);
+    const std::string inner = c.inner;
+    const std::string spec = inner + (inner.find(':') == std::string::npos ? ":" : ",") + "rotation=rht";
+    ASSERT_TRUE(make_scheme(c.inner)->traits().rows_independent) << c.inner;
+    for (const Role role : {Role::key, Role::value}) {
+      const QuantContext ctx{role, {}, 0};
+      Matrix want = copy_of(x);
+      for (int64_t r = 0; r < x.rows(); ++r) rht_forward(want.row(r), s);
+      Matrix quantized(x.rows(), x.cols());
+      make_scheme(c.inner)->roundtrip(want, ctx, quantized);
+      for (int64_t r = 0; r < x.rows(); ++r) rht_inverse(quantized.row(r), s);
+      Matrix got(x.rows(), x.cols());
+      make_scheme(spec)->roundtrip(x, ctx, got);
+      EXPECT_EQ(bit_mismatches(got, quantized), 0) << spec << (role == Role::key ? " (key)" : " (value)");
+    }
+  }
+}
+
 TEST(Rht, KeepsDotProductsUpToD) {
   const int d = 128;
   const Matrix x = testing::normal_matrix(2, d, 11);
