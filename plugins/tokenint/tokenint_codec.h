@@ -261,32 +261,35 @@ inline void decode_row(const uint8_t* rec, int64_t d, const Config& c, float* y)
   }
 }
 
-// round_code for a compile-time R, with trunc built on round_half_even (exact for |w| <= 2^22: a
-// nearest integer farther from zero than w is one step past trunc(w)): GCC vectorizes this, not
-// std::trunc. A zero may come out with the other sign; level_of's + 0 makes every zero +0 anyway.
-[[gnu::always_inline]] inline float trunc_small(float w) {
-  const float r = round_half_even(w);
-  return std::fabs(r) > std::fabs(w) ? r - std::copysign(1.0f, w) : r;
-}
+// Toward zero through an int32 conversion, exact for |w| < 2^31: the float-to-int and int-to-float
+// conversions vectorize (cvttps2dq, cvtdq2ps) where std::trunc became a call to truncf per element.
+// A zero comes out +0; level_of's + 0 makes every zero +0 anyway.
+[[gnu::always_inline]] inline float trunc_small(float w) { return static_cast<float>(static_cast<int32_t>(w)); }
+
+// Half away from zero for |v| <= 2^22: trunc(v + copysign(h, v)) with h = 0.5 - 2^-25, the float
+// below one half. A tie k + 1/2 sums to k + 1 - 2^-25, which rounds (to nearest, at worst to even
+// between 1 - 2^-24 and 1) up to k + 1; anything below k + 1/2 sums to at most k + 1 - ulp, a float,
+// so it stays below k + 1. The plain v + 0.5 would take pred(0.5) = 0.49999997 up to 1.
+inline constexpr float kBelowHalf = 0x1.fffffep-2f;
+[[gnu::always_inline]] inline float round_away_small(float v) { return trunc_small(v + std::copysign(kBelowHalf, v)); }
+
+// round_code for a compile-time R (the same integers, by operations that vectorize).
 template <Round R>
 [[gnu::always_inline]] inline float round_code_of(float v) {
   if constexpr (R == Round::even) return round_half_even(v);
-  if constexpr (R == Round::away) return round_half_away(v);
+  if constexpr (R == Round::away) return round_away_small(v);
   if constexpr (R == Round::trunc) return trunc_small(v);
   return trunc_small(v + 0.5f);
 }
 
-// round_code_of for v >= 0 or -0 (unsigned codes, clamped at 0), where the signs drop out: each
-// rounding is round_half_even's integer plus a correction of one, always +0 for a zero (as level()'s
-// int conversion makes it). Fewer operations than the general forms, and none that GCC turns into
-// chains of mask operations.
+// round_code_of for v >= 0 or -0 (unsigned codes, clamped at 0), where the signs drop out; always
+// +0 for a zero (as level()'s int conversion makes it).
 template <Round R>
 [[gnu::always_inline]] inline float round_nonnegative_code_of(float v) {
-  const float w = R == Round::up ? v + 0.5f : v;
-  const float r = round_half_even(w);  // (-0 + 1.5 * 2^23) - 1.5 * 2^23 = +0
-  if constexpr (R == Round::even) return r;
-  if constexpr (R == Round::away) return r + (w - r == 0.5f ? 1.0f : 0.0f);  // an exact tie: up
-  return r - (r > w ? 1.0f : 0.0f);  // trunc, and up's trunc(v + 0.5): the integer at or below w
+  if constexpr (R == Round::even) return round_half_even(v);  // (-0 + 1.5 * 2^23) - 1.5 * 2^23 = +0
+  if constexpr (R == Round::away) return trunc_small(v + kBelowHalf);
+  if constexpr (R == Round::trunc) return trunc_small(v);
+  return trunc_small(v + 0.5f);
 }
 
 // level() and value() with the conventions fixed at compile time (Multiply: p.r != 0), so a row's

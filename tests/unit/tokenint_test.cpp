@@ -203,6 +203,56 @@ TEST(TokenInt, EachRoundingModeOnExactTies) {
   EXPECT_THAT(row_of(both_paths("tokenint:bits=3,round=trunc", x)), ::testing::ElementsAre(3, -2, -1, 0, 1, 2));
 }
 
+// The element loops' roundings (round_code_of, and round_nonnegative_code_of for v >= 0: trunc by
+// an int32 conversion, half away as trunc(v + copysign(0.49999997, v))) against round_code, the
+// reference, on every float within 300 ulps of each integer and half-integer of the clamped range
+// [-256, 256] (0.49999997 among them), on zeros, subnormals and tiny values, for every mode. The
+// zero's sign is not compared: level_of adds +0 to signed codes, and unsigned ones are +0 both ways.
+TEST(TokenInt, VectorRoundingsAreTheReferenceNearEveryIntegerAndHalf) {
+  using builtin::tokenint::Round;
+  std::vector<float> values = {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-38f, -1e-30f, 3e-8f};
+  for (int k2 = -512; k2 <= 512; ++k2) {  // k2 / 2: every integer and half-integer
+    const float center = 0.5f * float(k2);
+    float up = center, down = center;
+    values.push_back(center);
+    for (int i = 0; i < 300; ++i) {
+      up = std::nextafter(up, INFINITY), down = std::nextafter(down, -INFINITY);
+      values.push_back(up);
+      values.push_back(down);
+    }
+  }
+  const auto same = [](float a, float b) { return float_bits(a + 0.0f) == float_bits(b + 0.0f); };
+  int64_t checked = 0, mismatches = 0;
+  for (const float v : values) {
+    for (const Round r : {Round::even, Round::away, Round::trunc, Round::up}) {
+      const float want = builtin::tokenint::round_code(v, r);
+      float got = 0.0f;
+      switch (r) {
+        case Round::even: got = builtin::tokenint::round_code_of<Round::even>(v); break;
+        case Round::away: got = builtin::tokenint::round_code_of<Round::away>(v); break;
+        case Round::trunc: got = builtin::tokenint::round_code_of<Round::trunc>(v); break;
+        case Round::up: got = builtin::tokenint::round_code_of<Round::up>(v); break;
+      }
+      mismatches += !same(got, want);
+      if (v >= 0.0f) {
+        switch (r) {
+          case Round::even: got = builtin::tokenint::round_nonnegative_code_of<Round::even>(v); break;
+          case Round::away: got = builtin::tokenint::round_nonnegative_code_of<Round::away>(v); break;
+          case Round::trunc: got = builtin::tokenint::round_nonnegative_code_of<Round::trunc>(v); break;
+          case Round::up: got = builtin::tokenint::round_nonnegative_code_of<Round::up>(v); break;
+        }
+        mismatches += !same(got, want);
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_GT(checked, 2'000'000);
+  // The value that breaks the plain trunc(v + 0.5): pred(0.5) rounds to 0 half away.
+  EXPECT_EQ(builtin::tokenint::round_code_of<Round::away>(0.49999997f), 0.0f);
+  EXPECT_EQ(builtin::tokenint::round_code_of<Round::away>(-0.49999997f) + 0.0f, 0.0f);
+}
+
 TEST(TokenInt, TruncationTakesNegativeCodesTowardZero) {
   // A float -> int8 cast truncates (vLLM's per-token kernel stores clamp(x * (1/scale)) so;
   // its per-token-head int8 kernel adds +-0.5 first: round=away). absmax 127 -> s = 1:
