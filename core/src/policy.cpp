@@ -109,7 +109,9 @@ template <int N>
 
 // rht_forward (Back false) or rht_inverse (Back true) of one head of N floats, src to dst (which
 // may be src), in the scalar functions' order: forward the signs' exact products, then the
-// butterflies; inverse the butterflies, then (y · s) / N per element. The signs come in as vectors.
+// butterflies; inverse the butterflies, then (y · s) / N per element, as y · (s / N): s / N = ±2^-k
+// is exact, and both round the same real number y · s / N once, so they are the same bits. The
+// signs (over N when Back) come in as vectors.
 template <int N, bool Back>
 [[gnu::always_inline]] inline void rht_group(const float* src, float* dst, const v16f* signs) {
   static_assert(N % 16 == 0 && (N & (N - 1)) == 0);
@@ -123,7 +125,7 @@ template <int N, bool Back>
   butterflies16<N>(v);
 #pragma GCC unroll 16
   for (int k = 0; k < kVectors; ++k) {
-    if constexpr (Back) v[k] = v[k] * signs[k] / static_cast<float>(N);
+    if constexpr (Back) v[k] = v[k] * signs[k];
     *reinterpret_cast<v16f*>(dst + 16 * k) = v[k];
   }
 }
@@ -135,7 +137,10 @@ template <int N, bool Back>
 [[gnu::always_inline]] inline void rht_heads(ConstMatrixView src, MatrixView dst, const float* signs) {
   v16f s[N / 16];
 #pragma GCC unroll 16
-  for (int k = 0; k < N / 16; ++k) s[k] = *reinterpret_cast<const v16f*>(signs + 16 * k);
+  for (int k = 0; k < N / 16; ++k) {
+    s[k] = *reinterpret_cast<const v16f*>(signs + 16 * k);
+    if constexpr (Back) s[k] = s[k] * (1.0f / static_cast<float>(N));
+  }
   for (int64_t r = 0; r < src.rows; ++r) rht_group<N, Back>(src.row(r), dst.row(r), s);
 }
 
