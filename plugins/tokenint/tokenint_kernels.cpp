@@ -6,7 +6,6 @@
 #include "kvtune/numeric/cpu_features.h"
 #include "kvtune/numeric/multiversion.h"
 #include "lane_reductions.h"
-#include "prefetch.h"
 #include "round_lanes.h"
 #include "stored_scale_lanes.h"
 #include "x86_intrinsics.h"
@@ -141,10 +140,12 @@ void fit_rows(const float* x, int64_t rows, int64_t d, const Config& c, RowParam
 KVTUNE_MULTIVERSION void roundtrip_rows(const float* x, int64_t rows, int64_t d, const Config& c, float* y) {
   constexpr int64_t kBatch = 16;  // rows fitted at once (fit_rows), before their elements
   RowParams p[kBatch];
+  // No software read-ahead: asking for the next batch's 8 KiB here (last session's version) made
+  // the four runtime conventions 15-20 % slower once their element loops had become faster
+  // (bench_schemes, alternate runs); the hardware prefetcher follows the rows alone.
   for (int64_t r = 0; r < rows; r += kBatch) {
     const int64_t n = std::min(kBatch, rows - r);
     fit_rows(x + r * d, n, d, c, p);
-    if (r + kBatch < rows) prefetch_floats(x + (r + kBatch) * d, std::min(kBatch, rows - r - kBatch) * d);
     for (int64_t k = 0; k < n; ++k) roundtrip_fitted_row(x + (r + k) * d, d, c, p[k], y + (r + k) * d);
   }
 }
