@@ -428,26 +428,25 @@ TEST(RotationPolicy, StreamedRotationBackIsTheSameBits) {
     const char* rotation;
     int group;  // 0: rht
   };
+  const std::vector<float> s = rht_signs(cols);
   for (const Case& c : {Case{"q4_0", "rotation=hadamard", 128}, Case{"q8_0", "rotation=hadamard,rotation_group=32", 32},
-                        Case{"tokenint:bits=4,zero=int,round=away,min_scale=1e-6,reciprocal,zero_in_scale", "rotation=rht", 0}}) {
-    const std::vector<float> s = rht_signs(cols);
-    const auto rotate = [&](Matrix& m) {
+                        Case{"tokenint:bits=4,zero=int,round=away,min_scale=1e-6,reciprocal,zero_in_scale",
+                             "rotation=rht", 0}}) {
+    // Every row forth (or back): the scalar transforms, one row at a time.
+    const auto rotate = [&](Matrix& m, bool back) {
       for (int64_t r = 0; r < m.rows(); ++r) {
-        if (c.group == 0) continue;
-        for (int64_t j = 0; j < cols; j += c.group) hadamard_transform(m.row(r) + j, c.group);
+        if (c.group == 0) {
+          back ? rht_inverse(m.row(r), s) : rht_forward(m.row(r), s);
+        } else {
+          for (int64_t j = 0; j < cols; j += c.group) hadamard_transform(m.row(r) + j, c.group);
+        }
       }
     };
     Matrix want = copy_of(x);
-    rotate(want);
-    if (c.group == 0) {
-      for (int64_t r = 0; r < rows; ++r) rht_forward(want.row(r), s);
-    }
+    rotate(want, false);
     Matrix quantized(rows, cols);
     make_scheme(c.inner)->roundtrip(want, {Role::key, {}, 0}, quantized);
-    rotate(quantized);
-    if (c.group == 0) {
-      for (int64_t r = 0; r < rows; ++r) rht_inverse(quantized.row(r), s);
-    }
+    rotate(quantized, true);
     const std::string inner = c.inner;
     const std::string spec = inner + (inner.find(':') == std::string::npos ? ":" : ",") + c.rotation;
     Matrix got(rows, cols);

@@ -223,28 +223,17 @@ TEST(TokenInt, VectorRoundingsAreTheReferenceNearEveryIntegerAndHalf) {
   }
   const auto same = [](float a, float b) { return float_bits(a + 0.0f) == float_bits(b + 0.0f); };
   int64_t checked = 0, mismatches = 0;
+  const auto check = [&]<Round R>(float v) {
+    const float want = builtin::tokenint::round_code(v, R);
+    mismatches += !same(builtin::tokenint::round_code_of<R>(v), want);
+    if (v >= 0.0f) mismatches += !same(builtin::tokenint::round_nonnegative_code_of<R>(v), want);
+    ++checked;
+  };
   for (const float v : values) {
-    for (const Round r : {Round::even, Round::away, Round::trunc, Round::up}) {
-      const float want = builtin::tokenint::round_code(v, r);
-      float got = 0.0f;
-      switch (r) {
-        case Round::even: got = builtin::tokenint::round_code_of<Round::even>(v); break;
-        case Round::away: got = builtin::tokenint::round_code_of<Round::away>(v); break;
-        case Round::trunc: got = builtin::tokenint::round_code_of<Round::trunc>(v); break;
-        case Round::up: got = builtin::tokenint::round_code_of<Round::up>(v); break;
-      }
-      mismatches += !same(got, want);
-      if (v >= 0.0f) {
-        switch (r) {
-          case Round::even: got = builtin::tokenint::round_nonnegative_code_of<Round::even>(v); break;
-          case Round::away: got = builtin::tokenint::round_nonnegative_code_of<Round::away>(v); break;
-          case Round::trunc: got = builtin::tokenint::round_nonnegative_code_of<Round::trunc>(v); break;
-          case Round::up: got = builtin::tokenint::round_nonnegative_code_of<Round::up>(v); break;
-        }
-        mismatches += !same(got, want);
-      }
-      ++checked;
-    }
+    check.operator()<Round::even>(v);
+    check.operator()<Round::away>(v);
+    check.operator()<Round::trunc>(v);
+    check.operator()<Round::up>(v);
   }
   EXPECT_EQ(mismatches, 0);
   EXPECT_GT(checked, 2'000'000);
