@@ -9,9 +9,9 @@
 #include "kvtune/codecs/random_rotation.h"
 #include "kvtune/codecs/rht.h"
 #include "kvtune/error.h"
+#include "kvtune/numeric/cpu_features.h"
 #include "kvtune/numeric/half.h"
 #include "kvtune/rope.h"
-#include "kvtune/numeric/cpu_features.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -98,12 +98,11 @@ template <int N>
 template <int N>
 [[gnu::always_inline]] inline void hadamard_group(const float* src, float* dst) {
   static_assert(N % 8 == 0 && (N & (N - 1)) == 0);
-  const float scale = hadamard_scale(N);
   // Loads and stores straight through the vector types (aligned(4): any float address): a memcpy
   // into the array was split into two 16-byte stores that the 32-byte load after it could not
   // forward from, a stall that cost two thirds of the transform.
   if constexpr (N == 8) {
-    v8f v = *reinterpret_cast<const v8f*>(src) * scale;
+    v8f v = *reinterpret_cast<const v8f*>(src) * hadamard_scale(N);
     const v8f sign1 = {1, -1, 1, -1, 1, -1, 1, -1}, sign2 = {1, 1, -1, -1, 1, 1, -1, -1},
               sign4 = {1, 1, 1, 1, -1, -1, -1, -1};
     v = v * sign1 + __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
@@ -169,8 +168,8 @@ template <int N, bool Back>
 // vLLM's RHT (forward, or its inverse when back) of every row of src into dst (the same shape; it
 // may be src itself), signs = rht_signs(cols): heads of 16 ... 256 channels in vectors, any other
 // power of two by rht.h's scalar functions.
-KVTUNE_ROTATION_CLONES KVTUNE_BUTTERFLY_FMA void rht_rows(ConstMatrixView src, MatrixView dst, const std::vector<float>& signs,
-                                                         bool back) {
+KVTUNE_ROTATION_CLONES KVTUNE_BUTTERFLY_FMA void rht_rows(ConstMatrixView src, MatrixView dst,
+                                                         const std::vector<float>& signs, bool back) {
   const float* s = signs.data();
   switch (src.cols) {
     case 16: return back ? rht_heads<16, true>(src, dst, s) : rht_heads<16, false>(src, dst, s);
@@ -251,10 +250,11 @@ template <int N>
 
 // The rotation back of rows into the output with streaming stores (the caller ends with
 // _mm_sfence()): a normal store first reads the line it writes, and those reads, in a burst at
-// the end of each tile, stalled the tiled round trip (vLLM's int4_per_token_head at 32 768 x 128:
-// best 1.88 -> 1.57 ms, alternate runs). rotation=rht (signs given) or the Hadamard groups of
-// `group` channels, 16 to 256; false, nothing written, for any other group. dst's rows must be
-// 64-byte aligned and the machine must have AVX-512 (streams_back).
+// the end of each tile, stalled the tiled round trip (at 32 768 x 128, best of eight alternate
+// runs: vLLM's int4_per_token_head 1.94 -> 1.53 ms, q4_0:rotation=hadamard 1.62 -> 1.43 ms).
+// rotation=rht (signs given) or the Hadamard groups of `group` channels, 16 to 256; false, nothing
+// written, for any other group. dst's rows must be 64-byte aligned and the machine must have
+// AVX-512 (streams_back).
 __attribute__((target("avx512f"))) KVTUNE_BUTTERFLY_FMA bool rotate_back_streamed(ConstMatrixView src, MatrixView dst,
                                                                                  int64_t group, const float* signs) {
   switch (group) {
@@ -344,7 +344,6 @@ void rotate_rows_random(MatrixView x, uint64_t seed, bool back) {
   }
   rotate_rows_by(x, columns.data());
 }
-
 
 // The context of rows first .. first + rows: their own positions, so position-aware inner
 // schemes see where the rows sit.
@@ -483,39 +482,28 @@ class RotatedScheme final : public Scheme {
     if (g <= 0) return inner_->roundtrip(x, ctx, out);  // nothing to rotate (as rotate())
     const std::vector<float> signs = rht ? rht_signs(x.cols) : std::vector<float>{};
     const bool stream = streams_back(out);
-    roundtrip_in_tiles(x, ctx, out, [&](ConstMatrixView src, MatrixView dst, bool back) {
+    const auto rotate_tile = [&](ConstMatrixView src, MatrixView dst, bool back) {
 #if KVTUNE_STREAMED_ROTATION
       if (back && stream && rotate_back_streamed(src, dst, g, rht ? signs.data() : nullptr)) return;
 #endif
       rht ? rht_rows(src, dst, signs, back) : rotate_rows(src, dst, g);
-    });
-#if KVTUNE_STREAMED_ROTATION
-    if (stream) _mm_sfence();  // the streamed stores ordered before whatever the caller does next
-#endif
-  }
-
-  // rotate(src, dst, back) rotates rows of src into dst, or back.
-  template <class Rotate>
-  void roundtrip_in_tiles(ConstMatrixView x, const QuantContext& ctx, MatrixView out, const Rotate& rotate) const {
+    };
     constexpr int64_t kTileBytes = 8192;
     const int64_t tile = std::max<int64_t>(1, kTileBytes / (x.cols * int64_t(sizeof(float))));
     const size_t floats = size_t(tile * x.cols);
-    std::vector<float>& scratch = tile_scratch();
+    thread_local std::vector<float> scratch;  // grown, never shrunk
     if (scratch.size() < 2 * floats) scratch.resize(2 * floats);
     for (int64_t r0 = 0; r0 < x.rows; r0 += tile) {
       const int64_t rows = std::min(tile, x.rows - r0);
       const QuantContext tile_ctx = rows_ctx(ctx, r0, rows);
       const MatrixView rotated{scratch.data(), rows, x.cols}, back{scratch.data() + floats, rows, x.cols};
-      rotate(x.row_range(r0, rows), rotated, false);
+      rotate_tile(x.row_range(r0, rows), rotated, false);
       inner_->roundtrip(rotated, tile_ctx, back);
-      rotate(back, {out.row(r0), rows, x.cols}, true);
+      rotate_tile(back, {out.row(r0), rows, x.cols}, true);
     }
-  }
-
-  // A tile's two buffers, this thread's, grown and never shrunk.
-  static std::vector<float>& tile_scratch() {
-    thread_local std::vector<float> scratch;
-    return scratch;
+#if KVTUNE_STREAMED_ROTATION
+    if (stream) _mm_sfence();  // the streamed stores ordered before whatever the caller does next
+#endif
   }
 
   void rotate(MatrixView x, const QuantContext& ctx, bool back) const {
