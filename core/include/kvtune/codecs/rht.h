@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <random>
-#include <span>
 #include <vector>
 
 #include "kvtune/codecs/hadamard.h"
@@ -36,14 +35,14 @@ inline std::vector<float> rht_signs(int64_t d) {
 }
 
 // x <- H (s o x) for one head of n = signs.size() channels (n a power of two).
-inline void rht_forward(float* x, std::span<const float> signs) {
+inline void rht_forward(float* x, const std::vector<float>& signs) {
   const int n = static_cast<int>(signs.size());
   for (int i = 0; i < n; ++i) x[i] *= signs[static_cast<size_t>(i)];
   hadamard_butterflies(x, n);
 }
 
 // y <- s o (H y) / n, the inverse of rht_forward (exact division: n is a power of two).
-inline void rht_inverse(float* y, std::span<const float> signs) {
+inline void rht_inverse(float* y, const std::vector<float>& signs) {
   const int n = static_cast<int>(signs.size());
   hadamard_butterflies(y, n);
   const float d = static_cast<float>(n);
