@@ -185,7 +185,9 @@ KVTUNE_ROTATION_CLONES KVTUNE_BUTTERFLY_FMA bool rotate_rows_in_vectors(ConstMat
 }
 
 #if KVTUNE_STREAMED_ROTATION
-// The values of a group of N floats, streamed to dst.
+// The values of a group of N floats, streamed to dst. The streamed loops below repeat rht_heads'
+// and rotate_groups' shape: a store with a target attribute cannot be inlined into those untargeted
+// helpers (GCC refuses the always_inline), so they have loops of their own.
 template <int N>
 [[gnu::always_inline]] __attribute__((target("avx512f"))) inline void stream_values(float* dst, const v16f* v) {
 #pragma GCC unroll 16

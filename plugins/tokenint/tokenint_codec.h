@@ -282,14 +282,12 @@ template <Round R>
   return trunc_small(v + 0.5f);
 }
 
-// round_code_of for v >= 0 or -0 (unsigned codes, clamped at 0), where the signs drop out; always
-// +0 for a zero (as level()'s int conversion makes it).
+// round_code_of for v >= 0 or -0 (unsigned codes, clamped at 0): half away needs no copysign
+// there; always +0 for a zero (as level()'s int conversion makes it).
 template <Round R>
 [[gnu::always_inline]] inline float round_nonnegative_code_of(float v) {
-  if constexpr (R == Round::even) return round_half_even(v);  // (-0 + 1.5 * 2^23) - 1.5 * 2^23 = +0
   if constexpr (R == Round::away) return trunc_small(v + kBelowHalf);
-  if constexpr (R == Round::trunc) return trunc_small(v);
-  return trunc_small(v + 0.5f);
+  return round_code_of<R>(v);  // even: (-0 + 1.5 * 2^23) - 1.5 * 2^23 = +0
 }
 
 // level() and value() with the conventions fixed at compile time (Multiply: p.r != 0), so a row's

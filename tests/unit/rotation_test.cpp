@@ -23,6 +23,11 @@ namespace {
 using testing::data_path;
 using testing::make_scheme;
 
+// A spec with policy keys added: "q4_0" + "rotation=rht" is "q4_0:rotation=rht".
+std::string with_keys(const std::string& inner, const std::string& keys) {
+  return inner + (inner.find(':') == std::string::npos ? ":" : ",") + keys;
+}
+
 TEST(Hadamard, IsOrthonormalAndItsOwnInverse) {
   for (int n : {2, 8, 64, 128, 256}) {
     const Matrix x = testing::normal_matrix(1, n, uint64_t(n));
@@ -106,9 +111,7 @@ TEST(RotationPolicy, TiledRoundTripIsTheWholeBlocksBits) {
   for (const Case& c : {Case{"q4_0", 37, 128, 128}, Case{"q4_0", 15, 128, 64}, Case{"int:bits=4,axis=token", 70, 64, 32},
                         Case{"fp8:scale=dynamic,granularity=token", 33, 128, 16}}) {
     const Matrix x = copy_of(ConstMatrixView{data.data(), c.rows, c.cols});
-    const std::string inner = c.inner;
-    const std::string spec = inner + (inner.find(':') == std::string::npos ? ":" : ",") +
-                             "rotation=hadamard,rotation_group=" + std::to_string(c.group);
+    const std::string spec = with_keys(c.inner, "rotation=hadamard,rotation_group=" + std::to_string(c.group));
     ASSERT_TRUE(make_scheme(c.inner)->traits().rows_independent) << c.inner;
     for (const Role role : {Role::key, Role::value}) {
       const QuantContext ctx{role, {}, 0};
@@ -399,8 +402,7 @@ TEST(Rht, TiledRoundTripIsTheWholeBlocksBits) {
                         Case{"q4_0", 19, 256}, Case{"int:bits=4,axis=token", 70, 32}, Case{"f32", 33, 128}}) {
     const Matrix x = rht_rows_of(c.rows, c.cols, uint64_t(c.rows));
     const std::vector<float> s = rht_signs(c.cols);
-    const std::string inner = c.inner;
-    const std::string spec = inner + (inner.find(':') == std::string::npos ? ":" : ",") + "rotation=rht";
+    const std::string spec = with_keys(c.inner, "rotation=rht");
     ASSERT_TRUE(make_scheme(c.inner)->traits().rows_independent) << c.inner;
     for (const Role role : {Role::key, Role::value}) {
       const QuantContext ctx{role, {}, 0};
@@ -447,8 +449,7 @@ TEST(RotationPolicy, StreamedRotationBackIsTheSameBits) {
     Matrix quantized(rows, cols);
     make_scheme(c.inner)->roundtrip(want, {Role::key, {}, 0}, quantized);
     rotate(quantized, true);
-    const std::string inner = c.inner;
-    const std::string spec = inner + (inner.find(':') == std::string::npos ? ":" : ",") + c.rotation;
+    const std::string spec = with_keys(c.inner, c.rotation);
     Matrix got(rows, cols);
     make_scheme(spec)->roundtrip(x, {Role::key, {}, 0}, got);
     EXPECT_EQ(bit_mismatches(got, quantized), 0) << spec;
