@@ -17,14 +17,25 @@ namespace kvtune::builtin {
 // it rounds to it under the default rounding mode, and the min with top saturates (infinities too;
 // top lies on the grid and the sum is monotone). A NaN lane gives +top (min returns its second
 // operand), without the sign. Every constant must stay normal and finite: the callers bound s.
-template <int M>
+// TiesAway: half away from zero instead. The two differ only on an exact tie that the even rounding
+// took down, where |x| minus the rounded value (exact: both are multiples of |x|'s unit in the last
+// place, at most half a step apart) is half a step; such a lane goes one step up before the
+// saturation.
+template <int M, bool TiesAway = false>
 KVTUNE_AVX512 inline __m512 round_to_scaled_grid16(__m512 x, __m512i lo, __m512 top) {
   const __m512i u = _mm512_castps_si512(x);
   const __m512i ax = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   const __m512i binade = _mm512_and_si512(_mm512_min_epu32(_mm512_max_epu32(ax, lo), _mm512_castps_si512(top)),
                                           _mm512_set1_epi32(0x7f800000));
   const __m512 magic = _mm512_castsi512_ps(_mm512_add_epi32(binade, _mm512_set1_epi32(((23 - M) << 23) + 0x400000)));
-  const __m512 mag = _mm512_min_ps(_mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(ax), magic), magic), top);
+  __m512 rounded = _mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(ax), magic), magic);
+  if constexpr (TiesAway) {
+    const __m512 step = _mm512_castsi512_ps(_mm512_sub_epi32(binade, _mm512_set1_epi32(M << 23)));
+    const __m512 half = _mm512_castsi512_ps(_mm512_sub_epi32(binade, _mm512_set1_epi32((M + 1) << 23)));
+    const __mmask16 tie_down = _mm512_cmp_ps_mask(_mm512_sub_ps(_mm512_castsi512_ps(ax), rounded), half, _CMP_EQ_OQ);
+    rounded = _mm512_mask_add_ps(rounded, tie_down, rounded, step);
+  }
+  const __m512 mag = _mm512_min_ps(rounded, top);
   return _mm512_castsi512_ps(_mm512_mask_ternarylogic_epi32(_mm512_castps_si512(mag), _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q),
                                                             u, _mm512_set1_epi32(int(0x80000000u)),
                                                             0xf8));  // mag | (u & sign)

@@ -57,61 +57,103 @@ KVTUNE_MICRO_LOOPS(32)
 
 #if KVTUNE_X86_INTRINSICS
 
-// codec::e2m1_round(x / s) * s, ties to even, for a normal power-of-two scale s <= 2^100 (so that
-// the constants stay finite), without the two products: x / s is then exact (or below 2^-126, where
-// both give zero), so the round trip is |x| rounded to the E2M1 grid (one mantissa bit, from 1 to 6)
-// times s; a NaN gives +6s, as the codec's +6 times s.
-KVTUNE_AVX512 inline __m512 e2m1_scaled_even16(__m512 x, float s) {
-  return round_to_scaled_grid16<1>(x, _mm512_castps_si512(_mm512_set1_ps(s)), _mm512_set1_ps(6.0f * s));
-}
-
-// codec::e2m1_round on sixteen lanes, without its seven comparisons. Above 6 it saturates
-// (infinities too); a NaN gives +6, as the codec's.
-// Ties to even: e2m1_scaled_even16 through a scale of 1.
-// Ties away (nvfp4's option): the grid's step is 1/2 below 2, 1 below 4 and 2 above, so |v| times
-// 2, 1 or 1/2 (exact) is rounded half away from zero, from the exact fraction t - trunc(t), and
-// scaled back.
+// codec::e2m1_round on sixteen lanes, without its seven comparisons: the scaled grid through a scale
+// of 1. Above 6 it saturates (infinities too); a NaN gives +6, as the codec's.
 template <bool TiesAway>
 KVTUNE_AVX512 inline __m512 e2m1_round16(__m512 v) {
-  if constexpr (!TiesAway) {
-    return e2m1_scaled_even16(v, 1.0f);
-  }
-  const __m512 a = _mm512_abs_ps(v);
-  const __mmask16 below2 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.0f), _CMP_LT_OQ);
-  const __mmask16 below4 = _mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_LT_OQ);
-  const __m512 up = _mm512_mask_blend_ps(below2, _mm512_mask_blend_ps(below4, _mm512_set1_ps(0.5f), _mm512_set1_ps(1.0f)),
-                                         _mm512_set1_ps(2.0f));
-  const __m512 down = _mm512_mask_blend_ps(below2, _mm512_mask_blend_ps(below4, _mm512_set1_ps(2.0f), _mm512_set1_ps(1.0f)),
-                                           _mm512_set1_ps(0.5f));
-  const __m512 t = _mm512_mul_ps(a, up);
-  // half away from zero, from the exact fraction t - trunc(t)
-  const __m512 whole = _mm512_roundscale_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __mmask16 half = _mm512_cmp_ps_mask(_mm512_sub_ps(t, whole), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-  const __m512 level = _mm512_mask_add_ps(whole, half, whole, _mm512_set1_ps(1.0f));
-  const __m512 mag = _mm512_min_ps(_mm512_mul_ps(level, down), _mm512_set1_ps(6.0f));
-  const __m512 sign = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(int(0x80000000u))));
-  const __m512 signed_mag = _mm512_or_ps(mag, sign);
-  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), signed_mag, _mm512_set1_ps(6.0f));
+  return round_to_scaled_grid16<1, TiesAway>(v, _mm512_castps_si512(_mm512_set1_ps(1.0f)), _mm512_set1_ps(6.0f));
 }
 
-// e2m1_block's arithmetic sixteen lanes at a time (B = 16 or 32); ties to even through a power-of-two
-// scale up to 2^100 (exact_reciprocal's powers of two are normal) by e2m1_scaled_even16.
+// exact_reciprocal on sixteen lanes: 2^-e for a normal power of two 2^e, else 0.
+KVTUNE_AVX512 inline __m512 exact_reciprocal16(__m512 s) {
+  const __m512i bits = _mm512_castps_si512(s), exponent = _mm512_srli_epi32(bits, 23);  // 0 unless +
+  const __mmask16 power = _mm512_testn_epi32_mask(bits, _mm512_set1_epi32(0x7fffff)) &
+                          _mm512_cmp_epu32_mask(_mm512_sub_epi32(exponent, _mm512_set1_epi32(1)),
+                                                _mm512_set1_epi32(253), _MM_CMPINT_LE);
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(power, _mm512_sub_epi32(_mm512_set1_epi32(254), exponent), 23));
+}
+
+// How a block reaches e2m1_block's bits from its scale s > 0:
+// - grid: a power of two from 2^-124 to 2^100, without the two products: x / s is then exact (or
+//   below 2^-126, where both give zero), so the round trip is |x| rounded to the E2M1 grid times s,
+//   round_to_scaled_grid16's (its constants, down to the half step at s / 4, stay normal and
+//   finite; a NaN gives +6s, as the codec's +6 times s);
+// - exact: another power of two, x times its exact reciprocal, which is x / s;
+// - divide: any other s. (x times fl(1 / s), dividing only the vectors with a lane within 16 units
+//   in the last place of an E2M1 boundary, gave the same bits but ran 15 % slower than the division.)
+enum class BlockPath { grid, exact, divide };
+
+BlockPath block_path(float s) {
+  if (exact_reciprocal(s) == 0.0f) return BlockPath::divide;
+  return s >= 0x1p-124f && s <= 0x1p100f ? BlockPath::grid : BlockPath::exact;
+}
+
+// One block of B floats through its scale s > 0 (broadcast in sv) and, for the exact path, its
+// reciprocal rv, sixteen lanes at a time.
 template <int B, bool TiesAway>
-KVTUNE_AVX512 void e2m1_blocks_avx512(const float* x, const float* scale, int64_t blocks, float* y, int64_t ahead) {
-  for (int64_t k = 0; k < blocks; ++k) {
-    if (k < ahead) prefetch_floats(x + (blocks + k) * B, B);  // both lines of a 32-float block
-    const float s = scale[k], r = exact_reciprocal(s);
-    const __m512 sv = _mm512_set1_ps(s), rv = _mm512_set1_ps(r);
-    if (!TiesAway && r != 0.0f && s <= 0x1p100f) {
-      for (int j = 0; j < B; j += 16) _mm512_storeu_ps(y + k * B + j, e2m1_scaled_even16(_mm512_loadu_ps(x + k * B + j), s));
+KVTUNE_AVX512 inline void e2m1_block16s(const float* x, __m512 sv, __m512 rv, BlockPath path, float* y) {
+  for (int j = 0; j < B; j += 16) {
+    const __m512 xv = _mm512_loadu_ps(x + j);
+    if (path == BlockPath::grid) {
+      const __m512 top = _mm512_mul_ps(sv, _mm512_set1_ps(6.0f));
+      _mm512_storeu_ps(y + j, round_to_scaled_grid16<1, TiesAway>(xv, _mm512_castps_si512(sv), top));
       continue;
     }
-    for (int j = 0; j < B; j += 16) {
-      const __m512 xv = _mm512_loadu_ps(x + k * B + j);
-      const __m512 v = r != 0.0f ? _mm512_mul_ps(xv, rv)
-                                 : (s > 0.0f ? _mm512_div_ps(xv, sv) : _mm512_setzero_ps());
-      _mm512_storeu_ps(y + k * B + j, _mm512_mul_ps(e2m1_round16<TiesAway>(v), sv));
+    const __m512 v = path == BlockPath::divide ? _mm512_div_ps(xv, sv) : _mm512_mul_ps(xv, rv);
+    _mm512_storeu_ps(y + j, _mm512_mul_ps(e2m1_round16<TiesAway>(v), sv));
+  }
+}
+
+// Block b alone, from its scalar scale (a zero scale, as e2m1_block's, sends every code to 0).
+template <int B, bool TiesAway>
+KVTUNE_AVX512 inline void e2m1_block_alone(const float* x, float s, float* y) {
+  if (!(s > 0.0f)) {  // a NaN scale (never fitted) gives NaN, as the codec's 0 * s
+    for (int j = 0; j < B; j += 16) _mm512_storeu_ps(y + j, _mm512_mul_ps(_mm512_setzero_ps(), _mm512_set1_ps(s)));
+    return;
+  }
+  e2m1_block16s<B, TiesAway>(x, _mm512_set1_ps(s), _mm512_set1_ps(exact_reciprocal(s)), block_path(s), y);
+}
+
+// Sixteen blocks k0 .. k0 + 15 by one path that needs no reciprocal. Each block's scale is broadcast
+// from memory (a load: a permute from a register of sixteen took a shuffle and made the division
+// path 15 % slower).
+template <int B, bool TiesAway, BlockPath Path>
+KVTUNE_AVX512 inline void e2m1_group16(const float* x, const float* scale, int64_t k0, int64_t blocks, int64_t ahead,
+                                       float* y) {
+  static_assert(Path != BlockPath::exact);
+  for (int64_t b = k0; b < k0 + 16; ++b) {
+    if (b < ahead) prefetch_floats(x + (blocks + b) * B, B);  // both lines of a 32-float block
+    e2m1_block16s<B, TiesAway>(x + b * B, _mm512_set1_ps(scale[b]), _mm512_setzero_ps(), Path, y + b * B);
+  }
+}
+
+// e2m1_blocks_B on AVX-512 (B = 16 or 32). Sixteen blocks' scales are classified at a time: a group
+// whose blocks all take the grid (MX) or whose scales are all > 0 (nvfp4: E4M3 codes, powers of two
+// or not, each divided) runs without a choice per block, which the mix of nvfp4 codes that are
+// powers of two and that are not would mispredict; any other group goes block by block. (A scalar
+// reciprocal and choice per block had cost as much as a 16-float block's arithmetic.)
+template <int B, bool TiesAway>
+KVTUNE_AVX512 void e2m1_blocks_avx512(const float* x, const float* scale, int64_t blocks, float* y, int64_t ahead) {
+  int64_t k0 = 0;
+  for (; k0 + 16 <= blocks; k0 += 16) {
+    const __m512 s16 = _mm512_loadu_ps(scale + k0);
+    const __mmask16 grid = _mm512_cmp_ps_mask(exact_reciprocal16(s16), _mm512_setzero_ps(), _CMP_NEQ_UQ) &
+                           _mm512_cmp_ps_mask(s16, _mm512_set1_ps(0x1p100f), _CMP_LE_OQ) &
+                           _mm512_cmp_ps_mask(s16, _mm512_set1_ps(0x1p-124f), _CMP_GE_OQ);
+    if (grid == 0xffff) {
+      e2m1_group16<B, TiesAway, BlockPath::grid>(x, scale, k0, blocks, ahead, y);
+    } else if (_mm512_cmp_ps_mask(s16, _mm512_setzero_ps(), _CMP_GT_OQ) == 0xffff) {
+      e2m1_group16<B, TiesAway, BlockPath::divide>(x, scale, k0, blocks, ahead, y);
+    } else {
+      for (int64_t b = k0; b < k0 + 16; ++b) {
+        if (b < ahead) prefetch_floats(x + (blocks + b) * B, B);
+        e2m1_block_alone<B, TiesAway>(x + b * B, scale[b], y + b * B);
+      }
     }
+  }
+  for (; k0 < blocks; ++k0) {
+    if (k0 < ahead) prefetch_floats(x + (blocks + k0) * B, B);
+    e2m1_block_alone<B, TiesAway>(x + k0 * B, scale[k0], y + k0 * B);
   }
 }
 
@@ -145,7 +187,7 @@ KVTUNE_MULTIVERSION void mx_scales(float* amax, int64_t blocks, float element_ma
 
 // The E4M3 block codes' values through the fp8 family's branch-free codec (a scale of 1 leaves
 // x / 1 = x), then times the tensor scale.
-void nvfp4_scales(float* amax, int64_t blocks, float global) {
+KVTUNE_MULTIVERSION void nvfp4_scales(float* amax, int64_t blocks, float global) {
   for (int64_t k = 0; k < blocks; ++k) amax[k] = amax[k] / codec::kE2M1MaxFinite / global;
   fp8_kernels::roundtrip(amax, 1.0f, amax, blocks, codec::Fp8Format::e4m3);
   for (int64_t k = 0; k < blocks; ++k) amax[k] = amax[k] * global;

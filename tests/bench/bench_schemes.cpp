@@ -125,6 +125,15 @@ KVTUNE_FAKE_QUANT(q4_0_random, "q4_0:rotation=random");
 KVTUNE_FAKE_QUANT(mxfp4, "mxfp4");
 KVTUNE_FAKE_QUANT(mxfp8, "mxfp8");
 KVTUNE_FAKE_QUANT(nvfp4, "nvfp4");
+// The other formats the runtime tables emit (configs/runtimes/*.toml): nvfp4 with a fixed tensor
+// scale (vLLM's and SGLang's without checkpoint scales; a calibrated scale runs the same path),
+// SGLang's fp4_mx_block16, transformers' quantized cache (per-token groups of 64, asymmetric, the
+// last 128 tokens kept).
+KVTUNE_FAKE_QUANT(nvfp4_static, "nvfp4:scale=static,value=1");
+KVTUNE_FAKE_QUANT(mxfp4_b16_away, "mxfp4:block=16,round=away");
+KVTUNE_FAKE_QUANT(int8_token_g64_hf, "int:bits=8,axis=token,group=64,asym,residual_window=128");
+KVTUNE_FAKE_QUANT(int4_token_g64_hf, "int:bits=4,axis=token,group=64,asym,residual_window=128");
+KVTUNE_FAKE_QUANT(int2_token_g64_hf, "int:bits=2,axis=token,group=64,asym,residual_window=128");
 // The tokenint conventions the runtime tables name (configs/runtimes/*.toml): vLLM's int8
 // per_token_head and int4_per_token_head (its randomized Hadamard transform), LMDeploy TurboMind's
 // and PyTorch engine's, SGLang's.

@@ -215,6 +215,80 @@ TEST(Microscale, BlockRoundTripLoopIsTheCodecs) {
   }
 }
 
+// The same loop with a scale per block: every power of two from 2^-130 to 2^127 (the grid path's
+// bounds 2^-124 and 2^100 included), with zero and non-power-of-two scales among them, so that the
+// AVX-512 path's groups of sixteen blocks mix every kind. Each block holds E2M1's values and
+// midpoints times its own scale (exact ties at every scale), and their neighbours.
+TEST(Microscale, BlockRoundTripIsTheCodecsAtEveryScaleInMixedGroups) {
+  std::vector<float> scales;
+  for (int e = -130; e <= 127; ++e) {
+    scales.push_back(std::ldexp(1.0f, e));
+    if (e % 37 == 0) scales.push_back(0.0f);
+    if (e % 29 == 0) scales.push_back(std::ldexp(3.0f, e / 2));
+  }
+  const float levels[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f, 7.0f};
+  for (int64_t block : {16, 32}) {
+    const int64_t blocks = int64_t(scales.size());
+    std::vector<float> x(size_t(blocks * block));
+    for (int64_t k = 0; k < blocks; ++k) {
+      for (int64_t j = 0; j < block; ++j) {
+        const float v = (j % 3 == 1 ? -1.0f : 1.0f) * levels[j % 16] * (scales[size_t(k)] > 0.0f ? scales[size_t(k)] : 1.0f);
+        x[size_t(k * block + j)] = j < 16 ? v : std::nextafter(v, j % 2 ? kInf : -kInf);
+      }
+    }
+    for (bool ties_away : {false, true}) {
+      std::vector<float> y(x.size());
+      builtin::microscale_kernels::e2m1_roundtrip(x.data(), scales.data(), blocks, block, ties_away, y.data(), 0);
+      for (size_t i = 0; i < x.size(); ++i) {
+        const float scale = scales[i / size_t(block)], r = exact_reciprocal(scale);
+        const float v = r != 0.0f ? x[i] * r : (scale > 0.0f ? x[i] / scale : 0.0f);
+        const float want = (ties_away ? e2m1_round<true>(v) : e2m1_round<false>(v)) * scale;
+        ASSERT_EQ(float_bits(y[i]), float_bits(want))
+            << std::hexfloat << x[i] << " scale " << scale << " block " << block << " ties_away " << ties_away;
+      }
+    }
+  }
+}
+
+// Scales that are not powers of two (nvfp4's E4M3 codes times a tensor scale), in groups of sixteen
+// blocks that all divide: around every E2M1 boundary and value times s, the 24 floats on each side,
+// for E4M3-like mantissas and random ones from 2^-126 to 2^126 and a few beyond, blocks of 16 and
+// 32, both tie rules.
+TEST(Microscale, BlockRoundTripDividesNearEveryBoundary) {
+  std::vector<float> scales;
+  for (int e = -126; e <= 126; e += 3) {
+    for (int m = 1; m < 8; ++m) scales.push_back(std::ldexp(1.0f + float(m) / 8.0f, e));
+  }
+  std::mt19937 engine(11);
+  std::uniform_real_distribution<float> exponent(-126.0f, 126.0f);
+  for (int i = 0; i < 400; ++i) scales.push_back(std::exp2(exponent(engine)));
+  for (float beyond : {0x1.8p126f, 0x1.8p-127f, 0x1.4p-140f}) scales.push_back(beyond);
+  const float marks[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  for (int64_t block : {16, 32}) {
+    std::vector<float> x, block_scale;
+    for (float scale : scales) {
+      for (float mark : marks) {
+        float v = mark * scale;
+        for (int i = 0; i < 24; ++i) v = std::nextafter(v, -kInf);
+        for (int i = 0; i < 49; ++i, v = std::nextafter(v, kInf)) x.push_back(i % 2 ? -v : v);
+      }
+      while (x.size() % size_t(block) != 0) x.push_back(0.0f);
+      block_scale.resize(x.size() / size_t(block), scale);
+    }
+    const int64_t blocks = int64_t(block_scale.size());
+    for (bool ties_away : {false, true}) {
+      std::vector<float> y(x.size());
+      builtin::microscale_kernels::e2m1_roundtrip(x.data(), block_scale.data(), blocks, block, ties_away, y.data(), 0);
+      for (size_t i = 0; i < x.size(); ++i) {
+        const float scale = block_scale[i / size_t(block)];
+        const float want = (ties_away ? e2m1_round<true>(x[i] / scale) : e2m1_round<false>(x[i] / scale)) * scale;
+        ASSERT_EQ(float_bits(y[i]), float_bits(want))
+            << std::hexfloat << x[i] << " scale " << scale << " block " << block << " ties_away " << ties_away;
+      }
+    }
+  }
+}
+
 // The branch-free MX scale is the codec's E8M0 round trip for every non-NaN input.
 TEST(Microscale, E8m0UpValueIsTheCodecsRoundTrip) {
   std::vector<float> values = hard_values();
