@@ -749,8 +749,46 @@ KVTUNE_AVX512_F16C bool sixteen_sym_token_groups(const float* x, int64_t group_a
   return true;
 }
 
+// Sixteen consecutive asymmetric groups of a multiple of 16 floats: each group's minimum and maximum
+// folded to a lane (lanes_min16_ps, lanes_max16_ps: exact in any order, as extremes16's are), then
+// params8 on each half and the levels, as sixteen_sym_token_groups does for the symmetric ones; false
+// (nothing written) on a NaN or where params8 refuses a half, and the caller takes the batch eight
+// groups at a time. Transformers' quantized cache (groups of 64, asymmetric) 0.76 -> 0.6 ms in cache.
+template <int G>
+KVTUNE_AVX512_F16C bool sixteen_asym_token_groups(const float* x, int64_t group_arg, int bits, ScaleType t, float* y) {
+  const int64_t group = G > 0 ? G : group_arg;
+  __m512i lo_m[16], hi_m[16];
+  __mmask16 nan = 0;
+  for (int g = 0; g < 16; ++g) {
+    const float* xs = x + g * group;
+    __m512 l = _mm512_loadu_ps(xs), h = l;
+    nan |= _mm512_cmp_ps_mask(l, l, _CMP_UNORD_Q);
+    for (int64_t c = 16; c < group; c += 16) {
+      const __m512 v = _mm512_loadu_ps(xs + c);
+      l = _mm512_min_ps(l, v), h = _mm512_max_ps(h, v);
+      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    }
+    lo_m[g] = _mm512_castps_si512(l), hi_m[g] = _mm512_castps_si512(h);
+  }
+  if (nan != 0) return false;
+  const __m512 lo = lanes_min16_ps(lo_m), hi = lanes_max16_ps(hi_m);
+  alignas(32) float ms[16], ss[16], ds[16], rs[16];
+  for (int half = 0; half < 2; ++half) {
+    const __m256 l = half == 0 ? _mm512_castps512_ps256(lo) : _mm512_extractf32x8_ps(lo, 1);
+    const __m256 h = half == 0 ? _mm512_castps512_ps256(hi) : _mm512_extractf32x8_ps(hi, 1);
+    __m256 m, s, divisor, recip;
+    if (!params8(l, h, bits, true, t, m, s, divisor, recip)) return false;
+    _mm256_store_ps(ms + 8 * half, m), _mm256_store_ps(ss + 8 * half, s);
+    _mm256_store_ps(ds + 8 * half, divisor), _mm256_store_ps(rs + 8 * half, recip);
+  }
+  const float qmax = codec::int_sym_qmax(bits), top = codec::int_asym_top(bits);
+  eight_group_levels16<G>(x, group, true, qmax, top, ms, ss, ds, rs, y);
+  eight_group_levels16<G>(x + 8 * group, group, true, qmax, top, ms + 8, ss + 8, ds + 8, rs + 8, y + 8 * group);
+  return true;
+}
+
 // The per-token path: the groups of a [rows, d] block with d a multiple of `group` lie end to end,
-// so they are taken eight at a time across rows (sixteen when symmetric, on AVX-512).
+// so they are taken eight at a time across rows (sixteen on AVX-512 for a multiple of 16).
 KVTUNE_AVX2_F16C void token_groups_avx2(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym,
                                         ScaleType scale_type, float* y) {
   const int64_t groups = rows * (d / group);
@@ -759,12 +797,22 @@ KVTUNE_AVX2_F16C void token_groups_avx2(const float* x, int64_t rows, int64_t d,
     for (int64_t k = h; k < h + 8; ++k) one_token_group(x + k * group, group, bits, asym, scale_type, y + k * group);
   };
   int64_t g = 0;
-  if (!asym && group % 16 == 0 && cpu_has_avx512()) {
+  if (group % 16 == 0 && cpu_has_avx512()) {
     for (; g + 16 <= groups; g += 16) {
-      prefetch_floats(x + (g + 16) * group, 16 * group);  // the next batch, read while this one runs
-      // groups of 32 unrolled: with the read-ahead, 0.73 -> 0.67 ms (either alone gained nothing)
-      const bool done = group == 32 ? sixteen_sym_token_groups<32>(x + g * group, group, bits, scale_type, y + g * group)
-                                    : sixteen_sym_token_groups<0>(x + g * group, group, bits, scale_type, y + g * group);
+      // Symmetric groups of 32 unrolled, with the next batch read while this one runs: 0.73 -> 0.67 ms
+      // (either alone gained nothing). The asymmetric batches run without that read-ahead.
+      if (!asym) prefetch_floats(x + (g + 16) * group, 16 * group);
+      const float* xg = x + g * group;
+      float* yg = y + g * group;
+      bool done;
+      if (asym) {
+        done = group == 64   ? sixteen_asym_token_groups<64>(xg, group, bits, scale_type, yg)
+               : group == 32 ? sixteen_asym_token_groups<32>(xg, group, bits, scale_type, yg)
+                             : sixteen_asym_token_groups<0>(xg, group, bits, scale_type, yg);
+      } else {
+        done = group == 32 ? sixteen_sym_token_groups<32>(xg, group, bits, scale_type, yg)
+                           : sixteen_sym_token_groups<0>(xg, group, bits, scale_type, yg);
+      }
       if (!done) eight(g), eight(g + 8);
     }
   }

@@ -195,8 +195,8 @@ TEST(IntScheme, AsymmetricSpanNearFloatMaxStaysFinite) {
 namespace kvtune {
 namespace {
 
-// The fast paths take eight groups at a time (per token: eight groups of channels, sixteen when
-// symmetric on AVX-512; per channel: eight channels), their scales and minimums as vectors by the
+// The fast paths take eight groups at a time (per token: eight groups of channels, sixteen on
+// AVX-512 when a group is a multiple of 16 channels; per channel: eight channels), their scales and minimums as vectors by the
 // scalar codec's operations in its order; the round trip must be dequantize ∘ quantize bit for
 // bit, whatever the axis, scale dtype, bits, symmetry and group size, on rows scaled from float32's
 // subnormals to past f16's and bf16's range, constant rows, zero rows of either sign, and rows
@@ -226,7 +226,7 @@ TEST(IntScheme, EightGroupsAtOnceAreTheGenericBits) {
   for (const char* scale : {"f32", "f16", "bf16"}) {
     for (const char* sym : {"", ",asym"}) {
       for (const int bits : {2, 3, 4, 8}) {
-        for (const int group : {8, 32, 128}) {
+        for (const int group : {8, 16, 32, 64, 128}) {
           for (const char* axis : {"token", "channel"}) {
             const std::string spec = "int:bits=" + std::to_string(bits) + ",axis=" + axis +
                                      ",group=" + std::to_string(group) + sym + ",scale=" + scale;
