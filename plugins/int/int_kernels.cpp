@@ -673,19 +673,26 @@ KVTUNE_AVX2_F16C bool extremes8(const float* x, int64_t group, __m256* lo_v, __m
   return _mm256_movemask_ps(nan) != 0;
 }
 
+// Sixteen lanes of one group's minima and maxima (lane k: its elements k mod 16, n a multiple of
+// 16); the lanes that met a NaN.
+KVTUNE_AVX512 inline __mmask16 lane_extremes16(const float* xs, int64_t n, __m512& l, __m512& h) {
+  l = h = _mm512_loadu_ps(xs);
+  __mmask16 nan = _mm512_cmp_ps_mask(l, l, _CMP_UNORD_Q);
+  for (int64_t c = 16; c < n; c += 16) {
+    const __m512 v = _mm512_loadu_ps(xs + c);
+    l = _mm512_min_ps(l, v), h = _mm512_max_ps(h, v);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  }
+  return nan;
+}
+
 // extremes8 sixteen lanes wide, each group's two halves folded to eight lanes at the end (min and
 // max are exact, so the grouping of lanes changes no value; NaN is flagged as there).
 KVTUNE_AVX512 bool extremes16(const float* x, int64_t group, __m256* lo_v, __m256* hi_v) {
   __mmask16 nan = 0;
   for (int g = 0; g < 8; ++g) {
-    const float* xs = x + g * group;
-    __m512 l = _mm512_loadu_ps(xs), h = l;
-    nan |= _mm512_cmp_ps_mask(l, l, _CMP_UNORD_Q);
-    for (int64_t c = 16; c < group; c += 16) {
-      const __m512 v = _mm512_loadu_ps(xs + c);
-      l = _mm512_min_ps(l, v), h = _mm512_max_ps(h, v);
-      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    }
+    __m512 l, h;
+    nan |= lane_extremes16(x + g * group, group, l, h);
     lo_v[g] = _mm256_min_ps(_mm512_castps512_ps256(l), _mm512_extractf32x8_ps(l, 1));
     hi_v[g] = _mm256_max_ps(_mm512_castps512_ps256(h), _mm512_extractf32x8_ps(h, 1));
   }
@@ -760,14 +767,8 @@ KVTUNE_AVX512_F16C bool sixteen_asym_token_groups(const float* x, int64_t group_
   __m512i lo_m[16], hi_m[16];
   __mmask16 nan = 0;
   for (int g = 0; g < 16; ++g) {
-    const float* xs = x + g * group;
-    __m512 l = _mm512_loadu_ps(xs), h = l;
-    nan |= _mm512_cmp_ps_mask(l, l, _CMP_UNORD_Q);
-    for (int64_t c = 16; c < group; c += 16) {
-      const __m512 v = _mm512_loadu_ps(xs + c);
-      l = _mm512_min_ps(l, v), h = _mm512_max_ps(h, v);
-      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    }
+    __m512 l, h;
+    nan |= lane_extremes16(x + g * group, group, l, h);
     lo_m[g] = _mm512_castps_si512(l), hi_m[g] = _mm512_castps_si512(h);
   }
   if (nan != 0) return false;

@@ -104,7 +104,7 @@ KVTUNE_AVX512 inline void e2m1_block16s(const float* x, __m512 sv, __m512 rv, Bl
   }
 }
 
-// Block b alone, from its scalar scale (a zero scale, as e2m1_block's, sends every code to 0).
+// One block alone, from its scalar scale (a zero scale, as e2m1_block's, sends every code to 0).
 template <int B, bool TiesAway>
 KVTUNE_AVX512 inline void e2m1_block_alone(const float* x, float s, float* y) {
   if (!(s > 0.0f)) {  // a NaN scale (never fitted) gives NaN, as the codec's 0 * s
@@ -116,7 +116,7 @@ KVTUNE_AVX512 inline void e2m1_block_alone(const float* x, float s, float* y) {
 
 // Sixteen blocks k0 .. k0 + 15 by one path that needs no reciprocal. Each block's scale is broadcast
 // from memory (a load: a permute from a register of sixteen took a shuffle and made the division
-// path 15 % slower).
+// path about 20 % slower).
 template <int B, bool TiesAway, BlockPath Path>
 KVTUNE_AVX512 inline void e2m1_group16(const float* x, const float* scale, int64_t k0, int64_t blocks, int64_t ahead,
                                        float* y) {
