@@ -801,7 +801,8 @@ KVTUNE_AVX2_F16C void token_groups_avx2(const float* x, int64_t rows, int64_t d,
   if (group % 16 == 0 && cpu_has_avx512()) {
     for (; g + 16 <= groups; g += 16) {
       // Symmetric groups of 32 unrolled, with the next batch read while this one runs: 0.73 -> 0.67 ms
-      // (either alone gained nothing). The asymmetric batches run without that read-ahead.
+      // (either alone gained nothing). The asymmetric batches run without it: with it they were
+      // slower (bench_schemes medians 0.93 -> 1.44 ms for groups of 64).
       if (!asym) prefetch_floats(x + (g + 16) * group, 16 * group);
       const float* xg = x + g * group;
       float* yg = y + g * group;

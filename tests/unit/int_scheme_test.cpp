@@ -196,12 +196,12 @@ namespace kvtune {
 namespace {
 
 // The fast paths take eight groups at a time (per token: eight groups of channels, sixteen on
-// AVX-512 when a group is a multiple of 16 channels; per channel: eight channels), their scales and minimums as vectors by the
-// scalar codec's operations in its order; the round trip must be dequantize ∘ quantize bit for
-// bit, whatever the axis, scale dtype, bits, symmetry and group size, on rows scaled from float32's
-// subnormals to past f16's and bf16's range, constant rows, zero rows of either sign, and rows
-// with an infinity or a NaN (those batches take the one-group path; a per-channel NaN's own output
-// is left out, below).
+// AVX-512 when a group is a multiple of 16 channels; per channel: eight channels), their scales
+// and minimums as vectors by the scalar codec's operations in its order; the round trip must be
+// dequantize ∘ quantize bit for bit, whatever the axis, scale dtype, bits, symmetry and group
+// size, on rows scaled from float32's subnormals to past f16's and bf16's range, constant rows,
+// zero rows of either sign, and rows with an infinity or a NaN (those batches take the one-group
+// path; a per-channel NaN's own output is left out, below).
 TEST(IntScheme, EightGroupsAtOnceAreTheGenericBits) {
   std::mt19937 engine(23);
   std::normal_distribution<float> normal(0.0f, 1.0f);

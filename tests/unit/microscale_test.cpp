@@ -183,6 +183,25 @@ TEST(Microscale, E2m1RoundIsTheCodecsRoundTrip) {
   }
 }
 
+// e2m1_roundtrip of x in blocks of `block` floats, block k at scales[k], against e2m1_block's bits
+// for both tie rules: e2m1_round(x * 1/scale) * scale for a power-of-two scale, e2m1_round(x /
+// scale) * scale otherwise, zeros for a scale that is not > 0.
+void expect_block_roundtrip_is_the_codecs(const std::vector<float>& x, const std::vector<float>& scales, int64_t block) {
+  const int64_t blocks = int64_t(scales.size());
+  ASSERT_EQ(x.size(), size_t(blocks * block));
+  for (bool ties_away : {false, true}) {
+    std::vector<float> y(x.size());
+    builtin::microscale_kernels::e2m1_roundtrip(x.data(), scales.data(), blocks, block, ties_away, y.data(), 0);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float scale = scales[i / size_t(block)], r = exact_reciprocal(scale);
+      const float v = r != 0.0f ? x[i] * r : (scale > 0.0f ? x[i] / scale : 0.0f);
+      const float want = (ties_away ? e2m1_round<true>(v) : e2m1_round<false>(v)) * scale;
+      ASSERT_EQ(float_bits(y[i]), float_bits(want))
+          << std::hexfloat << x[i] << " scale " << scale << " block " << block << " ties_away " << ties_away;
+    }
+  }
+}
+
 // The block loop the microscale schemes' round trip runs (its AVX-512 path by rounding, where the
 // machine has one) gives e2m1_block's bits: e2m1_round(x * 1/scale) * scale for a power-of-two
 // scale, e2m1_round(x / scale) * scale otherwise, zeros for a scale that is not > 0, over the hard
@@ -198,19 +217,7 @@ TEST(Microscale, BlockRoundTripLoopIsTheCodecs) {
     const int64_t blocks = int64_t(values.size()) / block;
     for (float scale : {1.0f, 0.5f, 0x1p-20f, 0x1p-100f, 0x1p100f, 0x1p-101f, 0x1p101f, 0x1p120f, 0x1p-127f, 0x1p127f, 3.0f, 0.75f,
                         0.0f}) {
-      const std::vector<float> scales(size_t(blocks), scale);
-      for (bool ties_away : {false, true}) {
-        std::vector<float> y(values.size());
-        builtin::microscale_kernels::e2m1_roundtrip(values.data(), scales.data(), blocks, block, ties_away, y.data(),
-                                                    0);
-        const float r = exact_reciprocal(scale);
-        for (size_t i = 0; i < values.size(); ++i) {
-          const float v = r != 0.0f ? values[i] * r : (scale > 0.0f ? values[i] / scale : 0.0f);
-          const float want = (ties_away ? e2m1_round<true>(v) : e2m1_round<false>(v)) * scale;
-          ASSERT_EQ(float_bits(y[i]), float_bits(want))
-              << std::hexfloat << values[i] << " scale " << scale << " block " << block << " ties_away " << ties_away;
-        }
-      }
+      expect_block_roundtrip_is_the_codecs(values, std::vector<float>(size_t(blocks), scale), block);
     }
   }
 }
@@ -236,17 +243,7 @@ TEST(Microscale, BlockRoundTripIsTheCodecsAtEveryScaleInMixedGroups) {
         x[size_t(k * block + j)] = j < 16 ? v : std::nextafter(v, j % 2 ? kInf : -kInf);
       }
     }
-    for (bool ties_away : {false, true}) {
-      std::vector<float> y(x.size());
-      builtin::microscale_kernels::e2m1_roundtrip(x.data(), scales.data(), blocks, block, ties_away, y.data(), 0);
-      for (size_t i = 0; i < x.size(); ++i) {
-        const float scale = scales[i / size_t(block)], r = exact_reciprocal(scale);
-        const float v = r != 0.0f ? x[i] * r : (scale > 0.0f ? x[i] / scale : 0.0f);
-        const float want = (ties_away ? e2m1_round<true>(v) : e2m1_round<false>(v)) * scale;
-        ASSERT_EQ(float_bits(y[i]), float_bits(want))
-            << std::hexfloat << x[i] << " scale " << scale << " block " << block << " ties_away " << ties_away;
-      }
-    }
+    expect_block_roundtrip_is_the_codecs(x, scales, block);
   }
 }
 
@@ -275,17 +272,7 @@ TEST(Microscale, BlockRoundTripDividesNearEveryBoundary) {
       while (x.size() % size_t(block) != 0) x.push_back(0.0f);
       block_scale.resize(x.size() / size_t(block), scale);
     }
-    const int64_t blocks = int64_t(block_scale.size());
-    for (bool ties_away : {false, true}) {
-      std::vector<float> y(x.size());
-      builtin::microscale_kernels::e2m1_roundtrip(x.data(), block_scale.data(), blocks, block, ties_away, y.data(), 0);
-      for (size_t i = 0; i < x.size(); ++i) {
-        const float scale = block_scale[i / size_t(block)];
-        const float want = (ties_away ? e2m1_round<true>(x[i] / scale) : e2m1_round<false>(x[i] / scale)) * scale;
-        ASSERT_EQ(float_bits(y[i]), float_bits(want))
-            << std::hexfloat << x[i] << " scale " << scale << " block " << block << " ties_away " << ties_away;
-      }
-    }
+    expect_block_roundtrip_is_the_codecs(x, block_scale, block);
   }
 }
 
