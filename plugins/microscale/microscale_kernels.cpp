@@ -82,10 +82,11 @@ KVTUNE_AVX512 inline __m512 exact_reciprocal16(__m512 s) {
 // - divide: any other s. (x times fl(1 / s), dividing only the vectors with a lane within 16 units
 //   in the last place of an E2M1 boundary, gave the same bits but ran 15 % slower than the division.)
 enum class BlockPath { grid, exact, divide };
+constexpr float kGridMinScale = 0x1p-124f, kGridMaxScale = 0x1p100f;  // the grid path's powers of two
 
 BlockPath block_path(float s) {
   if (exact_reciprocal(s) == 0.0f) return BlockPath::divide;
-  return s >= 0x1p-124f && s <= 0x1p100f ? BlockPath::grid : BlockPath::exact;
+  return s >= kGridMinScale && s <= kGridMaxScale ? BlockPath::grid : BlockPath::exact;
 }
 
 // One block of B floats through its scale s > 0 (broadcast in sv) and, for the exact path, its
@@ -138,8 +139,8 @@ KVTUNE_AVX512 void e2m1_blocks_avx512(const float* x, const float* scale, int64_
   for (; k0 + 16 <= blocks; k0 += 16) {
     const __m512 s16 = _mm512_loadu_ps(scale + k0);
     const __mmask16 grid = _mm512_cmp_ps_mask(exact_reciprocal16(s16), _mm512_setzero_ps(), _CMP_NEQ_UQ) &
-                           _mm512_cmp_ps_mask(s16, _mm512_set1_ps(0x1p100f), _CMP_LE_OQ) &
-                           _mm512_cmp_ps_mask(s16, _mm512_set1_ps(0x1p-124f), _CMP_GE_OQ);
+                           _mm512_cmp_ps_mask(s16, _mm512_set1_ps(kGridMaxScale), _CMP_LE_OQ) &
+                           _mm512_cmp_ps_mask(s16, _mm512_set1_ps(kGridMinScale), _CMP_GE_OQ);
     if (grid == 0xffff) {
       e2m1_group16<B, TiesAway, BlockPath::grid>(x, scale, k0, blocks, ahead, y);
     } else if (_mm512_cmp_ps_mask(s16, _mm512_setzero_ps(), _CMP_GT_OQ) == 0xffff) {

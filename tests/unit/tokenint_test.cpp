@@ -528,7 +528,9 @@ TEST(TokenInt, RoundTripRowsIsEachRowsFitAndElements) {
     c.zero = zero, c.round = zero == ti::Zero::none || zero == ti::Zero::mid ? ti::Round::away : ti::Round::up;
     c.scale = ScaleType::f16, c.reciprocal = true;
     Matrix want(x.rows(), x.cols()), got(x.rows(), x.cols()), in_place = x;
-    for (int64_t r = 0; r < x.rows(); ++r) ti::roundtrip_fitted_row(x.row(r), x.cols(), c, ti::fit_row(x.row(r), x.cols(), c), want.row(r));
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      ti::roundtrip_fitted_row(x.row(r), x.cols(), c, ti::fit_row(x.row(r), x.cols(), c), want.row(r));
+    }
     ti::roundtrip_rows(x.data(), x.rows(), x.cols(), c, got.data());
     ti::roundtrip_rows(in_place.data(), x.rows(), x.cols(), c, in_place.data());
     for (int64_t i = 0; i < x.size(); ++i) {
