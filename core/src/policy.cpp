@@ -6,7 +6,7 @@
 
 #include "kvtune/codecs/rht.h"
 #include "kvtune/error.h"
-#include "kvtune/numeric/half.h"
+#include "kvtune/numeric/half_kernels.h"
 #include "kvtune/rope.h"
 #include "rotation_kernels.h"
 
@@ -287,7 +287,7 @@ class TokenPolicyScheme final : public Scheme {
     require_shape(x.rows, x.cols);
     const Layout l = layout(x.rows);
     const int64_t tail = l.first + l.blocks * l.block;
-    for (int64_t i = 0; i < l.first * x.cols; ++i) out.data[i] = round_to_f16(x.data[i]);
+    half_kernels::round_to_f16(x.data, out.data, l.first * x.cols);
     for (int64_t b = 0; b < l.blocks; ++b) {
       const int64_t r0 = l.first + b * l.block;
       const QuantContext bctx = rows_ctx(ctx, r0, l.block);
@@ -295,7 +295,7 @@ class TokenPolicyScheme final : public Scheme {
       with_stage(x.row_range(r0, l.block), bctx, [&](ConstMatrixView in) { inner_->roundtrip(in, bctx, rows); });
       from_stage(rows, bctx);
     }
-    for (int64_t i = tail * x.cols; i < x.size(); ++i) out.data[i] = round_to_f16(x.data[i]);
+    half_kernels::round_to_f16(x.data + tail * x.cols, out.data + tail * x.cols, x.size() - tail * x.cols);
   }
 
   // The inner scheme fits its static scales on the sample as it would quantize it (pre-RoPE keys
@@ -383,21 +383,19 @@ class TokenPolicyScheme final : public Scheme {
     if (pre_rope_applies(ctx)) apply_rope(rows, ctx.positions, *ctx.rope);
   }
 
+  // The exact rows as f16 codes in host byte order, converted in bulk (F16C where present).
   static void append_f16(std::vector<std::byte>& packed, ConstMatrixView rows) {
-    for (int64_t i = 0; i < rows.size(); ++i) {
-      const uint16_t h = f32_to_f16_bits(rows.data[i]);
-      const auto* b = reinterpret_cast<const std::byte*>(&h);
-      packed.insert(packed.end(), b, b + 2);
-    }
+    std::vector<uint16_t> codes(static_cast<size_t>(rows.size()));
+    half_kernels::f32_to_f16(rows.data, codes.data(), rows.size());
+    const auto* b = reinterpret_cast<const std::byte*>(codes.data());
+    packed.insert(packed.end(), b, b + codes.size() * 2);
   }
 
   static size_t read_f16(std::span<const std::byte> packed, size_t at, float* out, int64_t n) {
-    for (int64_t i = 0; i < n; ++i, at += 2) {
-      uint16_t h;
-      std::memcpy(&h, packed.data() + at, 2);
-      out[i] = f16_bits_to_f32(h);
-    }
-    return at;
+    std::vector<uint16_t> codes(static_cast<size_t>(n));
+    std::memcpy(codes.data(), packed.data() + at, codes.size() * 2);
+    half_kernels::f16_to_f32(codes.data(), out, n);
+    return at + codes.size() * 2;
   }
 
   SchemePtr inner_;

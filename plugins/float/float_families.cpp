@@ -6,10 +6,10 @@
 #include <string>
 
 #include "builtin.h"
-#include "half_kernels.h"
 #include "kvtune/codecs/packed_layout.h"
 #include "kvtune/error.h"
 #include "kvtune/numeric/half.h"
+#include "kvtune/numeric/half_kernels.h"
 #include "kvtune/registry.h"
 
 namespace kvtune::builtin {

@@ -5,11 +5,11 @@
 #include <random>
 #include <vector>
 
-#include "float/half_kernels.h"
+#include "kvtune/numeric/half_kernels.h"
 #include "kvtune/numeric/bits.h"
 #include "kvtune/numeric/half.h"
 
-namespace kvtune::builtin::half_kernels {
+namespace kvtune::half_kernels {
 namespace {
 
 // Random bit patterns (NaNs, infinities, subnormals included), every f16 value and its midpoints.
@@ -54,4 +54,4 @@ TEST(HalfKernels, BulkConversionsEqualTheScalarReference) {
 }
 
 }  // namespace
-}  // namespace kvtune::builtin::half_kernels
+}  // namespace kvtune::half_kernels

@@ -8,6 +8,7 @@
 
 #include "kvtune/error.h"
 #include "kvtune/memory.h"
+#include "kvtune/numeric/bits.h"
 #include "kvtune/numeric/half.h"
 #include "test_support.h"
 
@@ -59,6 +60,32 @@ TEST(TokenPolicy, ExactRegionsAreF16AndBlocksAreQuantizedAlone) {
   Matrix via_packed(60, 16);
   s->dequantize(s->quantize(x, {}), {}, via_packed);
   EXPECT_EQ(via_packed, y);
+}
+
+// The sink and window rows go through the bulk f16 conversion (F16C, eight lanes, then a scalar
+// tail): every special value, f16's overflow and subnormal boundaries and exact ties, in rows whose
+// length leaves a tail, come out as the scalar round_to_f16's bits in the round trip and in the
+// packed path alike.
+TEST(TokenPolicy, ExactRowsAreTheScalarF16BitsOnEveryKindOfValue) {
+  const SchemePtr s = make_scheme("int:bits=8,axis=token,sink_tokens=3,residual_window=5");
+  const float specials[] = {0.0f,     -0.0f,     INFINITY, -INFINITY, NAN,     -NAN,    65504.0f, 65519.99f,
+                            65520.0f, -65520.0f, 6.1e-5f,  5.96e-8f,  2.98e-8f, 2.99e-8f, 1e-10f,  -3e-7f,
+                            1.00048828125f, 1.00146484375f, 2049.0f, 2051.0f, 3.3333f, -1e30f, 7.0e-6f};
+  const int64_t n = sizeof(specials) / sizeof(specials[0]);
+  Matrix x = keys(40, 37, 5);  // 3 * 37 and 5 * 37 elements: eight-lane bodies and scalar tails
+  const int64_t exact_rows[] = {0, 1, 2, 35, 36, 37, 38, 39};
+  for (int64_t r : exact_rows) {
+    for (int64_t c = 0; c < x.cols(); c += 2) x(r, c) = specials[(r * 7 + c) % n];
+  }
+  Matrix y(x.rows(), x.cols()), via_packed(x.rows(), x.cols());
+  s->roundtrip(x, {}, y);
+  s->dequantize(s->quantize(x, {}), {}, via_packed);
+  for (int64_t r : exact_rows) {
+    for (int64_t c = 0; c < x.cols(); ++c) {
+      ASSERT_EQ(float_bits(y(r, c)), float_bits(round_to_f16(x(r, c)))) << r << ", " << c;
+      ASSERT_EQ(float_bits(via_packed(r, c)), float_bits(y(r, c))) << r << ", " << c;
+    }
+  }
 }
 
 TEST(TokenPolicy, AResidualWindowLowersTheError) {

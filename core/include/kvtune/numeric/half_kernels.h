@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-namespace kvtune::builtin::half_kernels {
+namespace kvtune::half_kernels {
 
 void f32_to_f16(const float* x, uint16_t* out, int64_t n);
 void f16_to_f32(const uint16_t* in, float* y, int64_t n);
@@ -17,4 +17,4 @@ void bf16_to_f32(const uint16_t* in, float* y, int64_t n);
 void round_to_f16(const float* x, float* y, int64_t n);
 void round_to_bf16(const float* x, float* y, int64_t n);
 
-}  // namespace kvtune::builtin::half_kernels
+}  // namespace kvtune::half_kernels

@@ -1,10 +1,9 @@
-#include "half_kernels.h"
-
-#include "kvtune/numeric/multiversion.h"
+#include "kvtune/numeric/half_kernels.h"
 
 #include <cstring>
 
 #include "kvtune/numeric/half.h"
+#include "kvtune/numeric/multiversion.h"
 
 // GCC only: clang 14's __builtin_cpu_supports does not know "f16c" (the fuzz build uses clang and
 // the portable path, which gives the same bits).
@@ -14,7 +13,7 @@
 #endif
 
 
-namespace kvtune::builtin::half_kernels {
+namespace kvtune::half_kernels {
 namespace {
 
 #if KVTUNE_HAVE_F16C_PATH
@@ -101,4 +100,4 @@ KVTUNE_MULTIVERSION void round_to_bf16(const float* x, float* y, int64_t n) {
   }
 }
 
-}  // namespace kvtune::builtin::half_kernels
+}  // namespace kvtune::half_kernels
