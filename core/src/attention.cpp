@@ -19,10 +19,9 @@ void finish_softmax(AttentionScores& s, Precision precision) {
   for (int64_t i = 0; i < s.queries; ++i) {
     const double* l = s.logit_row(i);
     double* p = s.probs.data() + i * s.tokens;
-    const double m = *std::max_element(l, l + s.tokens);
+    const double m = kernels::max_of(l, s.tokens);
     const double sum = kernels::exp_shifted(l, s.tokens, m, p);
-    for (int64_t j = 0; j < s.tokens; ++j) p[j] /= sum;
-    if (narrow) std::copy(p, p + s.tokens, s.probs32.data() + i * s.tokens);
+    kernels::divide_by(p, s.tokens, sum, narrow ? s.probs32.data() + i * s.tokens : nullptr);
     s.log_norm[static_cast<size_t>(i)] = m + std::log(sum);
   }
 }

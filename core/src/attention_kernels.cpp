@@ -265,6 +265,49 @@ bool all_finite(const double* x, int64_t n) {
   return total == 0.0;
 }
 
+KVTUNE_ATTENTION_CLONES
+double max_of(const double* x, int64_t n) {
+  v8d best = v8d{} + x[0];  // every lane starts at x[0]: a NaN there stays, later ones never win
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const v8d v = load(x + i);
+    best = v > best ? v : best;
+  }
+  double m = best[0];
+  for (int l = 1; l < 8; ++l) m = best[l] > m ? best[l] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+KVTUNE_ATTENTION_CLONES
+void divide_by(double* p, int64_t n, double sum, float* narrow) {
+  if (narrow == nullptr) {
+    for (int64_t j = 0; j < n; ++j) p[j] /= sum;
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const double v = p[j] / sum;
+    p[j] = v;
+    narrow[j] = static_cast<float>(v);
+  }
+}
+
+KVTUNE_ATTENTION_CLONES
+int64_t first_above(const double* x, int64_t from, int64_t n, double threshold) {
+  using v8l = int64_t __attribute__((vector_size(64), aligned(8)));
+  const v8d limit = v8d{} + threshold;
+  int64_t j = from;
+  for (; j + 32 <= n; j += 32) {  // the lanes' masks of 32 entries combined before one reduction
+    const v8l above = ((load(x + j) > limit) | (load(x + j + 8) > limit)) |
+                      ((load(x + j + 16) > limit) | (load(x + j + 24) > limit));
+    if (((above[0] | above[1]) | (above[2] | above[3])) | ((above[4] | above[5]) | (above[6] | above[7]))) break;
+  }
+  for (; j < n; ++j) {
+    if (x[j] > threshold) return j;
+  }
+  return n;
+}
+
 }  // namespace kvtune::kernels
 
 namespace kvtune::kernels {

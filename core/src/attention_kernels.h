@@ -43,6 +43,17 @@ LogitErrors logit_errors(const double* lr, const double* lq, const double* pr, d
 // returns Σ p[j] (eight lanes, summed in a fixed order).
 double exp_shifted(const double* l, int64_t t, double m, double* p);
 
+// The largest x[i] for n >= 1, as std::max_element finds it: a NaN never wins unless it is x[0]
+// (then the result is NaN). Equal values may come from either, so a zero's sign may differ.
+double max_of(const double* x, int64_t n);
+
+// p[j] = p[j] / sum for j < n (IEEE division, the scalar loop's bits), and narrow[j] = float(p[j])
+// when narrow is not null.
+void divide_by(double* p, int64_t n, double sum, float* narrow);
+
+// The first j in [from, n) with x[j] > threshold (a NaN x[j] is not), or n.
+int64_t first_above(const double* x, int64_t from, int64_t n, double threshold);
+
 // True when every x[i] is finite.
 bool all_finite(const double* x, int64_t n);
 

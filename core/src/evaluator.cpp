@@ -62,13 +62,16 @@ struct Top {
 Top top_indices(const double* p, int64_t n, int64_t k) {
   std::vector<int64_t> best;  // by p descending, then index ascending
   best.reserve(static_cast<size_t>(k) + 1);
-  for (int64_t j = 0; j < n; ++j) {
-    // A later index loses every tie, so only a strictly larger value displaces the k-th.
-    if (int64_t(best.size()) == k && !(p[j] > p[best.back()])) continue;
+  auto insert = [&](int64_t j) {
     auto at = std::upper_bound(best.begin(), best.end(), j, [&](int64_t a, int64_t b) { return p[a] > p[b]; });
     best.insert(at, j);
     if (int64_t(best.size()) > k) best.pop_back();
-  }
+  };
+  int64_t j = 0;
+  for (; j < n && int64_t(best.size()) < k; ++j) insert(j);
+  // A later index loses every tie, so only a strictly larger value displaces the k-th: the scan
+  // skips to the next such entry (eight at a time).
+  while (k > 0 && (j = kernels::first_above(p, j, n, p[best.back()])) < n) insert(j++);
   Top top{best, best.empty() ? 0 : best.front()};
   std::sort(top.indices.begin(), top.indices.end());
   return top;

@@ -95,6 +95,29 @@ TEST(Attention, SoftmaxProbabilitiesAreExpOfLogitMinusLogNorm) {
   for (int64_t j = t - 10; j < t; ++j) EXPECT_EQ(s.probs[size_t(j)], 0.0) << j;
 }
 
+// Softmax shifts each row by its largest logit, found eight at a time: with one logit 1000 above
+// the others at every position of a row of 37 (each lane, the tail), a shift by anything smaller
+// would overflow exp. The float32 probabilities are the float64 ones rounded.
+TEST(Attention, SoftmaxShiftsByTheLargestLogitWhereverItIs) {
+  const int64_t t = 37;
+  for (int64_t at = 0; at < t; ++at) {
+    Matrix q(1, 1, 1.0f), k(t, 1, 0.0f);
+    for (int64_t j = 0; j < t; ++j) k(j, 0) = -float(j % 5);
+    k(at, 0) = 1000.0f;
+    for (const Precision precision : {Precision::float64, Precision::float32}) {
+      AttentionScores s;
+      attention_scores(q, k, s, precision);
+      EXPECT_EQ(s.log_norm[0], 1000.0) << at;
+      for (int64_t j = 0; j < t; ++j) {
+        ASSERT_EQ(s.probs[size_t(j)], j == at ? 1.0 : 0.0) << at << " " << j;
+        if (precision == Precision::float32) {
+          ASSERT_EQ(s.probs32[size_t(j)], static_cast<float>(s.probs[size_t(j)])) << at << " " << j;
+        }
+      }
+    }
+  }
+}
+
 // Each output element is one in-order chain: stacking rows of several key configurations into one
 // pass over the values (what the evaluator does per V configuration) changes no bit.
 TEST(Attention, OutputRowsAreTheSameStackedOrAlone) {

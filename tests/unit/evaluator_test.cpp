@@ -7,6 +7,8 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <optional>
 #include <sstream>
 
@@ -64,6 +66,96 @@ class ShiftChannelZero final : public Scheme {
  private:
   float shift_;
 };
+
+// Zeroes key row `row`: the ranking it leaves differs from the exact keys' wherever that row led.
+class ZeroRow final : public Scheme {
+ public:
+  explicit ZeroRow(int64_t row) : row_(row) {}
+  std::string spec() const override { return "zero_row"; }
+  std::string family() const override { return "zero_row"; }
+  size_t footprint(int64_t t, int64_t d) const override { return size_t(t * d * 4); }
+  std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext&) const override {
+    std::vector<std::byte> p(footprint(x.rows, x.cols));
+    std::memcpy(p.data(), x.data, p.size());
+    return p;
+  }
+  void dequantize(std::span<const std::byte> p, const QuantContext&, MatrixView out) const override {
+    std::memcpy(out.data, p.data(), p.size());
+    std::fill(out.row(row_), out.row(row_) + out.cols, 0.0f);
+  }
+
+ private:
+  int64_t row_;
+};
+
+// The evaluator's top1_agree and topk_overlap for keys through `scheme` against the same metrics
+// from rankings computed here by a stable sort (probability descending, ties to the lower index).
+void expect_ranks_of_a_stable_sort(const Case& c, const SchemePtr& scheme, int64_t topk, Precision precision) {
+  EvalPlan plan{{scheme}, {make_scheme("f16")}, {{"p", 0, 0}}, topk};
+  plan.precision = precision;
+  const EvalResult r = evaluate(plan, 1, [&](size_t) { return c; });
+  const int64_t t = c.keys.rows();
+  Matrix kq(t, c.keys.cols());
+  scheme->roundtrip(c.keys, {Role::key, c.positions, c.seed, &c.rope}, kq);
+  AttentionScores ref, quant;
+  attention_scores(c.queries, c.keys, ref, precision);
+  attention_scores(c.queries, kq, quant, precision);
+  auto top = [&](const double* p) {
+    std::vector<int64_t> order(static_cast<size_t>(t));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    std::vector<int64_t> first(order.begin(), order.begin() + topk);
+    std::sort(first.begin(), first.end());
+    return std::pair{order[0], first};
+  };
+  for (int64_t i = 0; i < c.queries.rows(); ++i) {
+    const auto [lead_r, top_r] = top(ref.prob_row(i));
+    const auto [lead_q, top_q] = top(quant.prob_row(i));
+    std::vector<int64_t> common;
+    std::set_intersection(top_r.begin(), top_r.end(), top_q.begin(), top_q.end(), std::back_inserter(common));
+    const std::string where = scheme->spec() + " k " + std::to_string(topk) + " query " + std::to_string(i);
+    EXPECT_EQ(r.pairs[0].samples[size_t(Metric::topk_overlap)][size_t(i)], double(common.size()) / double(topk))
+        << where;
+    EXPECT_EQ(r.pairs[0].samples[size_t(Metric::top1_agree)][size_t(i)], lead_r == lead_q ? 1.0 : 0.0) << where;
+  }
+}
+
+// Keys drawn from 13 distinct rows, so that nearly every probability is tied with others, the k-th
+// among them; T = 1061 leaves a tail past every block of the evaluator's scan. Both precisions, k
+// from 1 to past the number of distinct values.
+TEST(Evaluator, TopRanksAreAStableSortsWithTiesToTheLowerIndex) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal;
+  const int64_t t = 1061, d = 16;
+  Matrix rows(13, d), k(t, d), v(t, d), q(3, d);
+  for (int64_t i = 0; i < rows.size(); ++i) rows.data()[i] = normal(rng);
+  for (int64_t j = 0; j < t; ++j) {
+    const int64_t pick = (j * 7 + j / 13) % 13;
+    for (int64_t e = 0; e < d; ++e) k(j, e) = rows(pick, e), v(j, e) = normal(rng);
+  }
+  for (int64_t i = 0; i < q.size(); ++i) q.data()[i] = 2.0f * normal(rng);
+  const Case c = case_from_tensors(k, v, q);
+  for (const Precision precision : {Precision::float64, Precision::float32}) {
+    for (const int64_t topk : {int64_t(1), int64_t(5), int64_t(40), int64_t(300)}) {
+      expect_ranks_of_a_stable_sort(c, make_scheme("int:bits=2,axis=token"), topk, precision);
+    }
+  }
+}
+
+// One key above all the others, at every position of 75 (each lane of the scan's blocks, the
+// tail): the exact keys rank it first, the keys with its row zeroed do not.
+TEST(Evaluator, TopRanksFindASingleLargerKeyAnywhere) {
+  const int64_t t = 75;
+  for (int64_t at = 1; at < t; ++at) {
+    Matrix k(t, 4, 0.0f), v(t, 4, 1.0f), q(1, 4, 0.0f);
+    q(0, 0) = 1.0f;
+    k(at, 0) = 3.0f;
+    const Case c = case_from_tensors(k, v, q);
+    for (const int64_t topk : {int64_t(1), int64_t(3)}) {
+      expect_ranks_of_a_stable_sort(c, std::make_shared<ZeroRow>(at), topk, Precision::float64);
+    }
+  }
+}
 
 TEST(Evaluator, AUniformLogitShiftOnlyMovesMaxLogitErr) {
   Matrix k(3, 4, 0.0f), v(3, 4, 0.0f), q(1, 4, 0.0f);
