@@ -102,13 +102,13 @@ void tilt_queries_toward_sinks(Case& c, const SinkProfile& sinks) {
   for (double& v : w) v /= norm;
   const double inv_sqrt_d = 1.0 / std::sqrt(double(d));
   std::vector<double> a(static_cast<size_t>(t)), b(static_cast<size_t>(t)), l(static_cast<size_t>(t));
+  for (int64_t j = 0; j < t; ++j) {  // the tilt's logits, the same for every query
+    double bj = 0.0;
+    for (int64_t k = 0; k < d; ++k) bj += w[k] * c.keys(j, k);
+    b[j] = bj * inv_sqrt_d;
+  }
   for (int64_t i = 0; i < c.queries.rows(); ++i) {
-    for (int64_t j = 0; j < t; ++j) {
-      a[j] = dot(c.queries.row(i), c.keys.row(j), d) * inv_sqrt_d;
-      double bj = 0.0;
-      for (int64_t k = 0; k < d; ++k) bj += w[k] * c.keys(j, k);
-      b[j] = bj * inv_sqrt_d;
-    }
+    for (int64_t j = 0; j < t; ++j) a[j] = dot(c.queries.row(i), c.keys.row(j), d) * inv_sqrt_d;
     auto sink_mass = [&](double alpha) {
       for (int64_t j = 0; j < t; ++j) l[j] = a[j] + alpha * b[j];
       const double lse = logsumexp(l);
@@ -126,11 +126,25 @@ void tilt_queries_toward_sinks(Case& c, const SinkProfile& sinks) {
       lo = -1.0;
       for (int it = 0; it < 60 && sink_mass(lo) > sinks.mass; ++it) lo *= 2.0;
     }
-    for (int it = 0; it < 60; ++it) {
+    auto tilted = [&](double alpha, int64_t k) { return static_cast<float>(c.queries(i, k) + alpha * w[k]); };
+    // Whether every tilt in [lo, hi] gives the same query: each channel's tilted float is monotone in
+    // the tilt, so equal (nonzero) floats at both ends hold across the interval, and the bisection's
+    // last hi, which lies in it, gives this query whatever the remaining steps would do.
+    auto settled = [&] {
+      for (int64_t k = 0; k < d; ++k) {
+        const float at_lo = tilted(lo, k), at_hi = tilted(hi, k);
+        if (at_lo != at_hi || at_lo == 0.0f) return false;
+      }
+      return true;
+    };
+    for (int it = 0; it < 60 && !settled(); ++it) {
       const double mid = 0.5 * (lo + hi);
+      // Once the midpoint is an end, every later step repeats this one's evaluation and outcome.
+      const bool last = mid == lo || mid == hi;
       (sink_mass(mid) < sinks.mass ? lo : hi) = mid;
+      if (last) break;
     }
-    for (int64_t k = 0; k < d; ++k) c.queries(i, k) = static_cast<float>(c.queries(i, k) + hi * w[k]);
+    for (int64_t k = 0; k < d; ++k) c.queries(i, k) = tilted(hi, k);
   }
 }
 
