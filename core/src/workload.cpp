@@ -232,16 +232,25 @@ void add_recency(Case& c, const WorkloadConfig& cfg, Sampler& rng) {
   for (int64_t i = 0; i < c.queries.rows(); ++i) {
     for (int64_t e = 0; e < d; ++e) c.queries(i, e) = static_cast<float>(c.queries(i, e) + g * u[e]);
   }
-  Matrix delta(1, d);
-  for (int64_t j = std::min(cfg.sinks.count, t); j < t; ++j) {
-    const double w = g * std::exp(-double(t - 1 - j) / cfg.recency.tokens);
-    for (int64_t e = 0; e < d; ++e) {
-      delta(0, e) = static_cast<float>(w * u[e]);
-      c.keys(j, e) += delta(0, e);
+  // The rows' deltas are un-rotated a block at a time: each apply_rope call sets up its frequencies
+  // (one pow per channel pair), which one call per row repeated for every row.
+  constexpr int64_t kBlock = 256;
+  Matrix delta(kBlock, d);
+  for (int64_t j0 = std::min(cfg.sinks.count, t); j0 < t; j0 += kBlock) {
+    const int64_t rows = std::min(kBlock, t - j0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t j = j0 + r;
+      const double w = g * std::exp(-double(t - 1 - j) / cfg.recency.tokens);
+      for (int64_t e = 0; e < d; ++e) {
+        delta(r, e) = static_cast<float>(w * u[e]);
+        c.keys(j, e) += delta(r, e);
+      }
     }
-    const int64_t p = c.positions[j];
-    apply_rope(delta, std::span<const int64_t>(&p, 1), cfg.rope, /*inverse=*/true);
-    for (int64_t e = 0; e < d; ++e) c.keys_pre_rope(j, e) += delta(0, e);
+    apply_rope({delta.data(), rows, d}, std::span<const int64_t>(c.positions).subspan(size_t(j0), size_t(rows)), cfg.rope,
+               /*inverse=*/true);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t e = 0; e < d; ++e) c.keys_pre_rope(j0 + r, e) += delta(r, e);
+    }
   }
 }
 
