@@ -246,8 +246,8 @@ void add_recency(Case& c, const WorkloadConfig& cfg, Sampler& rng) {
         c.keys(j, e) += delta(r, e);
       }
     }
-    apply_rope({delta.data(), rows, d}, std::span<const int64_t>(c.positions).subspan(size_t(j0), size_t(rows)), cfg.rope,
-               /*inverse=*/true);
+    const std::span<const int64_t> positions = std::span<const int64_t>(c.positions).subspan(size_t(j0), size_t(rows));
+    apply_rope({delta.data(), rows, d}, positions, cfg.rope, /*inverse=*/true);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t e = 0; e < d; ++e) c.keys_pre_rope(j0 + r, e) += delta(r, e);
     }

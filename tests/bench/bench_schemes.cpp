@@ -143,6 +143,35 @@ KVTUNE_FAKE_QUANT(tokenint8_turbomind, "tokenint:bits=8,zero=min,round=even,scal
 KVTUNE_FAKE_QUANT(tokenint4_lmdeploy_pt, "tokenint:bits=4,zero=float,round=up,scale=f16");
 KVTUNE_FAKE_QUANT(tokenint8_sglang, "tokenint:bits=8,zero=mid,scale=f16");
 
+// The token policy's formats at the short contexts a sweep often evaluates, where the kept rows (a
+// residual window of 128 tokens, sinks) are a large share of the block: one round trip of [T, 128]
+// per iteration, counter `best_ns_per_element` (the best iteration's).
+void BM_PolicyShortContext(benchmark::State& state, const char* spec) {
+  const int64_t tokens = state.range(0);
+  const kvtune::SchemePtr scheme = kvtune::builtin_registry().make(spec);
+  const kvtune::Matrix all = keys_like();
+  const kvtune::Matrix x = kvtune::copy_of(all.view().row_range(0, tokens));
+  kvtune::Matrix y(tokens, kHeadDim);
+  double best = 1e30;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    scheme->roundtrip(x, {}, y);
+    benchmark::DoNotOptimize(y.data());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  state.counters["best_ns_per_element"] = 1e9 * best / double(x.size());
+}
+BENCHMARK_CAPTURE(BM_PolicyShortContext, transformers_int4_g64,
+                  "int:bits=4,axis=token,group=64,asym,residual_window=128")
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_PolicyShortContext, kivi_int2,
+                  "int:bits=2,axis=channel,group=32,asym,sink_tokens=4,residual_window=128,block_tokens=32")
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMicrosecond);
+
 // One K/V pair over one case at T = 32768 with 16 queries: generation excluded, reference attention,
 // both quantizations, all metrics included.
 void BM_EvaluatePair(benchmark::State& state) {
