@@ -45,13 +45,12 @@ TEST(Attention, HandComputedSoftmax) {
   EXPECT_NEAR(s.probs[0], std::exp(1.0) / (std::exp(1.0) + 1.0), 1e-15);
 }
 
-// Adds `shift` to channel 0 of every key: with the query along channel 0 every logit moves by the
-// same amount, which softmax ignores.
-class ShiftChannelZero final : public Scheme {
+// Stores the keys as float32 and changes them on the way back (`alter`): a test's own key error.
+class AlteredOnDequantize : public Scheme {
  public:
-  explicit ShiftChannelZero(float shift) : shift_(shift) {}
-  std::string spec() const override { return "shift"; }
-  std::string family() const override { return "shift"; }
+  explicit AlteredOnDequantize(std::string name) : name_(std::move(name)) {}
+  std::string spec() const override { return name_; }
+  std::string family() const override { return name_; }
   size_t footprint(int64_t t, int64_t d) const override { return size_t(t * d * 4); }
   std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext&) const override {
     std::vector<std::byte> p(footprint(x.rows, x.cols));
@@ -60,31 +59,34 @@ class ShiftChannelZero final : public Scheme {
   }
   void dequantize(std::span<const std::byte> p, const QuantContext&, MatrixView out) const override {
     std::memcpy(out.data, p.data(), p.size());
-    for (int64_t r = 0; r < out.rows; ++r) out(r, 0) += shift_;
+    alter(out);
   }
 
  private:
+  virtual void alter(MatrixView out) const = 0;
+  std::string name_;
+};
+
+// Adds `shift` to channel 0 of every key: with the query along channel 0 every logit moves by the
+// same amount, which softmax ignores.
+class ShiftChannelZero final : public AlteredOnDequantize {
+ public:
+  explicit ShiftChannelZero(float shift) : AlteredOnDequantize("shift"), shift_(shift) {}
+
+ private:
+  void alter(MatrixView out) const override {
+    for (int64_t r = 0; r < out.rows; ++r) out(r, 0) += shift_;
+  }
   float shift_;
 };
 
 // Zeroes key row `row`: the ranking it leaves differs from the exact keys' wherever that row led.
-class ZeroRow final : public Scheme {
+class ZeroRow final : public AlteredOnDequantize {
  public:
-  explicit ZeroRow(int64_t row) : row_(row) {}
-  std::string spec() const override { return "zero_row"; }
-  std::string family() const override { return "zero_row"; }
-  size_t footprint(int64_t t, int64_t d) const override { return size_t(t * d * 4); }
-  std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext&) const override {
-    std::vector<std::byte> p(footprint(x.rows, x.cols));
-    std::memcpy(p.data(), x.data, p.size());
-    return p;
-  }
-  void dequantize(std::span<const std::byte> p, const QuantContext&, MatrixView out) const override {
-    std::memcpy(out.data, p.data(), p.size());
-    std::fill(out.row(row_), out.row(row_) + out.cols, 0.0f);
-  }
+  explicit ZeroRow(int64_t row) : AlteredOnDequantize("zero_row"), row_(row) {}
 
  private:
+  void alter(MatrixView out) const override { std::fill(out.row(row_), out.row(row_) + out.cols, 0.0f); }
   int64_t row_;
 };
 
