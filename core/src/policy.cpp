@@ -385,6 +385,7 @@ class TokenPolicyScheme final : public Scheme {
 
   // The exact rows as f16 codes in host byte order, converted in bulk (F16C where present).
   static void append_f16(std::vector<std::byte>& packed, ConstMatrixView rows) {
+    if (rows.size() == 0) return;  // no rows: no buffer (a null data() must not reach memcpy)
     std::vector<uint16_t> codes(static_cast<size_t>(rows.size()));
     half_kernels::f32_to_f16(rows.data, codes.data(), rows.size());
     const auto* b = reinterpret_cast<const std::byte*>(codes.data());
@@ -392,6 +393,7 @@ class TokenPolicyScheme final : public Scheme {
   }
 
   static size_t read_f16(std::span<const std::byte> packed, size_t at, float* out, int64_t n) {
+    if (n == 0) return at;
     std::vector<uint16_t> codes(static_cast<size_t>(n));
     std::memcpy(codes.data(), packed.data() + at, codes.size() * 2);
     half_kernels::f16_to_f32(codes.data(), out, n);
