@@ -70,7 +70,7 @@ Top top_indices(const double* p, int64_t n, int64_t k) {
   int64_t j = 0;
   for (; j < n && int64_t(best.size()) < k; ++j) insert(j);
   // A later index loses every tie, so only a strictly larger value displaces the k-th: the scan
-  // skips to the next such entry (eight at a time).
+  // skips to the next such entry (32 probabilities per vector reduction).
   while (k > 0 && (j = kernels::first_above(p, j, n, p[best.back()])) < n) insert(j++);
   Top top{best, best.empty() ? 0 : best.front()};
   std::sort(top.indices.begin(), top.indices.end());
