@@ -138,8 +138,10 @@ class MicroScheme final : public Scheme {
     // whole tensor first; every other block scale depends on its block alone, so the blocks go in
     // tiles that stay in L1 between the maximum and the round trip (one pass over memory; tiles of
     // 8 KiB ran 1.3x faster than the 128 KiB ones that stayed in L2: the reads and the writes to
-    // memory then interleave finely, as in a copy).
-    constexpr int64_t kTileBlocks = 64;  // 4 or 8 KiB of input
+    // memory then interleave finely, as in a copy). 8 KiB for both block sizes: blocks of 16 in
+    // tiles of 4 KiB ran 0.70-0.81 of a memcpy, in tiles of 8 KiB 0.80-0.96 (the calls per tile
+    // weigh less; tiles of 4 to 64 KiB interleaved in one process, docs/performance.md).
+    const int64_t kTileBlocks = 2048 / b;  // 8 KiB of input
     float global = 1.0f;
     if (nvfp4 && config_.scale == TensorScale::fixed) global = config_.value;
     if (nvfp4 && config_.scale != TensorScale::fixed) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -65,6 +66,28 @@ TEST(MicroSchemes, FusedRoundTripIsThePackedOne) {
   expect_fused_is_packed("nvfp4", Matrix(4, 32, 0.0f));
   expect_fused_is_packed("nvfp4", Matrix(4, 32, -0.0f));
   expect_fused_is_packed("mxfp4", Matrix(4, 32, -0.0f));
+}
+
+// Tensors that span many of the fused path's tiles and end in a partial one (300 tokens x 64:
+// 1200 blocks of 16, 600 of 32), the hard block's rows repeated between normal ones: with a NaN in
+// one tile (that tile rounds with saturation and the NaN rule, the others without) and an infinity
+// in another, then with neither (the dynamic nvfp4 tensor scale is then finite).
+TEST(MicroSchemes, FusedRoundTripIsThePackedOneOverManyTiles) {
+  const Matrix hard = hard_block();
+  Matrix x(300, 64);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t t = 0; t < x.rows(); ++t) {
+    for (int64_t c = 0; c < x.cols(); ++c) x(t, c) = t % 7 == 0 ? hard(t / 7 % hard.rows(), c) : normal(rng);
+  }
+  for (bool with_nan : {true, false}) {
+    x(150, 3) = with_nan ? -std::numeric_limits<float>::quiet_NaN() : 2.0f;
+    x(211, 9) = with_nan ? std::numeric_limits<float>::infinity() : -3.0f;
+    for (const char* spec : {"mxfp4", "mxfp4:block=16", "mxfp4:block=16,round=away", "mxfp8", "nvfp4",
+                             "nvfp4:scale=static,value=0.001", "nvfp4:scale=static,value=1"}) {
+      expect_fused_is_packed(spec, x);
+    }
+  }
 }
 
 }  // namespace
