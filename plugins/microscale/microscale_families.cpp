@@ -138,46 +138,41 @@ class MicroScheme final : public Scheme {
     // whole tensor first; every other block scale depends on its block alone, so the blocks go in
     // tiles that stay in L1 between the maximum and the round trip (one pass over memory; tiles of
     // 8 KiB ran 1.3x faster than the 128 KiB ones that stayed in L2: the reads and the writes to
-    // memory then interleave finely, as in a copy). 8 KiB for both block sizes: blocks of 16 in
-    // tiles of 4 KiB ran 0.70-0.81 of a memcpy, in tiles of 8 KiB 0.80-0.96 (the calls per tile
-    // weigh less; tiles of 4 to 64 KiB interleaved in one process, docs/performance.md).
+    // memory then interleave finely, as in a copy). 8 KiB for both block sizes: blocks of 16 had
+    // gone in tiles of 4 KiB, whose calls per tile weighed more (docs/performance.md).
     const int64_t kTileBlocks = 2048 / b;  // 8 KiB of input
     float global = 1.0f;
     if (nvfp4 && config_.scale == TensorScale::fixed) global = config_.value;
     if (nvfp4 && config_.scale != TensorScale::fixed) {
       std::vector<float> amax(static_cast<size_t>(blocks));
-      const bool nan = microscale_kernels::block_abs_max(x.data, blocks, b, amax.data());
+      microscale_kernels::block_abs_max(x.data, blocks, b, amax.data());
       // The block maxima are >= +0 and never NaN, so their largest |a| (vectorized) is their maximum.
       global = codec::nvfp4_global_scale(fp8_kernels::abs_max(amax.data(), blocks));
-      std::vector<float> scale(static_cast<size_t>(std::min(blocks, kTileBlocks)));
       for (int64_t k0 = 0; k0 < blocks; k0 += kTileBlocks) {  // the scales of a tile stay in L1 (1.2x)
-        roundtrip_blocks(x.data, k0, std::min(kTileBlocks, blocks - k0), amax.data() + k0, nan, e, global, 0,
-                         scale.data(), out.data);
+        roundtrip_blocks(x.data, k0, std::min(kTileBlocks, blocks - k0), amax.data() + k0, e, global, 0, out.data);
       }
       return;
     }
-    std::vector<float> amax(static_cast<size_t>(std::min(blocks, kTileBlocks))), scale(amax.size());
+    std::vector<float> scale(static_cast<size_t>(std::min(blocks, kTileBlocks)));
     for (int64_t k0 = 0; k0 < blocks; k0 += kTileBlocks) {
       const int64_t n = std::min(kTileBlocks, blocks - k0);
-      const bool nan = microscale_kernels::block_abs_max(x.data + k0 * b, n, b, amax.data());
+      microscale_kernels::block_abs_max(x.data + k0 * b, n, b, scale.data());
       const int64_t ahead = std::min(n, blocks - k0 - n);  // the next tile, read while this one runs
-      roundtrip_blocks(x.data, k0, n, amax.data(), nan, e, nvfp4 ? global : 0.0f, ahead, scale.data(), out.data);
+      roundtrip_blocks(x.data, k0, n, scale.data(), e, nvfp4 ? global : 0.0f, ahead, out.data);
     }
   }
 
-  // Blocks k0 .. k0 + n of x through their scales (written to `scale`), from their amax (`nan`: x may
-  // hold a NaN there): `global` > 0 is nvfp4's per-tensor scale, 0 the MX formats'. The `ahead`
-  // blocks after them are read ahead.
-  void roundtrip_blocks(const float* x, int64_t k0, int64_t n, const float* amax, bool nan, codec::MicroElement e,
-                        float global, int64_t ahead, float* scale, float* y) const {
+  // Blocks k0 .. k0 + n of x through their scales, from their amax (overwritten): `global` > 0 is
+  // nvfp4's per-tensor scale, 0 the MX formats'. The `ahead` blocks after them are read ahead.
+  void roundtrip_blocks(const float* x, int64_t k0, int64_t n, float* amax, codec::MicroElement e, float global,
+                        int64_t ahead, float* y) const {
     const int64_t b = config_.block;
-    microscale_kernels::scales_from_amax(amax, n, codec::micro_element_max(e), global, scale);
+    microscale_kernels::scales_from_amax(amax, n, codec::micro_element_max(e), global);
     if (e == codec::MicroElement::e2m1) {
-      return microscale_kernels::e2m1_roundtrip(x + k0 * b, scale, n, b, config_.ties_away, y + k0 * b, ahead,
-                                                nan ? nullptr : amax);
+      return microscale_kernels::e2m1_roundtrip(x + k0 * b, amax, n, b, config_.ties_away, y + k0 * b, ahead);
     }
     // mxfp8: E4M3 elements through the fp8 family's vectorized codec (scales are >= 2^-127 > 0).
-    fp8_kernels::roundtrip_blocks(x + k0 * b, scale, n, b, y + k0 * b, codec::Fp8Format::e4m3, ahead);
+    fp8_kernels::roundtrip_blocks(x + k0 * b, amax, n, b, y + k0 * b, codec::Fp8Format::e4m3, ahead);
   }
 
   SchemeTraits traits() const override {

@@ -90,29 +90,11 @@ BlockPath block_path(float s) {
 }
 
 // One block of B floats through its scale s > 0 (broadcast in sv) and, for the exact path, its
-// reciprocal rv, sixteen lanes at a time. Bounded: the block holds no NaN and its largest |x| / s
-// is below 7 (fl(amax / s), checked by the caller), where no lane rounds above 6s: the rounding
-// then needs neither saturation nor the NaN lanes' sign rule (three instructions of about twelve).
-template <int B, bool TiesAway, bool Bounded = false>
+// reciprocal rv, sixteen lanes at a time.
+template <int B, bool TiesAway>
 KVTUNE_AVX512 inline void e2m1_block16s(const float* x, __m512 sv, __m512 rv, BlockPath path, float* y) {
-  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   for (int j = 0; j < B; j += 16) {
     const __m512 xv = _mm512_loadu_ps(x + j);
-    if constexpr (Bounded) {
-      const __m512 ax = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(xv), magnitude));
-      __m512 mag;
-      if (path == BlockPath::grid) {
-        mag = round_magnitude_to_scaled_grid16<1, TiesAway, false>(_mm512_castps_si512(ax), _mm512_castps_si512(sv), sv);
-      } else {
-        const __m512 v = path == BlockPath::divide ? _mm512_div_ps(ax, sv) : _mm512_mul_ps(ax, rv);
-        const __m512 one = _mm512_set1_ps(1.0f);
-        mag = _mm512_mul_ps(round_magnitude_to_scaled_grid16<1, TiesAway, false>(_mm512_castps_si512(v),
-                                                                                 _mm512_castps_si512(one), one),
-                            sv);
-      }
-      _mm512_storeu_ps(y + j, with_sign_of_number16(mag, xv));
-      continue;
-    }
     if (path == BlockPath::grid) {
       const __m512 top = _mm512_mul_ps(sv, _mm512_set1_ps(6.0f));
       _mm512_storeu_ps(y + j, round_to_scaled_grid16<1, TiesAway>(xv, _mm512_castps_si512(sv), top));
@@ -136,13 +118,13 @@ KVTUNE_AVX512 inline void e2m1_block_alone(const float* x, float s, float* y) {
 // Sixteen blocks k0 .. k0 + 15 by one path that needs no reciprocal. Each block's scale is broadcast
 // from memory (a load: a permute from a register of sixteen took a shuffle and made the division
 // path about 20 % slower).
-template <int B, bool TiesAway, BlockPath Path, bool Bounded>
+template <int B, bool TiesAway, BlockPath Path>
 KVTUNE_AVX512 inline void e2m1_group16(const float* x, const float* scale, int64_t k0, int64_t blocks, int64_t ahead,
                                        float* y) {
   static_assert(Path != BlockPath::exact);
   for (int64_t b = k0; b < k0 + 16; ++b) {
     if (b < ahead) prefetch_floats(x + (blocks + b) * B, B);  // both lines of a 32-float block
-    e2m1_block16s<B, TiesAway, Bounded>(x + b * B, _mm512_set1_ps(scale[b]), _mm512_setzero_ps(), Path, y + b * B);
+    e2m1_block16s<B, TiesAway>(x + b * B, _mm512_set1_ps(scale[b]), _mm512_setzero_ps(), Path, y + b * B);
   }
 }
 
@@ -152,29 +134,17 @@ KVTUNE_AVX512 inline void e2m1_group16(const float* x, const float* scale, int64
 // powers of two and that are not would mispredict; any other group goes block by block. (A scalar
 // reciprocal and choice per block had cost as much as a 16-float block's arithmetic.)
 template <int B, bool TiesAway>
-KVTUNE_AVX512 void e2m1_blocks_avx512(const float* x, const float* scale, int64_t blocks, float* y, int64_t ahead,
-                                      const float* amax) {
+KVTUNE_AVX512 void e2m1_blocks_avx512(const float* x, const float* scale, int64_t blocks, float* y, int64_t ahead) {
   int64_t k0 = 0;
   for (; k0 + 16 <= blocks; k0 += 16) {
     const __m512 s16 = _mm512_loadu_ps(scale + k0);
     const __mmask16 grid = _mm512_cmp_ps_mask(exact_reciprocal16(s16), _mm512_setzero_ps(), _CMP_NEQ_UQ) &
                            _mm512_cmp_ps_mask(s16, _mm512_set1_ps(kGridMaxScale), _CMP_LE_OQ) &
                            _mm512_cmp_ps_mask(s16, _mm512_set1_ps(kGridMinScale), _CMP_GE_OQ);
-    // Bounded (e2m1_block16s): every amax / s below 7 (a zero or NaN scale fails the comparison).
-    const bool bounded = amax != nullptr && _mm512_cmp_ps_mask(_mm512_div_ps(_mm512_loadu_ps(amax + k0), s16),
-                                                               _mm512_set1_ps(7.0f), _CMP_LT_OQ) == 0xffff;
     if (grid == 0xffff) {
-      if (bounded) {
-        e2m1_group16<B, TiesAway, BlockPath::grid, true>(x, scale, k0, blocks, ahead, y);
-      } else {
-        e2m1_group16<B, TiesAway, BlockPath::grid, false>(x, scale, k0, blocks, ahead, y);
-      }
+      e2m1_group16<B, TiesAway, BlockPath::grid>(x, scale, k0, blocks, ahead, y);
     } else if (_mm512_cmp_ps_mask(s16, _mm512_setzero_ps(), _CMP_GT_OQ) == 0xffff) {
-      if (bounded) {
-        e2m1_group16<B, TiesAway, BlockPath::divide, true>(x, scale, k0, blocks, ahead, y);
-      } else {
-        e2m1_group16<B, TiesAway, BlockPath::divide, false>(x, scale, k0, blocks, ahead, y);
-      }
+      e2m1_group16<B, TiesAway, BlockPath::divide>(x, scale, k0, blocks, ahead, y);
     } else {
       for (int64_t b = k0; b < k0 + 16; ++b) {
         if (b < ahead) prefetch_floats(x + (blocks + b) * B, B);
@@ -192,9 +162,8 @@ KVTUNE_AVX512 void e2m1_blocks_avx512(const float* x, const float* scale, int64_
 // reduction for the sixteen. NaN's bits lie above infinity's, so a block holding a NaN shows a
 // maximum above 0x7f800000 and is scanned again by abs_max_bits, which skips NaN.
 template <int B>
-KVTUNE_AVX512 bool abs_max_blocks_avx512(const float* x, int64_t blocks, float* amax) {
+KVTUNE_AVX512 void abs_max_blocks_avx512(const float* x, int64_t blocks, float* amax) {
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
-  bool nan = false;
   int64_t k0 = 0;
   for (; k0 + 16 <= blocks; k0 += 16) {
     __m512i m[16];
@@ -206,66 +175,55 @@ KVTUNE_AVX512 bool abs_max_blocks_avx512(const float* x, int64_t blocks, float* 
     const __m512i top = lanes_max16(m);
     _mm512_storeu_si512(amax + k0, top);
     if (_mm512_cmpgt_epu32_mask(top, _mm512_set1_epi32(0x7f800000)) != 0) {
-      nan = true;
       for (int k = 0; k < 16; ++k) amax[k0 + k] = abs_max_of<B>(x + (k0 + k) * B);
     }
   }
-  for (; k0 < blocks; ++k0) {
-    const float* block = x + k0 * B;
-    for (int j = 0; j < B; ++j) nan |= block[j] != block[j];
-    amax[k0] = abs_max_of<B>(block);
-  }
-  return nan;
+  for (; k0 < blocks; ++k0) amax[k0] = abs_max_of<B>(x + k0 * B);
 }
 #endif
 
-KVTUNE_MULTIVERSION void mx_scales(const float* amax, int64_t blocks, float element_max, float* scale) {
-  for (int64_t k = 0; k < blocks; ++k) scale[k] = codec::e8m0_up_value(amax[k] / element_max);
+KVTUNE_MULTIVERSION void mx_scales(float* amax, int64_t blocks, float element_max) {
+  for (int64_t k = 0; k < blocks; ++k) amax[k] = codec::e8m0_up_value(amax[k] / element_max);
 }
 
 // The E4M3 block codes' values through the fp8 family's branch-free codec (a scale of 1 leaves
 // x / 1 = x), then times the tensor scale.
-KVTUNE_MULTIVERSION void nvfp4_scales(const float* amax, int64_t blocks, float global, float* scale) {
-  for (int64_t k = 0; k < blocks; ++k) scale[k] = amax[k] / codec::kE2M1MaxFinite / global;
-  fp8_kernels::roundtrip(scale, 1.0f, scale, blocks, codec::Fp8Format::e4m3);
-  for (int64_t k = 0; k < blocks; ++k) scale[k] = scale[k] * global;
+KVTUNE_MULTIVERSION void nvfp4_scales(float* amax, int64_t blocks, float global) {
+  for (int64_t k = 0; k < blocks; ++k) amax[k] = amax[k] / codec::kE2M1MaxFinite / global;
+  fp8_kernels::roundtrip(amax, 1.0f, amax, blocks, codec::Fp8Format::e4m3);
+  for (int64_t k = 0; k < blocks; ++k) amax[k] = amax[k] * global;
 }
 
 }  // namespace
 
-void scales_from_amax(const float* amax, int64_t blocks, float element_max, float nvfp4_global, float* scale) {
-  if (nvfp4_global > 0.0f) return nvfp4_scales(amax, blocks, nvfp4_global, scale);
-  mx_scales(amax, blocks, element_max, scale);
+void scales_from_amax(float* amax, int64_t blocks, float element_max, float nvfp4_global) {
+  if (nvfp4_global > 0.0f) return nvfp4_scales(amax, blocks, nvfp4_global);
+  mx_scales(amax, blocks, element_max);
 }
 
-bool block_abs_max(const float* x, int64_t blocks, int64_t block, float* amax) {
+void block_abs_max(const float* x, int64_t blocks, int64_t block, float* amax) {
 #if KVTUNE_X86_INTRINSICS
   if (cpu_has_avx512()) {
     return block == 16 ? abs_max_blocks_avx512<16>(x, blocks, amax) : abs_max_blocks_avx512<32>(x, blocks, amax);
   }
 #endif
-  if (block == 16) {
-    abs_max_blocks_16(x, blocks, amax);
-  } else {
-    abs_max_blocks_32(x, blocks, amax);
-  }
-  return true;
+  if (block == 16) return abs_max_blocks_16(x, blocks, amax);
+  abs_max_blocks_32(x, blocks, amax);
 }
 
 void e2m1_roundtrip(const float* x, const float* scale, int64_t blocks, int64_t block, bool ties_away, float* y,
-                    int64_t ahead, const float* number_amax) {
+                    int64_t ahead) {
 #if KVTUNE_X86_INTRINSICS
   if (cpu_has_avx512()) {
     if (block == 16) {
-      return ties_away ? e2m1_blocks_avx512<16, true>(x, scale, blocks, y, ahead, number_amax)
-                       : e2m1_blocks_avx512<16, false>(x, scale, blocks, y, ahead, number_amax);
+      return ties_away ? e2m1_blocks_avx512<16, true>(x, scale, blocks, y, ahead)
+                       : e2m1_blocks_avx512<16, false>(x, scale, blocks, y, ahead);
     }
-    return ties_away ? e2m1_blocks_avx512<32, true>(x, scale, blocks, y, ahead, number_amax)
-                     : e2m1_blocks_avx512<32, false>(x, scale, blocks, y, ahead, number_amax);
+    return ties_away ? e2m1_blocks_avx512<32, true>(x, scale, blocks, y, ahead)
+                     : e2m1_blocks_avx512<32, false>(x, scale, blocks, y, ahead);
   }
 #endif
   (void)ahead;
-  (void)number_amax;
   if (block == 16) return e2m1_blocks_16(x, scale, blocks, ties_away, y);
   e2m1_blocks_32(x, scale, blocks, ties_away, y);
 }

@@ -70,8 +70,8 @@ TEST(MicroSchemes, FusedRoundTripIsThePackedOne) {
 
 // Tensors that span many of the fused path's tiles and end in a partial one (300 tokens x 64:
 // 1200 blocks of 16, 600 of 32), the hard block's rows repeated between normal ones: with a NaN in
-// one tile (that tile rounds with saturation and the NaN rule, the others without) and an infinity
-// in another, then with neither (the dynamic nvfp4 tensor scale is then finite).
+// one tile and an infinity in another, then with neither (the dynamic nvfp4 tensor scale is then
+// finite).
 TEST(MicroSchemes, FusedRoundTripIsThePackedOneOverManyTiles) {
   const Matrix hard = hard_block();
   Matrix x(300, 64);
