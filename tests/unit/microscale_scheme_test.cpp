@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "kvtune/matrix.h"
 #include "kvtune/numeric/bits.h"
@@ -87,6 +88,35 @@ TEST(MicroSchemes, FusedRoundTripIsThePackedOneOverManyTiles) {
                              "nvfp4:scale=static,value=0.001", "nvfp4:scale=static,value=1"}) {
       expect_fused_is_packed(spec, x);
     }
+  }
+}
+
+// Block maxima in every float32 binade, from the smallest subnormal to the largest finite value:
+// each power of two, one unit above it and the largest value of its binade, and 2^-127 and
+// 6 * 2^-127 with their neighbours (where the E8M0 scale of amax / 6 turns from 2^-127 to 2^-126).
+// So the block scales of the fused path (the vectorized scale loops) meet every branch of the codec's.
+// One block per token of 32 channels, the other elements a spread below the maximum.
+TEST(MicroSchemes, FusedRoundTripIsThePackedOneForMaximaInEveryBinade) {
+  std::vector<float> maxima;
+  for (int e = -149; e <= 127; ++e) {
+    const float p = std::ldexp(1.0f, e);
+    maxima.push_back(p);
+    if (e >= -126) maxima.push_back(std::nextafter(p, 2.0f * p));
+    if (e >= -126 && e < 127) maxima.push_back(std::nextafter(2.0f * p, 0.0f));
+  }
+  maxima.push_back(std::numeric_limits<float>::max());
+  for (float edge : {0x1p-127f, 0x1.8p-125f}) {  // 2^-127 itself, and the maximum whose amax / 6 it is
+    for (float m : {std::nextafter(edge, 0.0f), edge, std::nextafter(edge, 1.0f)}) maxima.push_back(m);
+  }
+  while (maxima.size() % 16 != 0) maxima.push_back(0.0f);
+  Matrix x(int64_t(maxima.size()), 32);
+  const float spread[] = {1.0f, -0.75f, 0.5f, -0.3f, 0.125f, -0.0f, 0.9f, -0.51f};
+  for (int64_t t = 0; t < x.rows(); ++t) {
+    for (int64_t c = 0; c < x.cols(); ++c) x(t, c) = maxima[size_t(t)] * spread[c % 8] * (c < 8 ? 1.0f : 0.5f);
+  }
+  for (const char* spec : {"mxfp4", "mxfp4:block=16", "mxfp4:block=16,round=away", "nvfp4", "nvfp4:scale=static,value=1",
+                           "nvfp4:scale=static,value=1e-30", "nvfp4:scale=static,value=1e20"}) {
+    expect_fused_is_packed(spec, x);
   }
 }
 
