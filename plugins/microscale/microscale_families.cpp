@@ -140,7 +140,7 @@ class MicroScheme final : public Scheme {
     // 8 KiB ran 1.3x faster than the 128 KiB ones that stayed in L2: the reads and the writes to
     // memory then interleave finely, as in a copy). 8 KiB for both block sizes: blocks of 16 had
     // gone in tiles of 4 KiB, whose calls per tile weighed more (docs/performance.md).
-    const int64_t kTileBlocks = 2048 / b;  // 8 KiB of input
+    const int64_t tile_blocks = 2048 / b;  // 8 KiB of input
     float global = 1.0f;
     if (nvfp4 && config_.scale == TensorScale::fixed) global = config_.value;
     if (nvfp4 && config_.scale != TensorScale::fixed) {
@@ -148,14 +148,14 @@ class MicroScheme final : public Scheme {
       microscale_kernels::block_abs_max(x.data, blocks, b, amax.data());
       // The block maxima are >= +0 and never NaN, so their largest |a| (vectorized) is their maximum.
       global = codec::nvfp4_global_scale(fp8_kernels::abs_max(amax.data(), blocks));
-      for (int64_t k0 = 0; k0 < blocks; k0 += kTileBlocks) {  // the scales of a tile stay in L1 (1.2x)
-        roundtrip_blocks(x.data, k0, std::min(kTileBlocks, blocks - k0), amax.data() + k0, e, global, 0, out.data);
+      for (int64_t k0 = 0; k0 < blocks; k0 += tile_blocks) {  // the scales of a tile stay in L1 (1.2x)
+        roundtrip_blocks(x.data, k0, std::min(tile_blocks, blocks - k0), amax.data() + k0, e, global, 0, out.data);
       }
       return;
     }
-    std::vector<float> scale(static_cast<size_t>(std::min(blocks, kTileBlocks)));
-    for (int64_t k0 = 0; k0 < blocks; k0 += kTileBlocks) {
-      const int64_t n = std::min(kTileBlocks, blocks - k0);
+    std::vector<float> scale(static_cast<size_t>(std::min(blocks, tile_blocks)));
+    for (int64_t k0 = 0; k0 < blocks; k0 += tile_blocks) {
+      const int64_t n = std::min(tile_blocks, blocks - k0);
       microscale_kernels::block_abs_max(x.data + k0 * b, n, b, scale.data());
       const int64_t ahead = std::min(n, blocks - k0 - n);  // the next tile, read while this one runs
       roundtrip_blocks(x.data, k0, n, scale.data(), e, nvfp4 ? global : 0.0f, ahead, out.data);
