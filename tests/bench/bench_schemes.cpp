@@ -46,7 +46,8 @@ double best_seconds(F&& f, int repeats) {
 // The median over `pairs` back-to-back pairs of (a memcpy of x into y) / (round_trip, x to y): the two
 // halves of a pair see the same moment of the machine and the same buffers, so drift between them
 // cancels, where the best memcpy and the best round trip may come from different moments (the
-// `none` scheme, itself a copy, read 1.05-1.31 of memcpy best against best and 1.00-1.02 paired).
+// `none` scheme, itself a copy, read 0.97-1.19 of memcpy best against best and 1.01-1.03 paired in
+// three full runs, docs/performance.md).
 template <class F>
 double paired_share(const kvtune::Matrix& x, kvtune::Matrix& y, F&& round_trip, int pairs) {
   const size_t bytes = static_cast<size_t>(x.size()) * sizeof(float);
