@@ -51,11 +51,12 @@ double best_seconds(F&& f, int repeats) {
 template <class F>
 double paired_share(const kvtune::Matrix& x, kvtune::Matrix& y, F&& round_trip, int pairs) {
   const size_t bytes = static_cast<size_t>(x.size()) * sizeof(float);
+  const auto copy_into_y = [&] {
+    std::memcpy(y.data(), x.data(), bytes);
+    benchmark::DoNotOptimize(y.data());
+  };
   std::vector<double> ratios;
-  for (int i = 0; i < pairs; ++i) {
-    const double copy = best_seconds([&] { std::memcpy(y.data(), x.data(), bytes); benchmark::DoNotOptimize(y.data()); }, 1);
-    ratios.push_back(copy / best_seconds(round_trip, 1));
-  }
+  for (int i = 0; i < pairs; ++i) ratios.push_back(best_seconds(copy_into_y, 1) / best_seconds(round_trip, 1));
   std::nth_element(ratios.begin(), ratios.begin() + pairs / 2, ratios.end());
   return ratios[size_t(pairs / 2)];
 }
