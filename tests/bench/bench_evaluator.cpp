@@ -7,8 +7,9 @@
 //   BM_GridVsPairs         an 8×8 K/V grid as one evaluate() against the same 64 pairs as 64
 //                          evaluate() calls, timed in the same process; counter `grid_over_pairs`
 //                          (issue #17's target: ≤ 0.08).
-//   BM_ThreadScaling       the 8×8 grid over 4 cases on 1 and on 2 threads in the same iteration;
-//                          counter `speedup` = time on 1 thread / time on 2.
+//   BM_ThreadScaling       the 8×8 grid over 4 cases on 1 and on 2 threads in the same iteration,
+//                          both warm; counter `speedup` = time on 1 thread / time on 2. The whole
+//                          sweep's speed-up: tests/bench/sweep-threads.
 //
 //   build/tests/bench/bench_evaluator --benchmark_min_time=0.5
 //
