@@ -169,6 +169,29 @@ TEST(RuntimeVersionsLlama, RotatedSpecsFromTheRotationBuild) {
   }
 }
 
+// The rotation's first build (b8607) is approximate, but only quantized types are rotated: f16 and f32
+// pairs are verified on both sides of it and in every profile; bf16 is not (its first build is unknown).
+TEST(RuntimeVersionsLlama, UnquantizedPairsAreVerifiedOnBothSidesOfTheRotation) {
+  const RuntimeTable t = shipped("llama-cpp");
+  for (const char* version : {"b8000", "b8606", "b8607", "b10970"}) {
+    SCOPED_TRACE(version);
+    const RuntimeView v = runtime_options(t, version);
+    const bool rotated = compare_runtime_versions(t.version_scheme, version, "b8607") >= 0;
+    for (const char* profile : {"unrotated", "rotated", "rotation disabled"}) {
+      if ((std::string(profile) == "unrotated") == rotated) continue;  // the profiles of this build
+      const std::string tail = std::string(" (") + profile + ")";
+      for (const char* pair : {"f16/f16", "f32/f16", "f16/f32"}) {
+        EXPECT_TRUE(option(v, pair + tail).settings.verified) << pair << tail;
+      }
+      EXPECT_FALSE(option(v, "bf16/bf16" + tail).settings.verified) << tail;
+      EXPECT_TRUE(any_contains(option(v, "bf16/bf16" + tail).settings.caveats, "bf16 cache was not verified"));
+      // A quantized role keeps the boundary's doubt, whichever role it is.
+      EXPECT_FALSE(option(v, "q8_0/f16" + tail).settings.verified) << tail;
+      EXPECT_FALSE(option(v, "f16/q8_0" + tail).settings.verified) << tail;
+    }
+  }
+}
+
 TEST(RuntimeVersionsLlama, CheckedBuildIsLatestAndNewerBuildsAreFlagged) {
   const RuntimeTable t = shipped("llama-cpp");
   EXPECT_EQ(t.checked, "b10970");

@@ -186,6 +186,29 @@ TEST(RuntimeVersionsServing, VllmPerHeadCheckpointScalesAndNotEmulatedTypes) {
   }
 }
 
+// nvfp4 is absent from CacheDType in the v0.16.0 API docs; 0.21.0 as its first release comes from a user's
+// report, which the printed caveats say. Before it neither option nor nvfp4_4over6 is offered.
+TEST(RuntimeVersionsServing, VllmNvfp4FromItsReportedFirstRelease) {
+  const RuntimeTable t = shipped("vllm");
+  for (const std::string version : {"0.11.2", "0.16.0", "0.20.0"}) {
+    const RuntimeView view = runtime_options(t, version);
+    EXPECT_EQ(find(view, "nvfp4, no checkpoint scales"), nullptr) << version;
+    EXPECT_EQ(find(view, "nvfp4, checkpoint scales"), nullptr) << version;
+    EXPECT_FALSE(lists_not_emulated(view, "nvfp4_4over6")) << version;
+  }
+  for (const std::string version : {"0.21.0", "0.28.0"}) {
+    const RuntimeView view = runtime_options(t, version);
+    for (const char* name : {"nvfp4, no checkpoint scales", "nvfp4, checkpoint scales"}) {
+      const RuntimeOption* o = find(view, name);
+      ASSERT_NE(o, nullptr) << name << " at " << version;
+      EXPECT_FALSE(o->settings.verified);
+      EXPECT_TRUE(any_contains(o->settings.caveats, "comes from a user's report")) << name;
+    }
+  }
+  // int4_per_token_head's 0.26.0 is an upper bound, as int8's and fp8's 0.21.0 are, and the output says so.
+  EXPECT_TRUE(any_contains(find(runtime_options(t, "0.26.0"), "int4_per_token_head")->settings.caveats, "upper bound"));
+}
+
 // --kv-cache-dtype-skip-layers is judged as a layer exemption (layer_exemption.h) from 0.25.1, the
 // first documentation that names it; before that vLLM quantizes every layer.
 TEST(RuntimeVersionsServing, VllmSkipLayersIsALayerExemptionFrom0251) {
@@ -240,6 +263,7 @@ TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
       if (o == nullptr) continue;
       EXPECT_EQ(o->k_spec, spec);
       EXPECT_FALSE(o->settings.verified) << name;
+      EXPECT_TRUE(any_contains(o->settings.caveats, "is assumed to be the first")) << name;  // the output says why
       EXPECT_FALSE(lists_not_emulated(v, name));
     }
   }
