@@ -353,7 +353,11 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
     r.finish();
   }
   if (cfg.rope.enabled && cfg.head_dim % 2 != 0) {
-    w.fail(w.has("rope") ? *w.node("rope") : *w.node("head_dim"), "RoPE needs an even head_dim");
+    // head_dim may come from the model preset or a capture, with no key of its own in [workload].
+    const toml::node* at = w.node("rope");
+    for (const char* key : {"head_dim", "model", "source"}) at = at != nullptr ? at : w.node(key);
+    w.fail(at != nullptr ? *at : static_cast<const toml::node&>(w.raw()),
+           "RoPE needs an even head_dim, and it is " + std::to_string(cfg.head_dim));
   }
 
   read_needles(w, cfg.needles);

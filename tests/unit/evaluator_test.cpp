@@ -457,6 +457,32 @@ TEST(Scenario, APresetsSlidingLayersReachTheWorkload) {
   EXPECT_EQ(one.workload.sliding_layers, (std::vector<int64_t>{0}));
 }
 
+// An odd head_dim with RoPE on is refused at the key it came from; when the model preset gives it,
+// [workload] has no head_dim key, and the error points at `model` (this dereferenced a null node).
+TEST(Scenario, AnOddHeadDimWithRopeIsRefusedWhereverItCameFrom) {
+  ModelPreset odd;
+  odd.name = "odd";
+  odd.shape = {4, 2, 63, 0, 0};
+  odd.q_heads = 4;
+  odd.rope_theta = 10000.0;
+  const ModelLookup models = [&](const std::string&) { return odd; };
+  const std::string pairs = "[[pairs]]\nk = \"f16\"\nv = \"f16\"\n";
+  auto error_of = [&](const std::string& workload) {
+    try {
+      parse_scenario("[workload]\n" + workload + pairs, "o.toml", models);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  using ::testing::HasSubstr;
+  EXPECT_THAT(error_of("model = \"odd\"\ntokens = 64\n"),
+              HasSubstr("o.toml:2:9: RoPE needs an even head_dim, and it is 63"));
+  EXPECT_THAT(error_of("tokens = 64\nhead_dim = 15\n[workload.rope]\nenabled = true\n"),
+              HasSubstr("o.toml:4:1: RoPE needs an even head_dim, and it is 15"));
+  EXPECT_EQ(error_of("model = \"odd\"\ntokens = 64\n[workload.rope]\nenabled = false\n"), "no error");
+}
+
 TEST(Scenario, RefusesWorkloadsTooLargeToHold) {
   const std::string toml = "[workload]\ntokens = 16000000\nhead_dim = 4096\n[[pairs]]\nk = \"none\"\nv = \"none\"\n";
   EXPECT_THROW(parse_scenario(toml, "big.toml"), InputError);
