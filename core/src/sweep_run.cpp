@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -138,7 +139,11 @@ SweepRecord record_from_json(const json& j, const std::string& where) {
       r.needle_depths.push_back(s);
     }
   }
-  r.spec_hash = std::stoull(field<std::string>(j, "spec_hash", where), nullptr, 16);
+  const std::string hash = field<std::string>(j, "spec_hash", where);
+  const auto [end, ec] = std::from_chars(hash.data(), hash.data() + hash.size(), r.spec_hash, 16);
+  if (hash.empty() || hash.size() > 16 || ec != std::errc() || end != hash.data() + hash.size()) {
+    throw InputError(where + ": field 'spec_hash' must be 1 to 16 hexadecimal digits, got '" + hash + "'");
+  }
   r.kvtune_version = field<std::string>(j, "kvtune_version", where);
   r.git_commit = field<std::string>(j, "git_commit", where);
   r.host = field<std::string>(j, "host", where);

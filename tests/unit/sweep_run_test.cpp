@@ -346,6 +346,33 @@ TEST_F(SweepRun, MalformedResultLinesAreNamedWithTheirLine) {
   EXPECT_THROW(read_records(path), InputError);
 }
 
+// A spec_hash that is not 1..16 hex digits is a bad input named with its line, not an internal error
+// (std::stoull threw std::invalid_argument / out_of_range, which the CLI reported with exit 1).
+TEST_F(SweepRun, AMalformedSpecHashIsNamedWithItsLine) {
+  run_sweep(typed(small_spec(grid_points())), options());
+  std::ifstream in(results());
+  std::string first;
+  std::getline(in, first);
+  in.close();
+  const std::string good = "\"spec_hash\":\"";
+  const size_t at = first.find(good);
+  ASSERT_NE(at, std::string::npos) << first;
+  const size_t end = first.find('"', at + good.size());
+  for (const std::string bad : {"zz", "", "12345678901234567", "12x4", "-1"}) {
+    SCOPED_TRACE(bad);
+    {
+      std::ofstream out(results());
+      out << first.substr(0, at + good.size()) + bad + first.substr(end) << "\n";
+    }
+    try {
+      read_records(results());
+      FAIL() << "no error";
+    } catch (const InputError& e) {
+      EXPECT_THAT(std::string(e.what()), HasSubstr(results() + ":1: field 'spec_hash' must be 1 to 16 hexadecimal"));
+    }
+  }
+}
+
 // Every record carries its metrics' intervals (bootstrap over the cases, Wilson for rates), per
 // layer too, and they come back from results.jsonl bit for bit.
 TEST_F(SweepRun, RecordsCarryTheirIntervalsThroughResultsJsonl) {
