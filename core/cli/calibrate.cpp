@@ -36,7 +36,9 @@ void write_text(const fs::path& path, const std::string& text) {
 }
 
 int run(const CalibrateOptions& o) {
+  if (o.out.empty()) throw InputError("--out: give the name of a new directory");
   if (fs::exists(o.out)) throw InputError("--out " + o.out + " exists; give a new directory");
+  require_writable(o.out);  // its parent must be a writable directory, checked before the fit
   const Capture capture = open_capture(o.dir);
   const Registry& registry = command_registry();
   const SchemePtr k = registry.make(o.k), v = registry.make(o.v);
@@ -57,8 +59,12 @@ int run(const CalibrateOptions& o) {
   // Everything is written into a sibling first and renamed at the end.
   const fs::path out = fs::absolute(o.out);
   const fs::path staging = out.parent_path() / ("." + out.filename().string() + ".partial");
-  fs::remove_all(staging);
-  fs::create_directories(staging);
+  try {
+    fs::remove_all(staging);
+    fs::create_directories(staging);
+  } catch (const fs::filesystem_error& e) {
+    throw InputError("--out " + o.out + ": cannot create " + staging.string() + ": " + e.code().message());
+  }
   try {
     const std::vector<std::byte> tensors = checkpoint_kv_scales(scales);
     write_file_atomic((staging / "kv_scales.safetensors").string(), tensors);
@@ -66,7 +72,9 @@ int run(const CalibrateOptions& o) {
     std::string why;
     const std::optional<std::string> sglang = sglang_quantization_params(scales, o.model_type, o.tp, why);
     if (sglang) write_text(staging / "sglang_kv_scales.json", *sglang);
-    fs::rename(staging, out);
+    std::error_code moved;
+    fs::rename(staging, out, moved);
+    if (moved) throw InputError("--out " + o.out + ": cannot rename " + staging.string() + " to it: " + moved.message());
 
     if (o.json) {
       nlohmann::json doc = {{"capture", o.dir},
@@ -107,7 +115,8 @@ int run(const CalibrateOptions& o) {
                  "checkpoint holds; docs/real-caches.md)\n";
     return 0;
   } catch (...) {
-    fs::remove_all(staging);
+    std::error_code ignored;  // the first error is the one to report
+    fs::remove_all(staging, ignored);
     throw;
   }
 }

@@ -72,7 +72,10 @@ void require_writable(const std::string& path) {
   }
   const fs::path dir = parent_of(path);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw InputError(path + ": output directory " + dir.string() + " does not exist");
+  if (!fs::is_directory(dir, ec)) {
+    const bool there = fs::exists(dir, ec);
+    throw InputError(path + ": output directory " + dir.string() + (there ? " is not a directory" : " does not exist"));
+  }
   if (::access(dir.c_str(), W_OK) != 0) throw InputError(path + ": output directory " + dir.string() + " is not writable");
   if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, expected a file name");
 }

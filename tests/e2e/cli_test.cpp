@@ -466,6 +466,15 @@ TEST_F(Cli, CalibrateWritesTheScaleFilesOrNothing) {
   const RunResult none = run({"calibrate", path("nope").string(), "--out", path("x").string()});
   expect_input_error(none);
   EXPECT_THAT(none.err, HasSubstr("not a capture directory"));
+  // An --out that cannot be made is refused before the fit, with the reason (these were internal
+  // errors from std::filesystem, exit 1).
+  write_text(path("afile"), "x");
+  const RunResult under_file = run({"calibrate", path("cap").string(), "--out", (path("afile") / "s").string()});
+  expect_input_error(under_file);
+  EXPECT_THAT(under_file.err, HasSubstr("output directory " + path("afile").string() + " is not a directory"));
+  const RunResult empty = run({"calibrate", path("cap").string(), "--out", ""});
+  expect_input_error(empty);
+  EXPECT_THAT(empty.err, HasSubstr("--out: give the name of a new directory"));
 }
 
 // profile: a capture condensed into a profile file a scenario names; a bad request writes nothing.
