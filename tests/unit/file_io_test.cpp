@@ -49,6 +49,12 @@ TEST(FileIo, WritesDevicesInPlaceAndFilesAtomically) {
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("does not exist"));
   }
+  try {  // a parent that is a file is not called missing
+    write_file_atomic((dir / "out.bin" / "x.bin").string(), bytes_of("x"));
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("output directory " + file + " is not a directory"));
+  }
   std::filesystem::remove_all(dir);
 }
 
