@@ -160,6 +160,16 @@ MergedSweep merge_sweep(const std::vector<std::string>& dirs, const std::string&
     }
   }
   MergedSweep merged = load_sweep_results(dirs, context);
+  // Merging again into the same --out replaces that merge; another sweep's results are not overwritten.
+  const std::string previous = (fs::path(out) / kResultsFile).string();
+  if (fs::exists(previous)) {
+    for (const SweepRecord& r : read_records(previous)) {
+      if (r.spec_hash != merged.spec.hash) {
+        throw InputError("merge: --out " + out + " holds the results of another sweep (" + previous +
+                         " has another workload); merge into a new directory");
+      }
+    }
+  }
   create_sweep_dir(out);
   const SweepDirLock lock(out);
   std::string lines;

@@ -147,6 +147,19 @@ TEST_F(SweepCli, ShardsMergeIntoTheUnshardedResult) {
   const RunResult partial = run({"merge", out("s0"), "--out", out("partial")});
   EXPECT_EQ(partial.status, 2);
   EXPECT_THAT(partial.err, HasSubstr("have no record in the given directories (a missing shard?)"));
+
+  // Merging again into the same --out replaces that merge; a directory holding another sweep's
+  // results is refused and left as it was (it was overwritten with exit status 0).
+  ASSERT_EQ(run({"merge", out("s0"), out("s1"), "--out", out("merged")}).status, 0);
+  std::string other = kSmallSweep;
+  other.replace(other.find("tokens = 512"), 12, "tokens = 256");
+  write_text(path("other.toml"), other);
+  ASSERT_EQ(run({"sweep", path("other.toml").string(), "--out", out("precious")}).status, 0);
+  const std::string before = read_text(path("precious") / "results.jsonl");
+  const RunResult over = run({"merge", out("s0"), out("s1"), "--out", out("precious")});
+  EXPECT_EQ(over.status, 2);
+  EXPECT_THAT(over.err, HasSubstr("holds the results of another sweep"));
+  EXPECT_EQ(read_text(path("precious") / "results.jsonl"), before);
 }
 
 TEST_F(SweepCli, BadInputExitsWith2AndNamesWhere) {
