@@ -1,4 +1,5 @@
 // kvtune quantize --scheme SPEC [--role k|v] --in A.npy --out B.npy [--packed-out FILE]
+#include <filesystem>
 #include <iostream>
 
 #include "commands.h"
@@ -11,6 +12,8 @@
 namespace kvtune::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
 struct QuantizeOptions {
   std::string scheme, role = "k", in, out, packed_out;
 };
@@ -19,7 +22,12 @@ int run(const QuantizeOptions& o) {
   const SchemePtr scheme = command_registry().make(o.scheme);
   // Refuse unwritable outputs before any work, so nothing is half-written.
   require_writable(o.out);
+  require_not_an_input(o.out, {o.in}, "--out");
   if (!o.packed_out.empty()) require_writable(o.packed_out);
+  require_not_an_input(o.packed_out, {o.in}, "--packed-out");
+  if (!o.packed_out.empty() && same_file(o.packed_out, o.out)) {
+    throw InputError("--packed-out " + o.packed_out + " and --out " + o.out + " name the same file; give two");
+  }
   const NpyArray input = read_npy(o.in);
   const std::string why = scheme->check_shape(input.values.rows(), input.values.cols());
   if (!why.empty()) throw InputError(o.in + ": " + why);
@@ -30,8 +38,17 @@ int run(const QuantizeOptions& o) {
   // The same rule as `simulate`: an output the scheme cannot represent is refused, not written.
   require_finite_roundtrip(input.values, restored, *scheme, ctx.role, o.in);
   const std::vector<std::byte> image = npy_image(restored, input.shape.size() == 1);
-  write_file_atomic(o.out, image);
+  // The packed bytes first: a device such as /dev/full fails there, before --out is touched; and
+  // a packed file made here goes again if --out then cannot be written.
+  const bool packed_existed = !o.packed_out.empty() && fs::exists(o.packed_out);
   if (!o.packed_out.empty()) write_file_atomic(o.packed_out, packed);
+  try {
+    write_file_atomic(o.out, image);
+  } catch (...) {
+    std::error_code ignored;
+    if (!o.packed_out.empty() && !packed_existed) fs::remove(o.packed_out, ignored);
+    throw;
+  }
   std::cerr << scheme->spec() << ": " << input.values.rows() << " x " << input.values.cols() << ", "
             << packed.size() << " bytes packed ("
             << scheme->bits_per_element(input.values.rows(), input.values.cols()) << " bits/element)\n";

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "kvtune/error.h"
+#include "kvtune/file_io.h"
 #include "kvtune/model_preset.h"
 #include "kvtune/sweep_analysis.h"
 #include "kvtune/sweep_dir.h"
@@ -50,6 +51,11 @@ int report_page(const ReportOptions& o) {
   const std::vector<SweepRecord> records = with_layer_exemptions(sweep.spec, sweep.records);
   const SweepAnalysis analysis = analyze_sweep(sweep.spec, records);
   const std::string out = o.out.empty() ? (fs::path(o.dir) / "report.html").string() : o.out;
+  std::vector<std::string> inputs;  // the sweep directory's files, which report.html must not replace
+  for (const char* name : {"results.jsonl", "sweep.toml", "resolved.json", "summary.json", "frontier.csv", "report.md"}) {
+    inputs.push_back((fs::path(o.dir) / name).string());
+  }
+  require_not_an_input(out, inputs, "--out");
   write_sweep_html(out, sweep.spec, records, analysis, scripts);
   std::cout << "written: " << out << " (charts also as Vega-Lite JSON in "
             << (fs::path(out).parent_path() / (fs::path(out).stem().string() + "-charts")).string() << "/)\n";

@@ -101,6 +101,7 @@ int run(const SimulateOptions& o) {
   const std::optional<Precision> precision = precision_option(o.precision);
   const bool tensors = !o.k_path.empty() || !o.v_path.empty() || !o.q_path.empty();
   if (!o.needle_csv.empty()) require_writable(o.needle_csv);  // before any long computation
+  require_not_an_input(o.needle_csv, {o.file, o.k_path, o.v_path, o.q_path}, "--needle-csv");
   std::vector<EvalResult> runs;
   std::string name;
   std::string statistics;  // what the workload's key/value statistics stand for (scenarios only)

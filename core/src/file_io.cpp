@@ -80,6 +80,22 @@ void require_writable(const std::string& path) {
   if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, expected a file name");
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ea, eb;
+  if (fs::exists(a, ea) && fs::exists(b, eb)) return fs::equivalent(a, b, ea) && !ea;
+  const fs::path p = fs::weakly_canonical(a, ea), q = fs::weakly_canonical(b, eb);
+  return !ea && !eb && p == q;
+}
+
+void require_not_an_input(const std::string& path, const std::vector<std::string>& inputs, const std::string& what) {
+  if (path.empty() || is_stream(path)) return;
+  for (const std::string& input : inputs) {
+    if (!input.empty() && same_file(path, input)) {
+      throw InputError(what + " " + path + ": is also an input (" + input + "); write the output elsewhere");
+    }
+  }
+}
+
 void write_file_atomic(const std::string& path, std::span<const std::byte> bytes) {
   require_writable(path);
   if (is_stream(path)) {

@@ -346,6 +346,12 @@ TEST_F(Cli, NeedleCsvIntoAMissingDirectoryFailsBeforeEvaluating) {
   expect_input_error(r);
   EXPECT_THAT(r.err, HasSubstr("no/such/dir/n.csv"));
   EXPECT_FALSE(fs::exists(path("no/such/dir/n.csv")));
+  // The scenario file itself (another spelling of it) is an input, not a place for the CSV.
+  const std::string scenario = read_text(path("one.toml"));
+  const RunResult over = run({"simulate", path("one.toml"), "--needle-csv", path(".") / "one.toml"});
+  expect_input_error(over);
+  EXPECT_THAT(over.err, HasSubstr("is also an input"));
+  EXPECT_EQ(read_text(path("one.toml")), scenario);
 }
 
 // `model = NAME` takes the shape and RoPE from configs/models; layers and heads are sampled.
@@ -842,6 +848,30 @@ TEST_F(Cli, QuantizeIntoAMissingDirectoryWritesNothing) {
   expect_input_error(packed);
   EXPECT_FALSE(fs::exists(path("out.npy")));
   EXPECT_FALSE(fs::exists(path("no-such-dir")));
+}
+
+// An output that names an input (or the other output) is refused before anything is written; a
+// --packed-out that fails while written leaves no --out behind.
+TEST_F(Cli, QuantizeRefusesOutputsThatReplaceItsInput) {
+  write_small_tensors();
+  const std::string before = read_text(path("K.npy"));
+  const RunResult over = run({"quantize", "--scheme", "int:bits=8", "--in", path("K.npy"), "--out", path(".") / "K.npy"});
+  expect_input_error(over);
+  EXPECT_THAT(over.err, HasSubstr("is also an input"));
+  const RunResult packed_over =
+      run({"quantize", "--scheme", "int:bits=8", "--in", path("K.npy"), "--out", path("o.npy"), "--packed-out", path("K.npy")});
+  expect_input_error(packed_over);
+  EXPECT_EQ(read_text(path("K.npy")), before);
+  const RunResult twice =
+      run({"quantize", "--scheme", "int:bits=8", "--in", path("K.npy"), "--out", path("o.npy"), "--packed-out", path("o.npy")});
+  expect_input_error(twice);
+  EXPECT_THAT(twice.err, HasSubstr("name the same file"));
+  EXPECT_FALSE(fs::exists(path("o.npy")));
+  const RunResult full =  // Linux's always-full device
+      run({"quantize", "--scheme", "int:bits=8", "--in", path("K.npy"), "--out", path("o.npy"), "--packed-out", "/dev/full"});
+  expect_input_error(full);
+  EXPECT_THAT(full.err, HasSubstr("No space left on device"));
+  EXPECT_FALSE(fs::exists(path("o.npy")));
 }
 
 TEST_F(Cli, GroupThatDoesNotDivideHeadDimIsRefused) {

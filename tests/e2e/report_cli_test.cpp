@@ -98,6 +98,16 @@ TEST_F(ReportCli, SweepReportAndTheReportCommandWriteOnePageWithThePinnedScripts
   EXPECT_TRUE(contains(other, "<p>spec: " + (path("out") / "sweep.toml").string()));
   EXPECT_TRUE(without_source(other) == without_source(page)) << "the two pages differ beyond the spec's file";
   EXPECT_EQ(read_text(path("page-charts") / "pareto.vl.json"), read_text(path("out") / "report-charts" / "pareto.vl.json"));
+
+  // A page written over one of the sweep's own files is refused and the file kept (the HTML had
+  // replaced results.jsonl with exit status 0).
+  for (const char* name : {"results.jsonl", "sweep.toml", "summary.json"}) {
+    const std::string before = read_text(path("out") / name);
+    const RunResult over = run({"report", path("out").string(), "--out", (path("out") / "." / name).string()});
+    EXPECT_EQ(over.status, 2) << name;
+    EXPECT_THAT(over.err, HasSubstr("is also an input")) << name;
+    EXPECT_EQ(read_text(path("out") / name), before) << name;
+  }
 }
 
 TEST_F(ReportCli, MergeReportWritesThePageOfTheWholeSweep) {

@@ -21,4 +21,13 @@ void write_file_atomic(const std::string& path, std::span<const std::byte> bytes
 // writing): used before any long computation.
 void require_writable(const std::string& path);
 
+// Whether two paths name one file: equivalent when both exist (two spellings, a hard link), else the
+// same path once normalised.
+bool same_file(const std::string& a, const std::string& b);
+
+// Throws InputError when the output `path` names the same file as one of `inputs` (empty ones are
+// skipped; a file reached by two spellings or a hard link counts): writing it would destroy what
+// the command read. `what` says which option gave the output, e.g. "--out".
+void require_not_an_input(const std::string& path, const std::vector<std::string>& inputs, const std::string& what);
+
 }  // namespace kvtune
