@@ -227,6 +227,16 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
       throw InputError(e.origin + ": a [[layer_exemptions]] entry needs {layers}, {layers_space} or {layers_quoted} in "
                        "'cli' or 'python', where the exempt layer indices go");
     }
+    // Its python is keyword arguments joined into the option's own call, not a second call (two
+    // LLM(...) snippets would build two engines, the second one unquantized).
+    const size_t eq = s.python.find('=');
+    const bool keyword = eq != std::string::npos && eq > 0 &&
+                         std::all_of(s.python.begin(), s.python.begin() + static_cast<std::ptrdiff_t>(eq),
+                                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (!s.python.empty() && !keyword) {
+      r.fail(*r.node("python"), "a [[layer_exemptions]] python is keyword arguments for the option's call, "
+                                "NAME=VALUE (found '" + s.python + "')");
+    }
   }
   r.finish();
   return e;
@@ -284,6 +294,18 @@ void check_references(const RuntimeTable& t) {
       }
     }
   }
+  // An exemption's keyword arguments go before the closing parenthesis of an option's call.
+  const bool keywords = std::any_of(t.layer_exemptions.begin(), t.layer_exemptions.end(),
+                                    [](const RuntimeEntry& e) { return !e.settings.python.empty(); });
+  for (const std::vector<RuntimeEntry>* entries : {&t.options, &t.profiles, &t.k_types, &t.v_types, &t.pair_rules}) {
+    for (const RuntimeEntry& e : *entries) {
+      const std::string& py = e.settings.python;
+      if (keywords && !py.empty() && py.find_last_not_of(" \n") != py.rfind(')')) {
+        throw InputError(e.origin + ": 'python' must end with its call's ')', where a [[layer_exemptions]] "
+                         "entry adds its keyword arguments (found '" + py + "')");
+      }
+    }
+  }
 }
 
 // ---- expanding -----------------------------------------------------------------------------------
@@ -310,6 +332,22 @@ void merge(RuntimeSettings& to, const RuntimeSettings& from) {
   append_unique(to.needs, from.needs);
   to.needs_flash_attention = to.needs_flash_attention || from.needs_flash_attention;
   to.verified = to.verified && from.verified;
+}
+
+// {k} and {v} in an independent runtime's settings: the pair's K and V type values (a build flag
+// that lists the pair, such as llama.cpp's GGML_CUDA_FA_QUANTS="q8_0-q5_0").
+void fill_pair(RuntimeSettings& s, const std::string& k, const std::string& v) {
+  auto fill = [&](std::string& text) {
+    for (const auto& [key, value] : {std::pair<std::string_view, const std::string&>{"{k}", k}, {"{v}", v}}) {
+      for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size())) {
+        text.replace(at, key.size(), value);
+      }
+    }
+  };
+  for (std::vector<std::string>* list : {&s.cli, &s.env, &s.build}) {
+    for (std::string& text : *list) fill(text);
+  }
+  fill(s.python);
 }
 
 bool rule_matches(const RuntimeEntry& rule, const std::string& k, const std::string& v) {
@@ -449,6 +487,7 @@ RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
               o.origins.push_back(rule.origin);
             }
           }
+          fill_pair(o.settings, k.name, val.name);
           view.options.push_back(std::move(o));
         }
       }
@@ -497,8 +536,14 @@ RuntimeOption with_exempt(const RuntimeOption& option, const RuntimeOption& exem
   out.name += " + " + what + " kept at " + exemption.k_spec + " (" + exemption.name + ")";
   RuntimeSettings extra = exemption.settings;
   for (std::string& c : extra.cli) c = fill(c);
-  extra.python = fill(extra.python);
+  // The exemption's keyword arguments go into the option's call (before its closing parenthesis);
+  // an option without a snippet gets none, since the exemption alone would configure no cache type.
+  const std::string keywords = fill(extra.python);
+  extra.python.clear();
   merge(out.settings, extra);
+  if (!keywords.empty() && !out.settings.python.empty()) {
+    out.settings.python.insert(out.settings.python.rfind(')'), ", " + keywords);
+  }
   append_unique(out.origins, exemption.origins);
   return out;
 }

@@ -1,7 +1,7 @@
 // The `tokenint` family: one integer scale (and zero point) per token and head, with the rounding
 // and zero-point conventions of serving runtimes' cache-write kernels: vLLM's int8/int4
-// per_token_head caches, LMDeploy's PyTorch engine and TurboMind, SGLang's --int8-kv-cache. The
-// codec (formulas, rounding, the constant-row rule) is tokenint_codec.h; docs/schemes.md has the
+// per_token_head caches, LMDeploy's PyTorch engine and TurboMind, and SGLang's --int8-kv-cache as
+// PR #22004 proposed it (closed unmerged). The codec (formulas, rounding, the constant-row rule) is tokenint_codec.h; docs/schemes.md has the
 // formulas, the packed layout and which spec reproduces which runtime.
 //
 // Packed layout of a [T, D] block: T records of record_bytes(D), token after token:
@@ -168,7 +168,7 @@ void register_tokenint_family(Registry& registry) {
   FamilyInfo f;
   f.name = "tokenint";
   f.summary = "one integer scale (and zero point) per token and head with the rounding and zero-point conventions of "
-              "serving runtimes' cache writes (vLLM, LMDeploy, SGLang)";
+              "serving runtimes' cache writes (vLLM, LMDeploy; SGLang's unmerged INT8 proposal)";
   f.origin = KVTUNE_BUILTIN_ORIGIN;
   f.params = tokenint_domains();
   f.make = make_tokenint;

@@ -256,10 +256,14 @@ TEST(LayerExemption, OptionsFillEveryPlaceholderSpelling) {
   exemption.name = "skip";
   exemption.k_spec = exemption.v_spec = "bf16";
   exemption.settings.cli = {"--a {layers}", "--b {layers_space}"};
-  exemption.settings.python = "f(skip=[{layers_quoted}])";
-  const RuntimeOption o = with_exempt_layers(option("x", "q4_0", "q4_0"), exemption, {0, 31});
+  exemption.settings.python = "skip=[{layers_quoted}]";
+  RuntimeOption x = option("x", "q4_0", "q4_0");
+  x.settings.python = "f(kv=\"x\")";
+  const RuntimeOption o = with_exempt_layers(x, exemption, {0, 31});
   EXPECT_THAT(o.settings.cli, ElementsAre("--kv x", "--a 0,31", "--b 0 31"));
-  EXPECT_EQ(o.settings.python, "f(skip=[\"0\", \"31\"])");
+  // One call with both keywords: the exemption's alone would configure no cache type.
+  EXPECT_EQ(o.settings.python, "f(kv=\"x\", skip=[\"0\", \"31\"])");
+  EXPECT_EQ(with_exempt_layers(option("y", "q4_0", "q4_0"), exemption, {0}).settings.python, "");
 }
 
 // Gemma 2 9B's sliding-window layers (the even ones) kept at f16, as vLLM's
@@ -309,12 +313,14 @@ TEST(LayerExemption, SlidingWindowLayersKeptAtTheBaselineForGemma2) {
   exemption.name = "--skip";
   exemption.k_spec = exemption.v_spec = "f16";
   exemption.settings.cli = {"--skip {layers_space}"};
-  exemption.settings.python = "f(skip=[{layers_quoted}])";
+  exemption.settings.python = "skip=[{layers_quoted}]";
   exemption.attention_types = {"sliding_window"};
-  const RuntimeOption named = with_exempt_attention_type(option("q", "q8_0", "q4_0"), exemption, "sliding_window");
+  RuntimeOption q8q4 = option("q", "q8_0", "q4_0");
+  q8q4.settings.python = "f(kv=\"q\")";
+  const RuntimeOption named = with_exempt_attention_type(q8q4, exemption, "sliding_window");
   EXPECT_EQ(named.name, "q + sliding_window layers kept at f16 (--skip)");
   EXPECT_THAT(named.settings.cli, ElementsAre("--kv q", "--skip sliding_window"));
-  EXPECT_EQ(named.settings.python, "f(skip=[\"sliding_window\"])");
+  EXPECT_EQ(named.settings.python, "f(kv=\"q\", skip=[\"sliding_window\"])");
   spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.06}};
   RuntimeView view;
   view.title = "RT";
@@ -373,6 +379,25 @@ TEST(LayerExemption, ATableExemptionWithoutAPlaceholderIsRefusedWithItsPosition)
     EXPECT_THAT(e.what(), HasSubstr("rt.toml:13:1"));
     EXPECT_THAT(e.what(), HasSubstr("needs {layers}, {layers_space} or {layers_quoted}"));
   }
+}
+
+// An exemption's python is keyword arguments for the option's call; a second call in its place, or
+// an option snippet without a closing parenthesis to put them before, is refused where it stands.
+TEST(LayerExemption, ATablesExemptionPythonIsKeywordsForTheOptionsCall) {
+  std::string text = kTable;
+  text += "python = \"skip=[{layers_quoted}]\"\n";
+  EXPECT_EQ(runtime_options(parse_runtime_table(text, "rt.toml", "rt", builtin_registry()), "1.5")
+                .layer_exemption->settings.python,
+            "skip=[{layers_quoted}]");
+  std::string call = kTable;
+  call += "python = \"LLM(model=..., skip=[{layers_quoted}])\"\n";
+  EXPECT_THAT(testing::input_error([&] { parse_runtime_table(call, "rt.toml", "rt", builtin_registry()); }),
+              HasSubstr("rt.toml:18:10: a [[layer_exemptions]] python is keyword arguments for the option's call"));
+  std::string open_call = text;
+  const std::string cli = "cli = [\"--kv q4\"]";
+  open_call.replace(open_call.find(cli), cli.size(), cli + "\npython = \"f(kv=4\"");
+  EXPECT_THAT(testing::input_error([&] { parse_runtime_table(open_call, "rt.toml", "rt", builtin_registry()); }),
+              HasSubstr("rt.toml:8:1: 'python' must end with its call's ')'"));
 }
 
 TEST(LayerExemption, ATablesAttentionTypesAreTheOnesKvtuneJudges) {

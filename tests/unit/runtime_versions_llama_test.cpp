@@ -110,8 +110,14 @@ TEST(RuntimeVersionsLlama, CudaFlashAttentionBuildFlagBeforeAndAfterPr28079) {
     const RuntimeView v = runtime_options(t, version);
     const RuntimeOption& mixed = option(v, "q8_0/q5_1 (rotated)");
     ASSERT_EQ(mixed.settings.build.size(), 1u);
-    EXPECT_TRUE(any_contains(mixed.settings.build, "GGML_CUDA_FA_QUANTS="));
+    // The pair's own types, filled in (a literal "<K>-<V>" had been printed).
+    EXPECT_TRUE(any_contains(mixed.settings.build, "GGML_CUDA_FA_QUANTS=\"q8_0-q5_1\""));
+    EXPECT_FALSE(any_contains(mixed.settings.build, "{k}"));
     EXPECT_FALSE(any_contains(mixed.settings.build, "GGML_CUDA_FA_ALL_QUANTS"));
+    // f32 is not one of the flag's type names: =all, one build requirement.
+    const RuntimeOption& f32 = option(v, "f32/q4_1 (rotated)");
+    ASSERT_EQ(f32.settings.build.size(), 1u);
+    EXPECT_TRUE(any_contains(f32.settings.build, "GGML_CUDA_FA_QUANTS=all"));
     EXPECT_TRUE(mixed.settings.unsupported.empty());  // converted to f16 on the GPU, not moved to the CPU
     EXPECT_TRUE(any_contains(mixed.settings.caveats, "convert K and V to f16"));
     EXPECT_FALSE(mixed.settings.verified);

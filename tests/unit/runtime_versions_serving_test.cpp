@@ -87,8 +87,17 @@ TEST(RuntimeVersionsServing, LmdeployFp8PoliciesFrom0140OnThePytorchEngine) {
   // int8/int4 store scales and zeros in the model dtype (f16 assumed). The PyTorch engine keeps a float
   // zero point -min/scale and rounds by trunc(v + 0.5) (fill_kv_cache.py); TurboMind keeps the minimum and
   // rounds ties to even (quantization.h).
+  // The PyTorch engine takes quant_policy from v0.6.2 (commit 4126067ad, #2438); before, its
+  // PytorchEngineConfig has no such field and serve passed --quant-policy to TurboMind only.
   const RuntimeView v040 = runtime_options(t, "0.4.0");
-  const RuntimeOption* pytorch = find(v040, "quant-policy 8 (int8, PyTorch engine)");
+  for (const std::string version : {"0.4.0", "0.6.1"}) {
+    const RuntimeView view = runtime_options(t, version);
+    EXPECT_EQ(find(view, "quant-policy 8 (int8, PyTorch engine)"), nullptr) << version;
+    EXPECT_EQ(find(view, "quant-policy 4 (int4, PyTorch engine)"), nullptr) << version;
+  }
+  const RuntimeView v062 = runtime_options(t, "0.6.2");
+  EXPECT_NE(find(v062, "quant-policy 4 (int4, PyTorch engine)"), nullptr);
+  const RuntimeOption* pytorch = find(v062, "quant-policy 8 (int8, PyTorch engine)");
   ASSERT_NE(pytorch, nullptr);
   EXPECT_EQ(pytorch->k_spec, canonical("tokenint:bits=8,zero=float,round=up,scale=f16"));
   EXPECT_TRUE(has(pytorch->settings.cli, "--backend pytorch"));
@@ -237,12 +246,16 @@ TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
   ASSERT_NE(unscaled, nullptr);
   EXPECT_EQ(unscaled->k_spec, "fp8:format=e4m3,scale=unit");
   EXPECT_TRUE(unscaled->settings.verified);  // documented in quantized_kv_cache.md
-  const RuntimeOption* int8 = find(view, "int8 (--int8-kv-cache)");
-  ASSERT_NE(int8, nullptr);
-  EXPECT_EQ(int8->k_spec, canonical("tokenint:bits=8,zero=mid,scale=f16"));  // codes centred on (min+max)/2
-  EXPECT_TRUE(has(int8->settings.cli, "--int8-kv-cache"));
-  EXPECT_TRUE(has(int8->settings.cli, "--page-size 1"));
-  EXPECT_FALSE(int8->settings.verified);  // its first release is unknown
+  // --int8-kv-cache was PR #22004's, closed without merging: no release offers it.
+  for (const std::string version : {"0.5.11", "0.5.12", "0.5.13"}) {
+    for (const RuntimeOption& o : runtime_options(t, version).options) {
+      EXPECT_FALSE(has(o.settings.cli, "--int8-kv-cache")) << o.name << " at " << version;
+    }
+  }
+  // The scales file is named as kvtune calibrate writes it: a bare <placeholder> is a shell redirection.
+  const RuntimeOption* json_scales = find(view, "fp8_e4m3, checkpoint or JSON scales");
+  ASSERT_NE(json_scales, nullptr);
+  EXPECT_TRUE(has(json_scales->settings.cli, "--quantization-param-path sglang_kv_scales.json"));
   // The block-scaled floats are emulated now (kvtune/codecs/microscale.h), unverified. SGLang's own FP4
   // quantizer rounds E2M1 ties away from zero (kvfp4_tensor.py); mxfp8, nvfp4 and fp4_mx_block16 are
   // absent from server_args.py's choices at v0.5.12.post1 and listed from 0.5.13 (assumed).
@@ -278,6 +291,13 @@ TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
   const RuntimeView later = runtime_options(t, "0.5.13");
   EXPECT_TRUE(any_contains(find(later, "nvfp4, checkpoint scales")->settings.needs, "amax / (6 * 448)"));
   EXPECT_TRUE(any_contains(find(later, "fp4_mx_block16")->settings.caveats, "model dtype"));
+  // Both names store one format; where both are offered the recommendation names the first in
+  // table order (sweep_analysis), which must be fp4_mx_block16, the name fp4_e2m1's deprecation gives.
+  const auto position = [&](const std::string& name) {
+    const auto& o = later.options;
+    return std::find_if(o.begin(), o.end(), [&](const RuntimeOption& x) { return x.name == name; }) - o.begin();
+  };
+  EXPECT_LT(position("fp4_mx_block16"), position("fp4_e2m1"));
   // Newer releases refuse fp4_e2m1; the table says so while its last release is unknown.
   EXPECT_TRUE(any_contains(find(view, "fp4_e2m1")->settings.caveats, "fp4_e2m1 is deprecated"));
   EXPECT_TRUE(runtime_options(t, "0.5.13").beyond_checked);

@@ -665,7 +665,7 @@ TEST(TokenInt, RuntimeSpecsParseWithTheirFootprints) {
        128 + 4},
       {"tokenint:bits=4,zero=min,round=even,scale=f16,reciprocal", "tokenint:bits=4,zero=min,scale=f16,reciprocal",
        64 + 4},
-      // SGLang --int8-kv-cache: codes + f16 scale + f16 midpoint.
+      // SGLang PR #22004's --int8-kv-cache (never merged): codes + f16 scale + f16 midpoint.
       {"tokenint:bits=8,zero=mid,round=even,scale=f16", "tokenint:bits=8,zero=mid,scale=f16", 128 + 4},
   };
   for (const Runtime& r : runtimes) {
