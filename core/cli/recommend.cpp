@@ -33,7 +33,7 @@ struct RecommendOptions {
   int64_t ctx = 0;
   std::optional<double> max_rel_err, min_needle_hit;
   std::string gpu_mem, weights;
-  int64_t sequences = 1;
+  std::optional<int64_t> sequences;  // with --gpu-mem; 1 when not given
   std::optional<int64_t> gpus;
   std::vector<std::string> runtimes;
   std::optional<int64_t> eval_ctx;
@@ -79,7 +79,7 @@ std::string resume_command(const RecommendOptions& o) {
   if (o.min_needle_hit) cmd += " --min-needle-hit " + std::to_string(*o.min_needle_hit);
   if (!o.gpu_mem.empty()) cmd += " --gpu-mem " + o.gpu_mem;
   if (!o.weights.empty()) cmd += " --weights " + o.weights;
-  if (o.sequences != 1) cmd += " --sequences " + std::to_string(o.sequences);
+  if (o.sequences) cmd += " --sequences " + std::to_string(*o.sequences);
   if (o.gpus) cmd += " --gpus " + std::to_string(*o.gpus);
   for (const std::string& r : o.runtimes) cmd += " --runtime " + r;
   if (o.eval_ctx) cmd += " --eval-ctx " + std::to_string(*o.eval_ctx);
@@ -108,7 +108,7 @@ SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& prese
       ov.tokens = o.ctx;
     }
   } else {
-    ov.model = preset.name;
+    ov.model = o.model;  // a preset name or a preset file, which the sweep resolves the same way
     if (!o.profile.empty()) ov.profile = o.profile;
     ov.tokens = o.eval_ctx.value_or(std::min(o.ctx, kDefaultEvalContext));
   }
@@ -154,12 +154,14 @@ SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& prese
                                  " GPUs leave nothing of each GPU's --gpu-mem for the cache");
     }
     fit.ctx = o.ctx;
-    fit.sequences = o.sequences;
+    fit.sequences = o.sequences.value_or(1);
     ov.fit = fit;
   } else if (!o.weights.empty()) {
     throw InputError("--weights needs --gpu-mem (the memory they share)");
   } else if (o.gpus) {
     throw InputError("--gpus needs --gpu-mem (the memory of each GPU)");
+  } else if (o.sequences) {
+    throw InputError("--sequences needs --gpu-mem (the memory they must fit in)");
   }
   if (terms.empty() && !ov.fit) throw InputError("give a budget: --max-rel-err, --min-needle-hit and/or --gpu-mem");
   std::vector<RuntimeTarget> runtimes;
@@ -183,6 +185,7 @@ int recommend(const RecommendOptions& o) {
     throw InputError("--profile describes a synthetic workload; a capture (--cache) brings its own statistics");
   }
   const std::optional<std::vector<ChartScript>> scripts = page_scripts(o.html);
+  check_report_outputs(o.out, o.html);
   std::optional<Capture> capture;
   if (!o.cache.empty()) capture = open_capture(o.cache);
   const ModelPreset preset = capture ? capture_model(*capture) : resolve_model_preset(o.model);

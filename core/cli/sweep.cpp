@@ -44,6 +44,7 @@ std::string resume_command(const SweepOptions& o) {
 
 int sweep(const SweepOptions& o) {
   const std::optional<std::vector<ChartScript>> scripts = page_scripts(o.html);
+  check_report_outputs(o.out, o.html);
   const auto [shard, shards] = o.shard.empty() ? Shard{} : resolve_shard(o.shard, [](const char* name) {
     return std::getenv(name);
   });
@@ -82,6 +83,7 @@ struct MergeOptions {
 
 int merge(const MergeOptions& o) {
   const std::optional<std::vector<ChartScript>> scripts = page_scripts(o.html);
+  check_report_outputs(o.out, o.html);
   const MergedSweep merged = merge_sweep(o.dirs, o.out, sweep_context());
   report(merged.spec, merged.records, o.out, o.json, scripts);
   return 0;

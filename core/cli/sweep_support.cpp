@@ -81,6 +81,21 @@ std::optional<std::vector<SweepRecord>> run_interruptible(const SweepSpec& spec,
   }
 }
 
+void check_report_outputs(const std::string& out, bool html) {
+  std::vector<std::string> files = {"sweep.toml", "resolved.json", "results.jsonl", "summary.json", "frontier.csv",
+                                    "report.md"};
+  if (html) files.push_back("report.html");
+  std::error_code ec;
+  for (const std::string& name : files) {
+    const fs::path p = fs::path(out) / name;
+    if (fs::is_directory(p, ec)) throw InputError(p.string() + ": is a directory, expected a file name");
+  }
+  const fs::path charts = fs::path(out) / "report-charts";
+  if (html && fs::exists(charts, ec) && !fs::is_directory(charts, ec)) {
+    throw InputError(charts.string() + ": is not a directory, and the report's charts go there");
+  }
+}
+
 void report(const SweepSpec& spec, const std::vector<SweepRecord>& evaluated, const std::string& out, bool json,
             const std::optional<std::vector<ChartScript>>& html) {
   // The evaluated records plus the layer exemptions derived from them (never written to results.jsonl).

@@ -28,6 +28,11 @@ std::optional<std::vector<SweepRecord>> run_interruptible(const SweepSpec& spec,
 // Analyses the records, writes summary.json, frontier.csv and report.md into `out` (and
 // report.html with `html`, the chart scripts), and prints the console summary (or summary.json
 // with `json`).
+// Refuses (InputError) a report file of `out` that cannot be written because a directory (or, for
+// report-charts/, a file) is in its place: checked before the evaluation, so a run is not refused
+// after its results were written.
+void check_report_outputs(const std::string& out, bool html);
+
 void report(const SweepSpec& spec, const std::vector<SweepRecord>& records, const std::string& out, bool json,
             const std::optional<std::vector<ChartScript>>& html = std::nullopt);
 

@@ -186,6 +186,18 @@ TEST_F(SweepCli, BadInputExitsWith2AndNamesWhere) {
   const RunResult missing = run({"merge", out("nowhere")});
   EXPECT_EQ(missing.status, 2);
   EXPECT_THAT(missing.err, HasSubstr("nowhere"));
+
+  // A report file that cannot be written is found before the evaluation, not after results.jsonl
+  // was written (the run had exited 2 leaving sweep.toml and the results behind).
+  for (const char* blocked : {"summary.json", "report.html"}) {
+    const std::string dir = std::string("blocked-") + blocked;
+    fs::create_directories(path(dir) / blocked);
+    const RunResult b = run({"sweep", path("small.toml").string(), "--out", out(dir), "--report"});
+    EXPECT_EQ(b.status, 2) << blocked;
+    EXPECT_THAT(b.err, HasSubstr(blocked + std::string(": is a directory, expected a file name")));
+    EXPECT_FALSE(fs::exists(path(dir) / "results.jsonl")) << blocked;
+    EXPECT_FALSE(fs::exists(path(dir) / "sweep.toml")) << blocked;
+  }
 }
 
 TEST_F(SweepCli, RecommendAnswersTheCommonQuestion) {
@@ -257,6 +269,13 @@ TEST_F(SweepCli, RecommendFitsEachGpuOfATensorParallelGroup) {
   const json& best = summary["best"];
   EXPECT_EQ(best["bytes_per_sequence_per_gpu"].get<uint64_t>() * 2, best["memory"]["total_bytes"].get<uint64_t>());
   EXPECT_THAT(read_text(path("out") / "sweep.toml"), HasSubstr("tensor_parallel = 2"));
+
+  // A preset file of one's own, as `memory --model` takes it (it was looked up by its stem and refused).
+  fs::copy_file(fs::path(KVTUNE_SOURCE_DIR) / "configs" / "models" / "llama-3.2-1b.toml", path("my-1b.toml"));
+  const RunResult own = run({"recommend", "--model", path("my-1b.toml").string(), "--ctx", "4096", "--eval-ctx", "256",
+                             "--gpu-mem", "2x4GiB", "--gpus", "2", "--runtime", "ollama", "--out", out("own"), "--json"});
+  ASSERT_EQ(own.status, 0) << own.err;
+  EXPECT_EQ(json::parse(own.out)["best"]["memory"], best["memory"]);
 }
 
 TEST_F(SweepCli, RecommendRefusesBadGpuCountsAndWritesNothing) {
@@ -275,6 +294,7 @@ TEST_F(SweepCli, RecommendRefusesBadGpuCountsAndWritesNothing) {
               HasSubstr("--gpus 4 disagrees with --gpu-mem 2xSIZE (2 GPUs)"));
   EXPECT_THAT(with({"--gpu-mem", "x80GiB"}, "malformed"), HasSubstr("--gpu-mem 'x80GiB'"));
   EXPECT_THAT(with({"--gpus", "2"}, "alone"), HasSubstr("--gpus needs --gpu-mem"));
+  EXPECT_THAT(with({"--sequences", "4"}, "sequences"), HasSubstr("--sequences needs --gpu-mem"));  // was ignored
   // 2 x 1235814400 bf16 bytes over 2 GPUs leave nothing of a 1 GB GPU.
   EXPECT_THAT(with({"--gpu-mem", "2x1GB"}, "full"), HasSubstr("the weights split over 2 GPUs leave nothing"));
 }
