@@ -257,6 +257,13 @@ std::vector<DepthSummary> depth_summaries(const PairResult& pair, size_t cases, 
   return out;
 }
 
+// A case that cannot be made (a NaN in a capture's layer, say) is bad input to the whole sweep, not
+// one point's failure: it travels as this, which evaluate_batch lets through.
+class CaseInputError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // One separable evaluation of `points` (their own schemes) over every case of the spec.
 // `on_fraction` (may be empty) hears the share of the evaluation done, from the evaluation threads.
 std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vector<SweepPoint>& points,
@@ -284,7 +291,13 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
   const double all_steps = double(cases.size() * (plan.k_schemes.size() + plan.v_schemes.size()));
   if (on_fraction) plan.on_step = [&] { on_fraction(double(++steps) / all_steps); };
   const SharedCaseSource source = [&](size_t i) {
-    return kept.get(i, [&] { return scenario_case(spec.scenario, cases[i], tokens); });
+    return kept.get(i, [&] {
+      try {
+        return scenario_case(spec.scenario, cases[i], tokens);
+      } catch (const InputError& e) {
+        throw CaseInputError(e.what());
+      }
+    });
   };
   // Plugin code runs in a child process: a crash fails this batch's points, not the sweep. A GPU
   // context does not survive fork, so with a GPU backend plugins run in-process.
@@ -322,6 +335,8 @@ std::vector<SweepRecord> evaluate_batch(const SweepSpec& spec, const std::vector
   if (points.size() > 1) {
     try {
       return evaluate_points(spec, points, o, provenance, kept, on_fraction);
+    } catch (const CaseInputError&) {
+      throw;
     } catch (const InputError&) {
       // one of them fails: find which below
     }
@@ -330,6 +345,8 @@ std::vector<SweepRecord> evaluate_batch(const SweepSpec& spec, const std::vector
   for (const SweepPoint& p : points) {
     try {
       out.push_back(evaluate_points(spec, {p}, o, provenance, kept, {}).front());
+    } catch (const CaseInputError&) {
+      throw;
     } catch (const InputError& e) {
       SweepRecord r = point_record(p, provenance);
       r.ok = false;
@@ -504,6 +521,7 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const SweepRunOptions&
     throw InputError(spec.source + ": pairing = \"independent\" pairs the per-role frontiers of the whole first "
                      "phase, so it cannot be sharded; use cartesian or matched with --shard");
   }
+  const bool fresh_dir = !fs::exists(o.out_dir);
   create_sweep_dir(o.out_dir);
   const SweepDirLock lock(o.out_dir);
   const std::string path = (fs::path(o.out_dir) / kResultsFile).string();
@@ -559,7 +577,17 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const SweepRunOptions&
   for (size_t i = 0; i < spec.points.size(); ++i) {
     if (static_cast<int64_t>(i % static_cast<size_t>(o.shards)) == o.shard) mine.push_back(spec.points[i]);
   }
-  run_points(mine);
+  try {
+    run_points(mine);
+  } catch (const CaseInputError&) {
+    // Refused before any point was evaluated: a new run leaves nothing behind.
+    if (!previous) {
+      std::error_code ignored;
+      for (const char* file : {kSweepSpecFile, kResolvedFile, kResultsFile}) fs::remove(fs::path(o.out_dir) / file, ignored);
+      if (fresh_dir) fs::remove(o.out_dir, ignored);
+    }
+    throw;
+  }
 
   if (spec.pairing == Pairing::independent) {  // phase 2: every pair of the per-role frontiers
     std::vector<SweepRecord> k_role, v_role;

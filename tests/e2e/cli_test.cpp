@@ -539,6 +539,26 @@ TEST_F(Cli, RecommendOnACaptureUsesItsShape) {
   EXPECT_THAT(weights.err, HasSubstr("a capture gives no parameter count; pass --weights SIZE"));
 }
 
+// A sweep over a capture with a NaN in a layer is bad input, refused with exit 2 and nothing left
+// behind, as simulate refuses it (every point had become an "error" record and the sweep exited 0).
+TEST_F(Cli, ASweepOverACaptureWithANanIsRefused) {
+  testing::write_capture(path("cap"));
+  const fs::path layer = path("cap") / "layer_002.safetensors";
+  std::string bytes = read_text(layer);
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), 8);
+  const json tensors = json::parse(bytes.substr(8, header));
+  const size_t at = 8 + header + tensors["k"]["data_offsets"][0].get<size_t>() + 2 * 5;  // k's sixth element
+  bytes[at] = '\x00';
+  bytes[at + 1] = '\x7e';  // f16 NaN
+  write_text(layer, bytes);
+  write_text(path("nan.toml"), "[workload]\nsource = \"cache\"\npath = \"cap\"\n[search]\nboth = [\"q8_0\", \"f16\"]\n");
+  const RunResult r = run({"sweep", path("nan.toml").string(), "--out", path("nan-out").string()});
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr("layer_002.safetensors: tensor 'k': non-finite value (NaN)"));
+  EXPECT_FALSE(fs::exists(path("nan-out")));
+}
+
 TEST_F(Cli, UnknownRopeConventionIsRefusedWithTheChoices) {
   write_text(path("rope.toml"),
              "[workload]\ntokens = 64\nhead_dim = 16\n[workload.rope]\nconvention = \"neox\"\n"
