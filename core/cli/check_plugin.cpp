@@ -17,7 +17,7 @@ Runner add_check_plugin(CLI::App& app) {
                  "seconds each check (and the plugin's describe) may run in its child process before it "
                  "fails as timed out")
       ->default_val(options->timeout_seconds)
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   return [path, options] { return conformance::check_plugin(*path, command_registry(), std::cout, *options); };
 }
 

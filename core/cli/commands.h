@@ -3,11 +3,24 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdlib>
 #include <functional>
 
 namespace kvtune::cli {
 
 using Runner = std::function<int()>;
+
+// A finite number above zero. (CLI::PositiveNumber spells its range with DBL_MAX in full, about 300
+// digits, and lets NaN through.)
+inline const CLI::Validator kPositive(
+    [](std::string& v) {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      const bool number = end != v.c_str() && *end == '\0';
+      return number && std::isfinite(x) && x > 0 ? std::string() : "'" + v + "' is not a finite number > 0";
+    },
+    "POSITIVE", "POSITIVE");
 
 Runner add_simulate(CLI::App& app);
 Runner add_quantize(CLI::App& app);

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -58,6 +60,26 @@ class StdoutBuf final : public std::streambuf {
   int error_ = 0;
 };
 
+// Every option that takes a value refuses an empty one (it had silently meant "not given": `sweep ""`
+// ran the default sweep), and a floating-point one refuses NaN and infinities (NaN passed every
+// CLI::Range, since no comparison with it holds).
+void check_option_values(CLI::App& command) {
+  const CLI::Validator non_empty([](std::string& v) { return v.empty() ? std::string("an empty value") : ""; }, "",
+                                 "NONEMPTY");
+  const CLI::Validator finite(
+      [](std::string& v) {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        return end != v.c_str() && !std::isfinite(x) ? "'" + v + "' is not a finite number" : std::string();
+      },
+      "", "FINITE");
+  for (CLI::Option* option : command.get_options()) {
+    if (option->get_type_size() == 0) continue;  // a flag
+    option->check(non_empty);
+    if (option->get_type_name().starts_with("FLOAT")) option->check(finite);  // "FLOAT:POSITIVE" with a check
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -72,6 +94,7 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(name, help);
     runners[sub] = make(*sub);
     kvtune::cli::add_plugin_option(*sub);
+    check_option_values(*sub);
   };
   add(kvtune::cli::add_sweep, "sweep", "search K/V schemes against a budget; the frontier, the best and each runtime's flags");
   add(kvtune::cli::add_recommend, "recommend", "the common question as a sweep: a model, a context, a budget, runtimes");

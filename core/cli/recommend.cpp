@@ -223,7 +223,7 @@ Runner add_recommend(CLI::App& app) {
                  "model profile (configs/profiles) or profile file: the model family's key/value statistics "
                  "(default: the template's generic ones)");
   app.add_option("--ctx", o->ctx, "context length to serve (tokens)")->required()->check(CLI::Range(int64_t(1), int64_t(1) << 24));
-  app.add_option("--max-rel-err", o->max_rel_err, "budget: max mean rel_out_err")->check(CLI::PositiveNumber);
+  app.add_option("--max-rel-err", o->max_rel_err, "budget: max mean rel_out_err")->check(kPositive);
   app.add_option("--min-needle-hit", o->min_needle_hit, "budget: min mean needle_hit")->check(CLI::Range(0.0, 1.0));
   app.add_option("--gpu-mem", o->gpu_mem,
                  "budget: GPU memory for weights + KV cache, e.g. 80GiB; NxSIZE (8x80GiB) for N GPUs of SIZE each");

@@ -185,7 +185,7 @@ Runner add_simulate(CLI::App& app) {
   app.add_option("--q", o->q_path, "queries .npy [D] or [Nq, D]");
   app.add_option("--cache", o->cache, "a capture directory (python/kvtune_capture.py): its samples, layers and heads");
   app.add_option("--pair", o->pairs, "KSPEC/VSPEC, repeatable (with --k/--v/--q or --cache)");
-  app.add_option("--topk", o->topk, "k of topk_overlap")->check(CLI::PositiveNumber);
+  app.add_option("--topk", o->topk, "k of topk_overlap")->check(kPositive);
   app.add_option("--precision", o->precision,
                  "the products' arithmetic: float64 (the reference) or float32 (faster, within stated bounds); "
                  "overrides the file's [metrics] precision");

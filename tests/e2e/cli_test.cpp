@@ -918,5 +918,29 @@ TEST_F(Cli, UnknownFlagExitsWithStatus2) {
   EXPECT_THAT(top.err, Not(HasSubstr("internal error")));
 }
 
+// An empty value is refused, not read as "not given" (`sweep ""` ran the default sweep), and a
+// floating-point option refuses NaN and infinities (NaN passed every range check).
+TEST_F(Cli, EmptyAndNonFiniteOptionValuesAreRefused) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"sweep", "", "--out", path("e1").string()}, "file: an empty value"},
+      {{"simulate", ""}, "file: an empty value"},
+      {{"sweep", "--shard", "", "--out", path("e2").string()}, "--shard: an empty value"},
+      {{"memory", "--model", "llama-3.2-1b", "--ctx", "64", "--k", "f16", "--v", "f16", "--gpu-mem", ""},
+       "--gpu-mem: an empty value"},
+      {{"recommend", "--model", "llama-3.2-1b", "--ctx", "64", "--max-rel-err", "0.1", "--confidence", ""},
+       "--confidence: an empty value"},
+      {{"profile", path("cap").string(), "--out", path("p.toml").string(), "--outlier-threshold", "nan"},
+       "--outlier-threshold: 'nan' is not a finite number"},
+      {{"check-plugin", "x.so", "--timeout", "inf"}, "--timeout: 'inf' is not a finite number > 0"},
+      {{"simulate", "--topk", "0"}, "--topk: '0' is not a finite number > 0"}};
+  for (const auto& [args, message] : cases) {
+    const RunResult r = run(args);
+    EXPECT_EQ(r.status, 2) << message;
+    EXPECT_EQ(r.out, "") << message;
+    EXPECT_THAT(r.err, HasSubstr(message));
+  }
+  for (const char* dir : {"e1", "e2", "p.toml"}) EXPECT_FALSE(fs::exists(path(dir))) << dir;
+}
+
 }  // namespace
 }  // namespace kvtune::e2e
