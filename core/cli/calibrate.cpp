@@ -36,7 +36,6 @@ void write_text(const fs::path& path, const std::string& text) {
 }
 
 int run(const CalibrateOptions& o) {
-  if (o.out.empty()) throw InputError("--out: give the name of a new directory");
   if (fs::exists(o.out)) throw InputError("--out " + o.out + " exists; give a new directory");
   require_writable(o.out);  // its parent must be a writable directory, checked before the fit
   const Capture capture = open_capture(o.dir);
