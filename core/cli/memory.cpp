@@ -115,7 +115,6 @@ int run(const MemoryOptions& o) {
   std::optional<int64_t> size_gpus;  // N of --gpu-mem NxSIZE
   if (!o.gpu_mem.empty()) {
     const GpuMemory g = parse_gpu_memory(o.gpu_mem, "--gpu-mem");
-    if (g.bytes == 0) throw InputError("--gpu-mem '" + o.gpu_mem + "': a GPU needs more than 0 bytes");
     gpu_bytes = g.bytes;
     size_gpus = g.gpus;
   }

@@ -139,7 +139,11 @@ GpuFit fit_per_gpu(const ModelShape& shape, const MemoryEstimate& estimate, uint
 
 GpuMemory parse_gpu_memory(std::string_view text, std::string_view what) {
   const size_t x = text.find_first_of("xX");  // no size unit has an x
-  if (x == std::string_view::npos) return {std::nullopt, parse_size(text, what)};
+  if (x == std::string_view::npos) {
+    const uint64_t bytes = parse_size(text, what);
+    if (bytes == 0) throw InputError(std::string(what) + " '" + std::string(text) + "': a GPU needs more than 0 bytes");
+    return {std::nullopt, bytes};
+  }
   const std::string_view count = text.substr(0, x);
   auto bad = [&](const std::string& why) -> GpuMemory {
     throw InputError(std::string(what) + " '" + std::string(text) + "': " + why +
@@ -151,7 +155,9 @@ GpuMemory parse_gpu_memory(std::string_view text, std::string_view what) {
   const int64_t gpus = count.size() > 9 ? kMaxGpus + 1 : std::stoll(std::string(count));
   if (gpus < 1 || gpus > kMaxGpus) return bad("the GPU count must be in 1.." + std::to_string(kMaxGpus));
   if (text.substr(x + 1).empty()) return bad("no size after 'x'");
-  return {gpus, parse_size(text.substr(x + 1), std::string(what) + " '" + std::string(text) + "': the size")};
+  const uint64_t bytes = parse_size(text.substr(x + 1), std::string(what) + " '" + std::string(text) + "': the size");
+  if (bytes == 0) return bad("a GPU needs more than 0 bytes");
+  return {gpus, bytes};
 }
 
 int64_t gpu_count(std::optional<int64_t> from_size, std::string_view size_what, std::optional<int64_t> given,

@@ -272,6 +272,11 @@ TEST(TensorParallelTest, MalformedCountTimesSizeNamesTheOptionAndTheForm) {
   EXPECT_THAT(input_error([] { parse_gpu_memory("2x", "--gpu-mem"); }), HasSubstr("no size after 'x'"));
   EXPECT_THAT(input_error([] { parse_gpu_memory("2x80GX", "--gpu-mem"); }), HasSubstr("unknown unit 'GX'"));
   EXPECT_THAT(input_error([] { parse_gpu_memory("x80GiB", "--gpu-mem"); }), HasSubstr("2x80GiB"));
+  // No GPU has 0 bytes, whoever reads the size (a sweep's [budget] fit accepted "0").
+  for (const char* zero : {"0", "0GiB", "2x0"}) {
+    EXPECT_THAT(input_error([&] { parse_gpu_memory(zero, "budget.fit.gpu_mem"); }),
+                HasSubstr("budget.fit.gpu_mem '" + std::string(zero) + "': a GPU needs more than 0 bytes"));
+  }
 }
 
 TEST(TensorParallelTest, GpuCountMustAgreeWhenGivenTwice) {
