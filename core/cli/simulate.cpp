@@ -108,6 +108,7 @@ int run(const SimulateOptions& o) {
   std::string capture_dir;  // the capture a scenario read its cases from
   if (tensors) {
     if (!o.file.empty()) throw InputError("give either a scenario file or --k/--v/--q tensors, not both");
+    if (!o.cache.empty()) throw InputError("give either --cache or --k/--v/--q tensors, not both");
     if (o.k_path.empty() || o.v_path.empty() || o.q_path.empty()) {
       throw InputError("--k, --v and --q are needed together");
     }

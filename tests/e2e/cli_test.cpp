@@ -751,6 +751,16 @@ TEST_F(Cli, SchemesJsonListsTheFamiliesAndTheIntDomains) {
 // ---------------------------------------------------------------------------------------------
 // Bad input: exit status 2 and a message naming the problem.
 
+// Tensors and a capture are two sources of cases: giving both is refused (--cache was ignored).
+TEST_F(Cli, TensorsAndACaptureTogetherAreRefused) {
+  write_small_tensors();
+  testing::write_capture(path("cap"));
+  const RunResult r = run({"simulate", "--k", path("K.npy"), "--v", path("V.npy"), "--q", path("q.npy"), "--cache",
+                           path("cap"), "--pair", "f16/f16"});
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr("give either --cache or --k/--v/--q tensors, not both"));
+}
+
 TEST_F(Cli, SmallTensorsUsedByTheBadInputTestsAreValidAsWritten) {
   write_small_tensors();  // the control: each bad-input test below changes exactly one thing
   const RunResult r = simulate_small("int:bits=8,axis=channel/int:bits=8,axis=token");
