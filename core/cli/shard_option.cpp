@@ -34,6 +34,16 @@ Shard from_slurm(const EnvLookup& env, const std::string& text) {
   const int64_t min = env_number(env, "SLURM_ARRAY_TASK_MIN", text);
   const int64_t max = env_number(env, "SLURM_ARRAY_TASK_MAX", text);
   const int64_t count = env_number(env, "SLURM_ARRAY_TASK_COUNT", text);
+  if (count < 1) throw InputError("--shard " + text + ": SLURM_ARRAY_TASK_COUNT = 0 is not a number of tasks");
+  // Slurm sets the step as well; one other than 1 leaves gaps between the indices.
+  if (env("SLURM_ARRAY_TASK_STEP") != nullptr) {
+    const int64_t step = env_number(env, "SLURM_ARRAY_TASK_STEP", text);
+    if (step != 1) {
+      throw InputError("--shard " + text + ": the Slurm job array steps by " + std::to_string(step) +
+                       " (SLURM_ARRAY_TASK_STEP); submit it as --array=0-" + std::to_string(count - 1) +
+                       " (no step, no list)");
+    }
+  }
   if (max - min + 1 != count || id < min || id > max) {
     throw InputError("--shard " + text + ": the Slurm job array's indices " + std::to_string(min) + ".." +
                      std::to_string(max) + " are not one unbroken range of " + std::to_string(count) +
@@ -74,6 +84,10 @@ Shard resolve_shard(const std::string& text, const EnvLookup& env) {
     if (given == 0 && env("KVTUNE_SHARDS") == nullptr) {
       throw InputError("--shard auto: a Kubernetes Indexed Job gives the index (JOB_COMPLETION_INDEX) but not the "
                        "count; pass --shard auto/N with N = the job's completions, or set KVTUNE_SHARDS");
+    }
+    if (given != 0 && env("KVTUNE_SHARDS") != nullptr && env_number(env, "KVTUNE_SHARDS", text) != given) {
+      throw InputError("--shard " + text + ": KVTUNE_SHARDS = " + env("KVTUNE_SHARDS") + " disagrees with the " +
+                       std::to_string(given) + " shards of --shard; give the count once, or the same in both");
     }
     const int64_t count = given != 0 ? given : env_number(env, "KVTUNE_SHARDS", text);
     if (count < 1 || index >= count) {

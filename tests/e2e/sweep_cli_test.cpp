@@ -351,7 +351,7 @@ v = ["q8_0", "q4_0", "q5_0", "q5_1", "q4_1", "iq4_nl", "int:bits=8,axis=token", 
 // cannot read is bad input (exit 2) naming the variable, and nothing is written.
 TEST_F(SweepCli, ShardAutoReadsSlurmArraysAndKubernetesIndexedJobs) {
   write_text(path("small.toml"), kSmallSweep);
-  const std::string clean = "env -u SLURM_ARRAY_TASK_ID -u JOB_COMPLETION_INDEX -u KVTUNE_SHARDS ";
+  const std::string clean = "env -u SLURM_ARRAY_TASK_ID -u SLURM_ARRAY_TASK_STEP -u JOB_COMPLETION_INDEX -u KVTUNE_SHARDS ";
   auto shard_of = [&](const std::string& env, const std::string& shard, const std::string& dir) {
     const RunResult r = run_kvtune({"sweep", path("small.toml").string(), "--shard", shard, "--out", path(dir).string()},
                                    path(""), clean + env);
@@ -387,6 +387,17 @@ TEST_F(SweepCli, ShardAutoReadsSlurmArraysAndKubernetesIndexedJobs) {
   refused("JOB_COMPLETION_INDEX=x1 ", "auto/3", "--shard auto/3: JOB_COMPLETION_INDEX = 'x1' is not a whole number");
   refused("", "auto/0", "--shard 'auto/0': expected I/N with 0 <= I < N (e.g. 0/4), auto or auto/N");
   refused("", "4/4", "--shard '4/4': expected I/N with 0 <= I < N (e.g. 0/4), auto or auto/N");
+  // Counts that disagree, and a step (these were ignored), and a count of 0 (which suggested --array=0--1).
+  refused("JOB_COMPLETION_INDEX=1 KVTUNE_SHARDS=2 ", "auto/3",
+          "--shard auto/3: KVTUNE_SHARDS = 2 disagrees with the 3 shards of --shard");
+  refused(slurm + "SLURM_ARRAY_TASK_ID=2 SLURM_ARRAY_TASK_STEP=0 ", "auto",
+          "--shard auto: the Slurm job array steps by 0 (SLURM_ARRAY_TASK_STEP); submit it as --array=0-3");
+  refused(slurm + "SLURM_ARRAY_TASK_ID=2 SLURM_ARRAY_TASK_STEP=x ", "auto",
+          "--shard auto: SLURM_ARRAY_TASK_STEP = 'x' is not a whole number");
+  refused("SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=0 SLURM_ARRAY_TASK_COUNT=0 ", "auto",
+          "--shard auto: SLURM_ARRAY_TASK_COUNT = 0 is not a number of tasks");
+  EXPECT_EQ(shard_of(slurm + "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_STEP=1 ", "auto", "slurm-step"),
+            (std::pair<int64_t, int64_t>{0, 4}));
 }
 
 // Runs `command` under script(1), which gives it a pseudo-terminal, and returns what the terminal
