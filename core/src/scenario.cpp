@@ -408,7 +408,8 @@ void read_seeds(TableReader& top, Scenario& sc) {
   if (seeds != nullptr) {
     if (seeds->is_integer()) {
       const int64_t count = top.integer("seeds", 1, 1, 1 << 20);
-      const int64_t first = top.integer("seed_start", 0, 0, int64_t(1) << 62);
+      // The last seed, seed_start + count - 1, stays within 0..2^62 as an explicit seed must.
+      const int64_t first = top.integer("seed_start", 0, 0, (int64_t(1) << 62) - (count - 1));
       sc.seeds.clear();
       for (int64_t i = 0; i < count; ++i) sc.seeds.push_back(static_cast<uint64_t>(first + i));
     } else if (seeds->is_array()) {

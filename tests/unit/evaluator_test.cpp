@@ -608,6 +608,10 @@ TEST(Scenario, RefusesRepeatedSeedsLayersAndHeads) {
   EXPECT_EQ(error_of("", "layers = [3, 3]\n"), "d.toml:6:10: 'layers' lists 3 twice");
   EXPECT_EQ(error_of("", "[[workload.overrides]]\nlayers = [1, 1]\n"), "d.toml:7:10: 'layers' lists 1 twice");
   EXPECT_EQ(error_of("seeds = [3, 1]\n", "heads = [0, 2]\nlayers = [3, 1]\n"), "no error");
+  // A count's last seed stays within 0..2^62, as an explicit seed must (2^62 + 1 had been accepted).
+  EXPECT_EQ(error_of("seeds = 2\nseed_start = 4611686018427387903\n", ""), "no error");
+  EXPECT_THAT(error_of("seeds = 2\nseed_start = 4611686018427387904\n", ""),
+              ::testing::HasSubstr("d.toml:2:14: 'seed_start' must be an integer in 0..4611686018427387903"));
 }
 
 }  // namespace
