@@ -145,7 +145,9 @@ MergedSweep load_sweep_results(const std::vector<std::string>& dirs, const Sweep
   }
   if (!missing.empty()) {
     const int64_t shards = all.empty() ? 1 : all.front().shards;
-    throw InputError("merge: " + std::to_string(missing.size()) + " of " + std::to_string(spec.points.size()) +
+    std::string where;  // no command name: `report` and `merge` both read results this way
+    for (const std::string& dir : dirs) where += (where.empty() ? "" : ", ") + dir;
+    throw InputError(where + ": " + std::to_string(missing.size()) + " of " + std::to_string(spec.points.size()) +
                      " points have no record in the given directories (a missing shard?): the sweep was split into " +
                      std::to_string(shards) + " shards and " + std::to_string(dirs.size()) +
                      " directories were given (or a shard is unfinished), e.g. " + missing.front());
