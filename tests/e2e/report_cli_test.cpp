@@ -66,6 +66,7 @@ class ReportCli : public ScratchDirTest {
     const RunResult merge = run({"merge", path(dir).string(), "--out", path("merged-" + dir).string()});
     EXPECT_EQ(merge.status, 2);
     EXPECT_EQ(report.err, merge.err);
+    EXPECT_FALSE(report.err.starts_with("kvtune: merge:")) << report.err;  // report must not speak as merge
     EXPECT_FALSE(fs::exists(path(dir) / "report.html"));
     EXPECT_FALSE(fs::exists(path(dir) / "report-charts"));
   }
