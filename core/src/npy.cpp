@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "kvtune/error.h"
+#include "shortest_number.h"
 #include "kvtune/file_io.h"
 #include "kvtune/numeric/half.h"
 
@@ -125,7 +126,7 @@ NpyArray parse_npy(const std::vector<std::byte>& bytes, const std::string& name)
       std::memcpy(&d, data + 8 * i, 8);
       v = static_cast<float>(d);
       if (std::isfinite(d) && !std::isfinite(v)) {
-        throw InputError(name + ": value " + std::to_string(d) + " at flat index " + std::to_string(i) +
+        throw InputError(name + ": value " + detail::shortest_number(d) + " at flat index " + std::to_string(i) +
                          " overflows float32");
       }
     }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvtune/error.h"
+#include "shortest_number.h"
 #include "kvtune/numeric/half.h"
 
 namespace kvtune {
@@ -224,7 +225,7 @@ Matrix SafetensorsFile::read_rows(const std::string& name, int64_t index, int64_
       std::memcpy(&d, p, 8);
       v = static_cast<float>(d);
       if (std::isfinite(d) && !std::isfinite(v)) {
-        throw InputError(what + ": value " + std::to_string(d) + " at flat index " + std::to_string(first * cols + i) + " overflows float32");
+        throw InputError(what + ": value " + detail::shortest_number(d) + " at flat index " + std::to_string(first * cols + i) + " overflows float32");
       }
     }
     if (!std::isfinite(v)) {

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "kvtune/error.h"
+#include "shortest_number.h"
 #include "kvtune/file_io.h"
 #include "kvtune/memory.h"
 #include "kvtune/policy.h"
@@ -92,11 +93,6 @@ void require_within_limit(size_t count, const Shape& shape, const std::string& a
                    "costs one evaluation; a million points take hours)");
 }
 
-std::string format_real(double x) {
-  char buf[64];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
-  return ec == std::errc() ? std::string(buf, end) : std::to_string(x);
-}
 
 // The nodes of a key given as one value or an array of values; an empty array is refused.
 std::vector<const toml::node*> one_or_many(const TableReader& t, const toml::node& n, const std::string& key) {
@@ -147,7 +143,7 @@ std::string param_value(const TableReader& t, const toml::node& n, const ParamDo
       if (!(n.is_floating_point() || n.is_integer()) || !v || !std::isfinite(*v)) {
         t.fail(n, what + "must be a number");
       }
-      return format_real(*v);
+      return detail::shortest_number(*v);
     }
   }
   return {};
@@ -780,7 +776,7 @@ void serialize(const toml::node& n, std::string& out) {
   } else if (n.is_integer()) {
     out += std::to_string(*integer_of(n));
   } else if (n.is_floating_point()) {
-    out += 'f' + format_real(*n.value<double>());
+    out += 'f' + detail::shortest_number(*n.value<double>());
   } else if (n.is_boolean()) {
     out += *n.value<bool>() ? "true" : "false";
   } else {
@@ -820,7 +816,7 @@ std::string profile_statistics(const WorkloadConfig& cfg) {
   for (double x : {k.scale, k.outlier_scale, k.outlier_offset, k.outlier_band_low, k.outlier_band_high,
                    k.channel_offset, cfg.values.scale, cfg.query.scale, cfg.query.outlier_scale, cfg.sinks.key_norm,
                    cfg.sinks.value_scale, cfg.sinks.mass, cfg.recency.strength, cfg.recency.tokens}) {
-    text += format_real(x) + ",";
+    text += detail::shortest_number(x) + ",";
   }
   text += std::to_string(cfg.sinks.count);
   for (const LayerOverride& o : cfg.overrides) {
@@ -829,7 +825,7 @@ std::string profile_statistics(const WorkloadConfig& cfg) {
             (o.sink_count ? std::to_string(*o.sink_count) : "-");
     for (const std::optional<double>& x :
          {o.outlier_scale, o.outlier_offset, o.channel_offset, o.sink_key_norm, o.sink_mass}) {
-      text += "," + (x ? format_real(*x) : "-");
+      text += "," + (x ? detail::shortest_number(*x) : "-");
     }
   }
   return text;
@@ -862,18 +858,18 @@ uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
     text += "\nscales=";
     for (const auto& [layer, l] : sc.scales->layers) {
       text += std::to_string(layer) + ":";
-      for (double x : l.k) text += format_real(x) + ",";
-      for (double x : l.v) text += format_real(x) + ",";
+      for (double x : l.k) text += detail::shortest_number(x) + ",";
+      for (double x : l.v) text += detail::shortest_number(x) + ",";
     }
   }
   text += "\nshape=" + list(std::vector<int64_t>{cfg.head_dim, cfg.layers, cfg.kv_heads, cfg.q_per_kv}) +
-          (cfg.rope.enabled ? "rope," + format_real(cfg.rope.theta) + "," +
+          (cfg.rope.enabled ? "rope," + detail::shortest_number(cfg.rope.theta) + "," +
                                   (cfg.rope.convention == RopeConvention::interleaved ? "interleaved" : "rotate_half")
                             : "norope");
   text += "\ncontexts=" + list(sc.contexts) + "\nseeds=" + list(sc.seeds) + "\nlayers=" + list(sc.layers) +
           "\nheads=" + list(sc.heads) + "\ntopk=" + std::to_string(sc.topk);
   // The level of the records' intervals (only when the file sets one, so other hashes stay).
-  if (const auto level = root.at_path("budget.confidence").value<double>()) text += "\nconfidence=" + format_real(*level);
+  if (const auto level = root.at_path("budget.confidence").value<double>()) text += "\nconfidence=" + detail::shortest_number(*level);
   // float32 products give other bits (only when set, so float64 hashes stay what they were).
   if (sc.precision == Precision::float32) text += "\nprecision=float32";
   // cpu and cuda give the same bits; kernel mode's rel_out_err comes from another computation.

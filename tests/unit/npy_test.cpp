@@ -100,7 +100,7 @@ TEST(Npy, RefusesNonFiniteValuesNamingTheIndex) {
   const float g[2] = {INFINITY, 0};
   EXPECT_THAT(error_of(npy_bytes("<f4", "(2,)", g, 8)), HasSubstr("(Inf) at [0]"));
   const double big[1] = {1e300};
-  EXPECT_THAT(error_of(npy_bytes("<f8", "(1,)", big, 8)), HasSubstr("overflows float32"));
+  EXPECT_THAT(error_of(npy_bytes("<f8", "(1,)", big, 8)), HasSubstr("value 1e+300 at flat index 0 overflows float32"));
 }
 
 TEST(Npy, RefusesFilesThatAreNotNpy) {
