@@ -517,7 +517,15 @@ std::vector<EvalResult> evaluate_scenario(const Scenario& sc, const Registry& re
   EvalPlan plan = build_plan(sc.pairs, registry, sc.topk);
   plan.precision = sc.precision;
   plan.backend = backend;
-  for (int64_t tokens : sc.contexts) check_plan_shape(plan, tokens == 0 ? sc.workload.tokens : tokens, sc.workload.head_dim);
+  // A scheme that cannot take the workload's shape is refused at the pair that names it.
+  for (int64_t tokens : sc.contexts) {
+    for (size_t i = 0; i < plan.pairs.size(); ++i) {
+      for (const SchemePtr& s : {plan.k_schemes[plan.pairs[i].k], plan.v_schemes[plan.pairs[i].v]}) {
+        const std::string why = s->check_shape(tokens == 0 ? sc.workload.tokens : tokens, sc.workload.head_dim);
+        if (!why.empty()) throw InputError(sc.pairs[i].where + ": " + why);
+      }
+    }
+  }
   const std::vector<CaseKey> cases = scenario_cases(sc);
   std::vector<EvalResult> runs;
   for (int64_t tokens : sc.contexts) {

@@ -569,6 +569,16 @@ TEST_F(Cli, UnknownRopeConventionIsRefusedWithTheChoices) {
   EXPECT_THAT(r.err, HasSubstr("'convention' must be one of: rotate_half, interleaved"));
 }
 
+// A scheme that cannot take the scenario's head_dim is named with the [[pairs]] entry that asks for it.
+TEST_F(Cli, AShapeASchemeRefusesNamesItsPair) {
+  write_text(path("hd48.toml"), "[workload]\ntokens = 64\nhead_dim = 48\n[[pairs]]\nk = \"f16\"\nv = \"f16\"\n"
+                                "[[pairs]]\nk = \"q8_0\"\nv = \"f16\"\n");
+  const RunResult r = run({"simulate", path("hd48.toml")});
+  expect_input_error(r);
+  EXPECT_THAT(r.err, HasSubstr(path("hd48.toml").string() + ":7:1: 'q8_0': head_dim 48 is not a multiple of the "
+                                                             "32-element ggml block"));
+}
+
 
 // ---------------------------------------------------------------------------------------------
 // evaluator backends
