@@ -52,9 +52,7 @@ int report_page(const ReportOptions& o) {
   const SweepAnalysis analysis = analyze_sweep(sweep.spec, records);
   const std::string out = o.out.empty() ? (fs::path(o.dir) / "report.html").string() : o.out;
   std::vector<std::string> inputs;  // the sweep directory's files, which report.html must not replace
-  for (const char* name : {"results.jsonl", "sweep.toml", "resolved.json", "summary.json", "frontier.csv", "report.md"}) {
-    inputs.push_back((fs::path(o.dir) / name).string());
-  }
+  for (const char* name : kSweepDirFiles) inputs.push_back((fs::path(o.dir) / name).string());
   require_not_an_input(out, inputs, "--out");
   write_sweep_html(out, sweep.spec, records, analysis, scripts);
   std::cout << "written: " << out << " (charts also as Vega-Lite JSON in "

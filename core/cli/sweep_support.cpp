@@ -11,6 +11,7 @@
 #include "kvtune/layer_exemption.h"
 #include "kvtune/model_preset.h"
 #include "kvtune/runtime_table.h"
+#include "kvtune/sweep_dir.h"
 #include "kvtune/sweep_analysis.h"
 #include "kvtune/sweep_report.h"
 #include "plugins.h"
@@ -82,8 +83,7 @@ std::optional<std::vector<SweepRecord>> run_interruptible(const SweepSpec& spec,
 }
 
 void check_report_outputs(const std::string& out, bool html) {
-  std::vector<std::string> files = {"sweep.toml", "resolved.json", "results.jsonl", "summary.json", "frontier.csv",
-                                    "report.md"};
+  std::vector<std::string> files(kSweepDirFiles.begin(), kSweepDirFiles.end());
   if (html) files.push_back("report.html");
   std::error_code ec;
   for (const std::string& name : files) {

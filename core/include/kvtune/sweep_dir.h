@@ -3,6 +3,7 @@
 // a sharded sweep into one. Everything here refuses before it writes: a refused run changes nothing.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,10 @@ namespace kvtune {
 inline constexpr const char* kSweepSpecFile = "sweep.toml";
 inline constexpr const char* kResolvedFile = "resolved.json";
 inline constexpr const char* kResultsFile = "results.jsonl";
+// Every file a sweep leaves in its directory besides report.html: its inputs and its reports
+// (write_sweep_report's summary.json, frontier.csv and report.md).
+inline constexpr std::array<const char*, 6> kSweepDirFiles = {kSweepSpecFile, kResolvedFile, kResultsFile,
+                                                              "summary.json",  "frontier.csv", "report.md"};
 
 // An exclusive advisory lock (flock) on the directory itself, held while the object lives: no lock
 // file is left behind, and the kernel drops the lock when the process ends, so a killed run never
