@@ -145,7 +145,9 @@ void read_statistics(TableReader& w, WorkloadConfig& cfg, int64_t max_sinks) {
 }
 
 // A profile file (configs/profiles/NAME.toml): name, description, source and the statistics tables.
-void read_profile(const std::filesystem::path& path, WorkloadConfig& cfg) {
+// `max_sinks`: the workload's shortest context less one, so a sink count too large for it is refused
+// at the profile's own line.
+void read_profile(const std::filesystem::path& path, WorkloadConfig& cfg, int64_t max_sinks) {
   const std::vector<std::byte> bytes = read_file(path.string());
   const toml::table root =
       detail::parse_toml(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path.string());
@@ -158,7 +160,7 @@ void read_profile(const std::filesystem::path& path, WorkloadConfig& cfg) {
   const int64_t workload_layers = cfg.layers, profile_layers = top.integer("num_layers", cfg.layers, 1, 4096);
   const size_t before = cfg.overrides.size();
   cfg.layers = profile_layers;
-  read_statistics(top, cfg, int64_t(1) << 24);
+  read_statistics(top, cfg, max_sinks);
   cfg.layers = workload_layers;
   if (profile_layers != workload_layers) {
     for (size_t i = before; i < cfg.overrides.size(); ++i) {
@@ -335,7 +337,7 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
       if (!profiles) throw InputError("model profiles are not available here");
       // A profile file (kvtune profile --out) is found beside the file that names it.
       const bool is_file = sc.profile.find('/') != std::string::npos || sc.profile.ends_with(".toml");
-      read_profile(profiles(is_file ? beside(w, *p) : sc.profile), cfg);
+      read_profile(profiles(is_file ? beside(w, *p) : sc.profile), cfg, max_sinks);
     } catch (const InputError& e) {
       w.fail(*p, e.what());
     }
