@@ -108,7 +108,9 @@ SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& prese
       ov.tokens = o.ctx;
     }
   } else {
-    ov.model = o.model;  // a preset name or a preset file, which the sweep resolves the same way
+    // A preset name, or a preset file made absolute: sweep.toml in --out must find it from elsewhere too.
+    const bool is_file = o.model.find('/') != std::string::npos || o.model.ends_with(".toml");
+    ov.model = is_file ? std::filesystem::absolute(o.model).string() : o.model;
     if (!o.profile.empty()) ov.profile = o.profile;
     ov.tokens = o.eval_ctx.value_or(std::min(o.ctx, kDefaultEvalContext));
   }

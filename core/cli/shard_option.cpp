@@ -85,7 +85,9 @@ Shard resolve_shard(const std::string& text, const EnvLookup& env) {
       throw InputError("--shard auto: a Kubernetes Indexed Job gives the index (JOB_COMPLETION_INDEX) but not the "
                        "count; pass --shard auto/N with N = the job's completions, or set KVTUNE_SHARDS");
     }
-    if (given != 0 && env("KVTUNE_SHARDS") != nullptr && env_number(env, "KVTUNE_SHARDS", text) != given) {
+    const char* shards_env = env("KVTUNE_SHARDS");
+    const std::optional<int64_t> shards_set = shards_env ? whole_number(shards_env) : std::nullopt;
+    if (given != 0 && shards_set && *shards_set != given) {
       throw InputError("--shard " + text + ": KVTUNE_SHARDS = " + env("KVTUNE_SHARDS") + " disagrees with the " +
                        std::to_string(given) + " shards of --shard; give the count once, or the same in both");
     }

@@ -81,14 +81,16 @@ void require_writable(const std::string& path) {
 }
 
 bool same_file(const std::string& a, const std::string& b) {
+  if (is_stream(a) || is_stream(b)) return false;  // a device or FIFO takes any number of writes
   std::error_code ea, eb;
   if (fs::exists(a, ea) && fs::exists(b, eb)) return fs::equivalent(a, b, ea) && !ea;
-  const fs::path p = fs::weakly_canonical(a, ea), q = fs::weakly_canonical(b, eb);
+  // Absolute first: weakly_canonical leaves a relative path whose first part is missing relative.
+  const fs::path p = fs::weakly_canonical(fs::absolute(a, ea), ea), q = fs::weakly_canonical(fs::absolute(b, eb), eb);
   return !ea && !eb && p == q;
 }
 
 void require_not_an_input(const std::string& path, const std::vector<std::string>& inputs, const std::string& what) {
-  if (path.empty() || is_stream(path)) return;
+  if (path.empty()) return;
   for (const std::string& input : inputs) {
     if (!input.empty() && same_file(path, input)) {
       throw InputError(what + " " + path + ": is also an input (" + input + "); write the output elsewhere");

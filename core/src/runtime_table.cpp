@@ -300,9 +300,10 @@ void check_references(const RuntimeTable& t) {
   for (const std::vector<RuntimeEntry>* entries : {&t.options, &t.profiles, &t.k_types, &t.v_types, &t.pair_rules}) {
     for (const RuntimeEntry& e : *entries) {
       const std::string& py = e.settings.python;
-      if (keywords && !py.empty() && py.find_last_not_of(" \n") != py.rfind(')')) {
-        throw InputError(e.origin + ": 'python' must end with its call's ')', where a [[layer_exemptions]] "
-                         "entry adds its keyword arguments (found '" + py + "')");
+      const size_t last = py.find_last_not_of(" \n");
+      if (keywords && !py.empty() && (last == std::string::npos || py[last] != ')' || py.find('#') != std::string::npos)) {
+        throw InputError(e.origin + ": 'python' must end with its call's ')', with no comment, where a "
+                         "[[layer_exemptions]] entry adds its keyword arguments (found '" + py + "')");
       }
     }
   }
@@ -541,8 +542,8 @@ RuntimeOption with_exempt(const RuntimeOption& option, const RuntimeOption& exem
   const std::string keywords = fill(extra.python);
   extra.python.clear();
   merge(out.settings, extra);
-  if (!keywords.empty() && !out.settings.python.empty()) {
-    out.settings.python.insert(out.settings.python.rfind(')'), ", " + keywords);
+  if (const size_t close = out.settings.python.rfind(')'); !keywords.empty() && close != std::string::npos) {
+    out.settings.python.insert(close, ", " + keywords);
   }
   append_unique(out.origins, exemption.origins);
   return out;

@@ -145,9 +145,7 @@ void read_statistics(TableReader& w, WorkloadConfig& cfg, int64_t max_sinks) {
 }
 
 // A profile file (configs/profiles/NAME.toml): name, description, source and the statistics tables.
-// `max_sinks`: the workload's shortest context less one, so a sink count too large for it is refused
-// at the profile's own line.
-void read_profile(const std::filesystem::path& path, WorkloadConfig& cfg, int64_t max_sinks) {
+void read_profile(const std::filesystem::path& path, WorkloadConfig& cfg) {
   const std::vector<std::byte> bytes = read_file(path.string());
   const toml::table root =
       detail::parse_toml(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path.string());
@@ -160,7 +158,7 @@ void read_profile(const std::filesystem::path& path, WorkloadConfig& cfg, int64_
   const int64_t workload_layers = cfg.layers, profile_layers = top.integer("num_layers", cfg.layers, 1, 4096);
   const size_t before = cfg.overrides.size();
   cfg.layers = profile_layers;
-  read_statistics(top, cfg, max_sinks);
+  read_statistics(top, cfg, int64_t(1) << 24);
   cfg.layers = workload_layers;
   if (profile_layers != workload_layers) {
     for (size_t i = before; i < cfg.overrides.size(); ++i) {
@@ -337,12 +335,20 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
       if (!profiles) throw InputError("model profiles are not available here");
       // A profile file (kvtune profile --out) is found beside the file that names it.
       const bool is_file = sc.profile.find('/') != std::string::npos || sc.profile.ends_with(".toml");
-      read_profile(profiles(is_file ? beside(w, *p) : sc.profile), cfg, max_sinks);
+      read_profile(profiles(is_file ? beside(w, *p) : sc.profile), cfg);
     } catch (const InputError& e) {
       w.fail(*p, e.what());
     }
   }
   read_statistics(w, cfg, max_sinks);
+  // The workload's own sink count is bounded above; one it left to its profile is checked here,
+  // where the profile is named (the generator's check says only "[workload]").
+  if (const toml::node* p = w.node("profile"); p != nullptr && cfg.sinks.count > max_sinks) {
+    w.fail(*p, "the profile's [sinks] count " + std::to_string(cfg.sinks.count) +
+                                   " does not fit this workload's " + std::to_string(max_sinks + 1) +
+                                   " tokens (at most " + std::to_string(max_sinks) +
+                                   "); set [workload.sinks] count to lower it");
+  }
 
   if (w.has("rope")) {
     TableReader r = w.table("rope");

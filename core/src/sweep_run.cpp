@@ -15,6 +15,8 @@
 #include <fstream>
 #include <iomanip>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -290,20 +292,37 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
   std::atomic<size_t> steps{0};
   const double all_steps = double(cases.size() * (plan.k_schemes.size() + plan.v_schemes.size()));
   if (on_fraction) plan.on_step = [&] { on_fraction(double(++steps) / all_steps); };
+  // A case that cannot be made is remembered: evaluate() rethrows the first error in case order,
+  // which may be a scheme's on another case, and a child process returns it as a plain InputError.
+  std::mutex unmade_mutex;
+  std::optional<std::string> unmade;
   const SharedCaseSource source = [&](size_t i) {
     return kept.get(i, [&] {
       try {
         return scenario_case(spec.scenario, cases[i], tokens);
       } catch (const InputError& e) {
+        const std::lock_guard<std::mutex> guard(unmade_mutex);
+        if (!unmade) unmade = e.what();
         throw CaseInputError(e.what());
       }
     });
   };
   // Plugin code runs in a child process: a crash fails this batch's points, not the sweep. A GPU
-  // context does not survive fork, so with a GPU backend plugins run in-process.
+  // context does not survive fork, so with a GPU backend plugins run in-process. The cases are made
+  // here first, so a bad one is told apart from a plugin's failure (the child finds them made).
   const bool isolate = plan_uses_plugins(plan) && (!plan.backend || plan.backend->name() == "cpu");
-  const EvalResult result =
-      isolate ? evaluate_isolated(plan, cases.size(), source, o.threads) : evaluate(plan, cases.size(), source, o.threads);
+  if (isolate) {
+    for (size_t i = 0; i < cases.size(); ++i) source(i);
+  }
+  const EvalResult result = [&] {
+    try {
+      return isolate ? evaluate_isolated(plan, cases.size(), source, o.threads)
+                     : evaluate(plan, cases.size(), source, o.threads);
+    } catch (const InputError&) {
+      if (unmade) throw CaseInputError(*unmade);
+      throw;
+    }
+  }();
   std::vector<SweepRecord> out;
   for (size_t i = 0; i < points.size(); ++i) {
     SweepRecord r = point_record(points[i], provenance);
@@ -531,6 +550,10 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const SweepRunOptions&
   std::map<std::pair<std::string, std::string>, SweepRecord> done;
   std::optional<ResultsFile> previous;
   if (fs::exists(path)) previous = existing_results(path, spec, o);
+  std::vector<fs::path> made;  // the files this run creates, removed again if its cases cannot be made
+  for (const char* file : {kSweepSpecFile, kResolvedFile, kResultsFile}) {
+    if (!fs::exists(fs::path(o.out_dir) / file)) made.push_back(fs::path(o.out_dir) / file);
+  }
   write_sweep_inputs(o.out_dir, spec);
   if (previous) {
     for (SweepRecord& r : previous->records) done.emplace(std::make_pair(r.k, r.v), std::move(r));
@@ -580,10 +603,11 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const SweepRunOptions&
   try {
     run_points(mine);
   } catch (const CaseInputError&) {
-    // Refused before any point was evaluated: a new run leaves nothing behind.
+    // Refused before any point was evaluated: a new run leaves nothing behind (a resumed one keeps its
+    // records, and a file that was there before, such as the sweep file itself, stays).
     if (!previous) {
       std::error_code ignored;
-      for (const char* file : {kSweepSpecFile, kResolvedFile, kResultsFile}) fs::remove(fs::path(o.out_dir) / file, ignored);
+      for (const fs::path& file : made) fs::remove(file, ignored);
       if (fresh_dir) fs::remove(o.out_dir, ignored);
     }
     throw;

@@ -557,6 +557,24 @@ TEST_F(Cli, ASweepOverACaptureWithANanIsRefused) {
   expect_input_error(r);
   EXPECT_THAT(r.err, HasSubstr("layer_002.safetensors: tensor 'k': non-finite value (NaN)"));
   EXPECT_FALSE(fs::exists(path("nan-out")));
+  // With plugin schemes the points run in a child process; the cases are made before it, so the
+  // NaN is still the sweep's bad input, not each plugin point's failure.
+  write_text(path("nan-plugin.toml"),
+             "[workload]\nsource = \"cache\"\npath = \"cap\"\n[search]\nboth = [\"nf4:group=32\"]\n");
+  const RunResult plugin = run({"sweep", path("nan-plugin.toml").string(), "--plugin", KVTUNE_TEST_NF4, "--out",
+                                path("nan-plugin-out").string()});
+  expect_input_error(plugin);
+  EXPECT_THAT(plugin.err, HasSubstr("non-finite value (NaN)"));
+  EXPECT_FALSE(fs::exists(path("nan-plugin-out")));
+  // The sweep file in its own --out is the user's, not this run's: it stays.
+  fs::create_directories(path("own"));
+  write_text(path("own") / "sweep.toml", read_text(path("nan.toml")));
+  fs::copy(path("cap"), path("own") / "cap", fs::copy_options::recursive);
+  const std::string own = read_text(path("own") / "sweep.toml");
+  const RunResult in_place = run({"sweep", (path("own") / "sweep.toml").string(), "--out", path("own").string()});
+  expect_input_error(in_place);
+  EXPECT_EQ(read_text(path("own") / "sweep.toml"), own);
+  EXPECT_FALSE(fs::exists(path("own") / "results.jsonl"));
 }
 
 TEST_F(Cli, UnknownRopeConventionIsRefusedWithTheChoices) {

@@ -276,6 +276,13 @@ TEST_F(SweepCli, RecommendFitsEachGpuOfATensorParallelGroup) {
                              "--gpu-mem", "2x4GiB", "--gpus", "2", "--runtime", "ollama", "--out", out("own"), "--json"});
   ASSERT_EQ(own.status, 0) << own.err;
   EXPECT_EQ(json::parse(own.out)["best"]["memory"], best["memory"]);
+  // Given relative, it is written absolute into --out's sweep.toml, so report and merge find it from elsewhere.
+  const RunResult relative = run_kvtune({"recommend", "--model", "my-1b.toml", "--ctx", "4096", "--eval-ctx", "256",
+                                         "--gpu-mem", "2x4GiB", "--gpus", "2", "--runtime", "ollama", "--out", out("rel")},
+                                        path(""), "cd " + shell_quote(path("").string()) + " && ");
+  ASSERT_EQ(relative.status, 0) << relative.err;
+  EXPECT_THAT(read_text(path("rel") / "sweep.toml"), HasSubstr("model = '" + path("my-1b.toml").string() + "'"));
+  EXPECT_EQ(run({"report", out("rel")}).status, 0);
 }
 
 TEST_F(SweepCli, RecommendRefusesBadGpuCountsAndWritesNothing) {
@@ -398,6 +405,8 @@ TEST_F(SweepCli, ShardAutoReadsSlurmArraysAndKubernetesIndexedJobs) {
           "--shard auto: SLURM_ARRAY_TASK_COUNT = 0 is not a number of tasks");
   EXPECT_EQ(shard_of(slurm + "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_STEP=1 ", "auto", "slurm-step"),
             (std::pair<int64_t, int64_t>{0, 4}));
+  // auto/N is the count; a KVTUNE_SHARDS that is not a number has nothing to disagree with.
+  EXPECT_EQ(shard_of("JOB_COMPLETION_INDEX=1 KVTUNE_SHARDS=x ", "auto/3", "k8s-junk"), (std::pair<int64_t, int64_t>{1, 3}));
 }
 
 // Runs `command` under script(1), which gives it a pseudo-terminal, and returns what the terminal

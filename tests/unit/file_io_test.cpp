@@ -49,6 +49,15 @@ TEST(FileIo, WritesDevicesInPlaceAndFilesAtomically) {
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("does not exist"));
   }
+  {  // two spellings of one file not written yet, relative or not; a device is never "the same file"
+    const std::filesystem::path cwd = std::filesystem::current_path();
+    std::filesystem::current_path(dir);
+    EXPECT_TRUE(same_file("new.bin", "./new.bin"));
+    EXPECT_TRUE(same_file("new.bin", (dir / "new.bin").string()));
+    EXPECT_FALSE(same_file("new.bin", "other.bin"));
+    std::filesystem::current_path(cwd);
+    EXPECT_FALSE(same_file("/dev/null", "/dev/null"));
+  }
   try {  // a parent that is a file is not called missing
     write_file_atomic((dir / "out.bin" / "x.bin").string(), bytes_of("x"));
     FAIL() << "no error";

@@ -398,6 +398,10 @@ TEST(LayerExemption, ATablesExemptionPythonIsKeywordsForTheOptionsCall) {
   open_call.replace(open_call.find(cli), cli.size(), cli + "\npython = \"f(kv=4\"");
   EXPECT_THAT(testing::input_error([&] { parse_runtime_table(open_call, "rt.toml", "rt", builtin_registry()); }),
               HasSubstr("rt.toml:8:1: 'python' must end with its call's ')'"));
+  std::string commented = text;  // the keywords would land inside the comment
+  commented.replace(commented.find(cli), cli.size(), cli + "\npython = \"f(kv=4)  # g(x)\"");
+  EXPECT_THAT(testing::input_error([&] { parse_runtime_table(commented, "rt.toml", "rt", builtin_registry()); }),
+              HasSubstr("rt.toml:8:1: 'python' must end with its call's ')', with no comment"));
 }
 
 TEST(LayerExemption, ATablesAttentionTypesAreTheOnesKvtuneJudges) {

@@ -22,7 +22,7 @@ void write_file_atomic(const std::string& path, std::span<const std::byte> bytes
 void require_writable(const std::string& path);
 
 // Whether two paths name one file: equivalent when both exist (two spellings, a hard link), else the
-// same path once normalised.
+// same absolute path once normalised. Never for a device or FIFO (/dev/null takes any number of writes).
 bool same_file(const std::string& a, const std::string& b);
 
 // Throws InputError when the output `path` names the same file as one of `inputs` (empty ones are
