@@ -303,7 +303,7 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
       } catch (const InputError& e) {
         const std::lock_guard<std::mutex> guard(unmade_mutex);
         if (!unmade) unmade = e.what();
-        throw CaseInputError(e.what());
+        throw;
       }
     });
   };
@@ -311,11 +311,11 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
   // context does not survive fork, so with a GPU backend plugins run in-process. The cases are made
   // here first, so a bad one is told apart from a plugin's failure (the child finds them made).
   const bool isolate = plan_uses_plugins(plan) && (!plan.backend || plan.backend->name() == "cpu");
-  if (isolate) {
-    for (size_t i = 0; i < cases.size(); ++i) source(i);
-  }
   const EvalResult result = [&] {
     try {
+      if (isolate) {
+        for (size_t i = 0; i < cases.size(); ++i) source(i);
+      }
       return isolate ? evaluate_isolated(plan, cases.size(), source, o.threads)
                      : evaluate(plan, cases.size(), source, o.threads);
     } catch (const InputError&) {
