@@ -7,6 +7,7 @@
 
 #include "kvtune/numeric/cpu_features.h"
 #include "kvtune/numeric/multiversion.h"
+#include "kvtune/numeric/vector_types.h"
 
 // The code is written once on GCC vector types and compiled per target (target_clones); this file
 // alone is built with -ffp-contract=fast (core/CMakeLists.txt) so that `a += p * v` becomes one FMA
@@ -20,8 +21,8 @@ namespace {
 
 // Eight doubles per vector: one zmm register on AVX-512, two ymm on AVX2, four xmm on baseline
 // x86-64. Lane l of a dot product's accumulator sums the elements e ≡ l (mod 8), on every target.
-using v8d = double __attribute__((vector_size(64), aligned(8)));
-using v8f = float __attribute__((vector_size(32), aligned(4)));
+using simd::v8d;
+using simd::v8f;
 
 [[gnu::always_inline]] inline v8d load(const double* p) {
   v8d v;
@@ -294,7 +295,7 @@ void divide_by(double* p, int64_t n, double sum, float* narrow) {
 
 KVTUNE_ATTENTION_CLONES
 int64_t first_above(const double* x, int64_t from, int64_t n, double threshold) {
-  using v8l = int64_t __attribute__((vector_size(64), aligned(8)));
+  using simd::v8l;
   const v8d limit = v8d{} + threshold;
   int64_t j = from;
   for (; j + 32 <= n; j += 32) {  // the lanes' masks of 32 entries combined before one reduction
@@ -313,8 +314,8 @@ int64_t first_above(const double* x, int64_t from, int64_t n, double threshold) 
 namespace kvtune::kernels {
 namespace {
 
-using v8l = int64_t __attribute__((vector_size(64), aligned(8)));
-using v8u = uint64_t __attribute__((vector_size(64), aligned(8)));
+using simd::v8l;
+using simd::v8u;
 
 // exp(x) for x ≤ 0, eight at a time: x = n·ln2 + r with |r| ≤ ln2/2 (Cody and Waite's two-part
 // ln2, fdlibm's constants, so n·ln2_hi is exact), exp(r) by its Taylor series to r^13 (truncation
@@ -379,7 +380,7 @@ double exp_shifted(const double* l, int64_t t, double m, double* p) {
 namespace kvtune::kernels {
 namespace {
 
-using v16f = float __attribute__((vector_size(64), aligned(4)));
+using simd::v16f;
 
 [[gnu::always_inline]] inline v16f load16(const float* p) {
   v16f v;

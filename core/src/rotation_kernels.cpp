@@ -8,6 +8,7 @@
 #include "kvtune/codecs/rht.h"
 #include "kvtune/numeric/cpu_features.h"
 #include "kvtune/numeric/multiversion.h"
+#include "kvtune/numeric/vector_types.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -41,9 +42,9 @@ namespace {
 // value: the product by ±1 is exact, so it is the one rounded sum, also as one FMA
 // (KVTUNE_BUTTERFLY_FMA; a + b and b + a are the same in IEEE arithmetic). Reads src and writes
 // dst, which may be the same group: every value is loaded before the first store.
-using v8f = float __attribute__((vector_size(32), aligned(4)));
-using v16f = float __attribute__((vector_size(64), aligned(4)));
-using v8d = double __attribute__((vector_size(64), aligned(8)));  // the random rotation's sums
+using simd::v16f;
+using simd::v8d;  // the random rotation's sums
+using simd::v8f;
 
 // The butterflies across vectors, of Len, 2 Len, ... K / 2 vectors, each length its own
 // instantiation so that every index is a constant and v stays in registers (a length known only at

@@ -69,7 +69,7 @@ class IntScheme final : public Scheme {
       for (int64_t r = r0; r < r1; ++r) {
         apply_row(x.row(r), t, p, /*levels_only=*/true, levels.data());
         for (int64_t c = 0; c < x.cols; ++c) {
-          codec::pack_code(codes, r * x.cols + c, bits, static_cast<uint32_t>(static_cast<int>(levels[c]) + offset));
+          codec::pack_code(codes, r * x.cols + c, bits, static_cast<uint32_t>(codec::stored_level(levels[c]) + offset));
         }
       }
     }

@@ -140,7 +140,7 @@ class KiviScheme final : public Scheme {
       for (int64_t c = 0; c < t.cols; ++c) {
         const auto g = static_cast<size_t>(group_of(r, c, t.cols, per_channel));
         const float level = codec::int_asym_level(t(r, c), minimum[g], divisor[g], top);
-        codec::pack_code(codes, r * t.cols + c, bits_, static_cast<uint32_t>(level));
+        codec::pack_code(codes, r * t.cols + c, bits_, static_cast<uint32_t>(codec::stored_level(level)));
       }
     }
     return codes + code_bytes;

@@ -24,6 +24,7 @@
 #include "kvtune/codecs/scale_storage.h"
 #include "kvtune/numeric/bits.h"
 #include "kvtune/numeric/rounding.h"
+#include "kvtune/numeric/vector_types.h"
 
 namespace kvtune::builtin::tokenint {
 
@@ -105,7 +106,7 @@ inline float span_of(float lo, float hi) { return hi - lo <= 3.402823466e38f ? h
 // +0 and -0 comes first), and a zero scale or offset keeps that sign, so those rows take the
 // sequential loop.
 [[gnu::always_inline]] inline void row_extremes(const float* x, int64_t d, float& lo, float& hi) {
-  using Lanes = float __attribute__((vector_size(64), aligned(4)));
+  using Lanes = simd::v16f;
   Lanes l = Lanes{} + x[0], h = l;
   int64_t i = 0;
   for (; i + 16 <= d; i += 16) {
@@ -198,7 +199,7 @@ inline float level(float x, const Config& c, const RowParams& p) {
       v = (p.r != 0.0f ? x * p.r : x / p.s) + p.offset;
       break;
   }
-  return static_cast<float>(static_cast<int32_t>(round_code(clamp_level(v, code_min(c), code_max(c)), c.round)));
+  return static_cast<float>(codec::stored_level(round_code(clamp_level(v, code_min(c), code_max(c)), c.round)));
 }
 
 // x' from q and the decoded parameters.
@@ -233,7 +234,7 @@ inline void encode_row(const float* x, int64_t d, const Config& c, uint8_t* rec)
   uint8_t* codes = off + offset_field_bytes(c);
   const uint32_t bias = code_offset(c);
   for (int64_t i = 0; i < d; ++i) {
-    codec::pack_code(codes, i, c.bits, static_cast<uint32_t>(static_cast<int32_t>(level(x[i], c, p)) + int32_t(bias)));
+    codec::pack_code(codes, i, c.bits, static_cast<uint32_t>(codec::stored_level(level(x[i], c, p)) + int32_t(bias)));
   }
 }
 
@@ -263,8 +264,12 @@ inline void decode_row(const uint8_t* rec, int64_t d, const Config& c, float* y)
 
 // Toward zero through an int32 conversion, exact for |w| < 2^31: the float-to-int and int-to-float
 // conversions vectorize (cvttps2dq, cvtdq2ps) where std::trunc became a call to truncf per element.
-// A zero comes out +0; level_of's + 0 makes every zero +0 anyway.
-[[gnu::always_inline]] inline float trunc_small(float w) { return static_cast<float>(static_cast<int32_t>(w)); }
+// A zero comes out +0; level_of's + 0 makes every zero +0 anyway. A NaN (from a NaN input, which
+// the clamps pass on) is level 0, the level its stored code has always decoded to: converting it
+// is undefined, and x86 gave -2^31, so the round trip wrote -2^31 · s for it.
+[[gnu::always_inline]] inline float trunc_small(float w) {
+  return w == w ? static_cast<float>(static_cast<int32_t>(w)) : 0.0f;
+}
 
 // Half away from zero for |v| <= 2^22: trunc(v + copysign(h, v)) with h = 0.5 - 2^-25, the float
 // below one half. A tie k + 1/2 sums to k + 1 - 2^-25, which rounds (to nearest, at worst to even

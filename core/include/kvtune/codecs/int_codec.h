@@ -61,6 +61,11 @@ KVTUNE_HD float int_asym_level(float x, float m, float divisor, float top) {
   return round_half_even(clamp_level((x - m) / divisor, 0.0f, top));
 }
 
+// The integer a level stores. A NaN input's level stays NaN through the clamps, and converting NaN
+// to an integer is undefined: it stores level 0, the code x86's conversion (INT_MIN, whose low bits
+// are 0) and CUDA's (0) happened to give before.
+KVTUNE_HD int stored_level(float level) { return level == level ? static_cast<int>(level) : 0; }
+
 KVTUNE_HD float int_sym_value(uint32_t code, int bits, float s) {
   return static_cast<float>(static_cast<int>(code) - int_sym_offset(bits)) * s;
 }

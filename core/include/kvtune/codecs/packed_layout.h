@@ -234,9 +234,10 @@ KVTUNE_HD void fit_int_group(const DeviceFormat& f, float lo, float hi, float& s
 // The code of x in an integer group with that stored scale and minimum.
 KVTUNE_HD uint32_t int_code(const DeviceFormat& f, float x, float scale, float minimum) {
   const float divisor = int_divisor(scale);
-  if (f.asymmetric) return static_cast<uint32_t>(int_asym_level(x, minimum, divisor, int_asym_top(f.bits)));
-  return static_cast<uint32_t>(static_cast<int>(int_sym_level(x, divisor, int_sym_qmax(f.bits))) +
-                               int_sym_offset(f.bits));
+  if (f.asymmetric) {
+    return static_cast<uint32_t>(stored_level(int_asym_level(x, minimum, divisor, int_asym_top(f.bits))));
+  }
+  return static_cast<uint32_t>(stored_level(int_sym_level(x, divisor, int_sym_qmax(f.bits))) + int_sym_offset(f.bits));
 }
 
 // The scale of an fp8 group whose largest magnitude is amax: 1 without stored scales, the fixed
