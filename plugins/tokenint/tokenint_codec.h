@@ -281,7 +281,10 @@ inline constexpr float kBelowHalf = 0x1.fffffep-2f;
 // round_code for a compile-time R (the same integers, by operations that vectorize).
 template <Round R>
 [[gnu::always_inline]] inline float round_code_of(float v) {
-  if constexpr (R == Round::even) return round_half_even(v);
+  if constexpr (R == Round::even) {
+    const float q = round_half_even(v);
+    return q == q ? q : 0.0f;  // a NaN is level 0, as in trunc_small
+  }
   if constexpr (R == Round::away) return round_away_small(v);
   if constexpr (R == Round::trunc) return trunc_small(v);
   return trunc_small(v + 0.5f);
