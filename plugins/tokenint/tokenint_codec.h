@@ -181,6 +181,14 @@ inline float span_of(float lo, float hi) { return hi - lo <= 3.402823466e38f ? h
   return p;
 }
 
+// v clamped to [lo, hi], a NaN (from a NaN element: never validated input) to lo, the lowest code, on
+// every path. The comparisons are the clamp's own, so the loops vectorize as before; converting the
+// NaN to an integer instead was undefined (x86 gave -2^31, and the round trip wrote -2^31 · s).
+[[gnu::always_inline]] inline float clamp_code(float v, float lo, float hi) {
+  v = v >= lo ? v : lo;
+  return v <= hi ? v : hi;
+}
+
 // q for one element (an integer-valued float in [code_min, code_max]; a -0 from rounding a small
 // negative value is +0, as the stored code decodes).
 inline float level(float x, const Config& c, const RowParams& p) {
@@ -199,7 +207,7 @@ inline float level(float x, const Config& c, const RowParams& p) {
       v = (p.r != 0.0f ? x * p.r : x / p.s) + p.offset;
       break;
   }
-  return static_cast<float>(codec::stored_level(round_code(clamp_level(v, code_min(c), code_max(c)), c.round)));
+  return static_cast<float>(static_cast<int32_t>(round_code(clamp_code(v, code_min(c), code_max(c)), c.round)));
 }
 
 // x' from q and the decoded parameters.
@@ -234,7 +242,7 @@ inline void encode_row(const float* x, int64_t d, const Config& c, uint8_t* rec)
   uint8_t* codes = off + offset_field_bytes(c);
   const uint32_t bias = code_offset(c);
   for (int64_t i = 0; i < d; ++i) {
-    codec::pack_code(codes, i, c.bits, static_cast<uint32_t>(codec::stored_level(level(x[i], c, p)) + int32_t(bias)));
+    codec::pack_code(codes, i, c.bits, static_cast<uint32_t>(static_cast<int32_t>(level(x[i], c, p)) + int32_t(bias)));
   }
 }
 
@@ -264,12 +272,8 @@ inline void decode_row(const uint8_t* rec, int64_t d, const Config& c, float* y)
 
 // Toward zero through an int32 conversion, exact for |w| < 2^31: the float-to-int and int-to-float
 // conversions vectorize (cvttps2dq, cvtdq2ps) where std::trunc became a call to truncf per element.
-// A zero comes out +0; level_of's + 0 makes every zero +0 anyway. A NaN (from a NaN input, which
-// the clamps pass on) is level 0, the level its stored code has always decoded to: converting it
-// is undefined, and x86 gave -2^31, so the round trip wrote -2^31 · s for it.
-[[gnu::always_inline]] inline float trunc_small(float w) {
-  return w == w ? static_cast<float>(static_cast<int32_t>(w)) : 0.0f;
-}
+// A zero comes out +0; level_of's + 0 makes every zero +0 anyway. Never a NaN (clamp_code).
+[[gnu::always_inline]] inline float trunc_small(float w) { return static_cast<float>(static_cast<int32_t>(w)); }
 
 // Half away from zero for |v| <= 2^22: trunc(v + copysign(h, v)) with h = 0.5 - 2^-25, the float
 // below one half. A tie k + 1/2 sums to k + 1 - 2^-25, which rounds (to nearest, at worst to even
@@ -281,10 +285,7 @@ inline constexpr float kBelowHalf = 0x1.fffffep-2f;
 // round_code for a compile-time R (the same integers, by operations that vectorize).
 template <Round R>
 [[gnu::always_inline]] inline float round_code_of(float v) {
-  if constexpr (R == Round::even) {
-    const float q = round_half_even(v);
-    return q == q ? q : 0.0f;  // a NaN is level 0, as in trunc_small
-  }
+  if constexpr (R == Round::even) return round_half_even(v);
   if constexpr (R == Round::away) return round_away_small(v);
   if constexpr (R == Round::trunc) return trunc_small(v);
   return trunc_small(v + 0.5f);
@@ -314,10 +315,10 @@ template <Zero Z, Round R, bool Multiply>
   } else {
     v = scaled(x) + p.offset;
   }
-  if constexpr (!signed_codes(Z)) return round_nonnegative_code_of<R>(clamp_level(v, 0.0f, qmax));
+  if constexpr (!signed_codes(Z)) return round_nonnegative_code_of<R>(clamp_code(v, 0.0f, qmax));
   // + 0 for level()'s int conversion: the rounded value is an integer of at most 255, so both only
   // turn -0 into +0, and GCC vectorizes the clamp only without a conversion after it.
-  return round_code_of<R>(clamp_level(v, qmin, qmax)) + 0.0f;
+  return round_code_of<R>(clamp_code(v, qmin, qmax)) + 0.0f;
 }
 
 template <Zero Z>

@@ -369,10 +369,10 @@ TEST(TokenInt, ConstantAndZeroRowsAreKeptWithoutNan) {
   EXPECT_EQ(byte_at(pp, 5), 255);
 }
 
-// A NaN inside a row (never validated input) is level 0 on every path: the round trip gives what
-// its stored code decodes to, under every rounding and zero mode. Converting the NaN was undefined,
-// and on x86 the round trip gave -2^31 · s.
-TEST(TokenInt, ANanElementIsLevelZeroOnEveryPath) {
+// A NaN inside a row (never validated input) is the lowest code on every path: the round trip gives
+// what its stored code decodes to, under every rounding and zero mode. Converting the NaN was
+// undefined, and on x86 the round trip gave -2^31 · s.
+TEST(TokenInt, ANanElementIsTheLowestCodeOnEveryPath) {
   Matrix x(2, 16);
   for (int64_t i = 0; i < x.size(); ++i) x.data()[i] = 0.25f * float(i % 7) - 0.6f;
   x(0, 3) = std::nanf("");
@@ -385,7 +385,7 @@ TEST(TokenInt, ANanElementIsLevelZeroOnEveryPath) {
       const Matrix y = both_paths(spec, x);
       EXPECT_TRUE(std::isfinite(y(0, 3))) << spec;
       EXPECT_TRUE(std::isfinite(y(1, 15))) << spec;
-      EXPECT_LE(std::fabs(y(0, 3)), 1.5f) << spec;  // the row spans [-0.6, 0.9]; level 0 is inside
+      EXPECT_LE(std::fabs(y(0, 3)), 1.5f) << spec;  // the row spans [-0.6, 0.9]; its lowest code near it
     }
   }
 }
