@@ -9,7 +9,8 @@ if(NOT KVTUNE_CUDA STREQUAL "OFF")
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      # Ampere (A100) and Hopper (H100/H200) binaries; PTX for newer parts is added in cuda/.
+      # Ampere (A100) and Hopper (H100/H200): a bare number gives both the binary and its PTX
+      # (code=[compute_90,sm_90]), so newer parts compile compute_90 at load time.
       set(CMAKE_CUDA_ARCHITECTURES 80 90)
     endif()
     enable_language(CUDA)

@@ -98,6 +98,14 @@ struct RowParams {
 };
 
 // A span beyond float range (values near +-3.4e38) saturates, as the int codec does.
+// v clamped to [lo, hi], a NaN (from a NaN element: never validated input) to lo, the lowest code, on
+// every path. The comparisons are the clamp's own, so the loops vectorize as before; converting the
+// NaN to an integer instead was undefined (x86 gave -2^31, and the round trip wrote -2^31 · s).
+[[gnu::always_inline]] inline float clamp_code(float v, float lo, float hi) {
+  v = v >= lo ? v : lo;
+  return v <= hi ? v : hi;
+}
+
 inline float span_of(float lo, float hi) { return hi - lo <= 3.402823466e38f ? hi - lo : 3.402823466e38f; }
 
 // lo = min x, hi = max x of a row of d >= 1 as the sequential std::min / std::max from x[0] gives
@@ -162,7 +170,7 @@ inline float span_of(float lo, float hi) { return hi - lo <= 3.402823466e38f ? h
       if (constant) {
         p.offset = v < 0.0f && p.s > 0.0f ? n : 0.0f;
       } else {
-        p.offset = round_code(clamp_level(-lo / p.s, 0.0f, n), c.round);
+        p.offset = round_code(clamp_code(-lo / p.s, 0.0f, n), c.round);  // a NaN lo (x[0]) gives 0
       }
       break;
   }
@@ -179,14 +187,6 @@ inline float span_of(float lo, float hi) { return hi - lo <= 3.402823466e38f ? h
   }
   p.offset_dec = c.zero == Zero::integer ? p.offset : codec::stored_scale(p.offset, c.scale);
   return p;
-}
-
-// v clamped to [lo, hi], a NaN (from a NaN element: never validated input) to lo, the lowest code, on
-// every path. The comparisons are the clamp's own, so the loops vectorize as before; converting the
-// NaN to an integer instead was undefined (x86 gave -2^31, and the round trip wrote -2^31 · s).
-[[gnu::always_inline]] inline float clamp_code(float v, float lo, float hi) {
-  v = v >= lo ? v : lo;
-  return v <= hi ? v : hi;
 }
 
 // q for one element (an integer-valued float in [code_min, code_max]; a -0 from rounding a small

@@ -88,7 +88,7 @@ KVTUNE_AVX512_F16C void fit_rows16(const float* x, int64_t d, const Config& c, R
     case Zero::real:
       offset = _mm512_div_ps(neg_lo, s);
       break;
-    case Zero::integer: {  // round_code(clamp_level(-lo / s, 0, N))
+    case Zero::integer: {  // round_code(clamp_code(-lo / s, 0, N)); rows holding a NaN take fit_row
       __m512 v = _mm512_div_ps(neg_lo, s);
       v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, zero);
       const __m512 top = _mm512_set1_ps(n);
