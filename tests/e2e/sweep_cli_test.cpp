@@ -433,7 +433,7 @@ TEST_F(SweepCli, ProgressLineOnATerminalOnlyAndNotUnderCi) {
   const std::string shown = on_a_terminal("env -u CI " + sweep + shell_quote(out() + "-tty"), path("tty.txt"));
   EXPECT_THAT(shown, HasSubstr("\rkvtune sweep: evaluating 0/144 points (0%), ETA --:--"));
   EXPECT_THAT(shown, HasSubstr("kvtune sweep: evaluating 144/144 points (100%), "));
-  EXPECT_THAT(shown, testing::ContainsRegex("points/s, ETA [0-9]+:[0-9][0-9]"));
+  EXPECT_THAT(shown, ::testing::ContainsRegex("points/s, ETA [0-9]+:[0-9][0-9]"));
   // At least 4 redraws a second minus start-up: far more than the 3 batch ends alone would give.
   EXPECT_GE(count_of(shown, "\rkvtune sweep: evaluating"), 6u) << shown;
   const std::string ci = on_a_terminal("env CI=true " + sweep + shell_quote(out() + "-ci"), path("ci.txt"));
@@ -451,7 +451,7 @@ TEST_F(SweepCli, AShardLogsItsProgressWithoutATerminal) {
                               shell_quote(out()) + " >/dev/null 2>" + shell_quote(path("err.txt").string());
   ASSERT_EQ(std::system(command.c_str()), 0);
   const std::string err = read_text(path("err.txt"));
-  EXPECT_THAT(err, testing::ContainsRegex("kvtune sweep shard 1/2: evaluating 72/72 points \\(100%\\), [0-9.]+ "
+  EXPECT_THAT(err, ::testing::ContainsRegex("kvtune sweep shard 1/2: evaluating 72/72 points \\(100%\\), [0-9.]+ "
                                           "points/s, ETA 0:00\n"));
   EXPECT_THAT(err, Not(HasSubstr("\r")));
 }

@@ -8,22 +8,21 @@
 
 #include "kvtune/evaluator.h"
 #include "kvtune/scenario.h"
+#include "scenario_support.h"
 #include "test_support.h"
 
 namespace kvtune {
 namespace {
 
-EvalResult run(const std::string& file) {
-  const Scenario sc = load_scenario(std::string(KVTUNE_SOURCE_DIR) + "/sweeps/" + file);
-  return evaluate_scenario(sc, builtin_registry()).at(0);
-}
+using testing::mean;
+using testing::scenario;
 
-double mean(const EvalResult& r, size_t pair, Metric m) { return r.pairs.at(pair).summary(m).mean; }
+EvalResult run_file(const std::string& file) { return evaluate_scenario(scenario(file), builtin_registry()).at(0); }
 
 // rel_out_err 0.624 vs 3.46, attn_kl 0.246 vs 1.26, both at 3.40625 key bits (seeds 100..107:
 // 0.664 vs 3.11, 0.259 vs 1.28).
 TEST(ResearchSchemes, KiviPerChannelTwoBitKeysBeatPerTokenAtEqualBits) {
-  const EvalResult r = run("research-kivi.toml");
+  const EvalResult r = run_file("research-kivi.toml");
   ASSERT_GE(r.pairs.size(), 2u);
   EXPECT_DOUBLE_EQ(r.pairs[0].k_bits, r.pairs[1].k_bits);  // equal bits, measured from the footprints
   EXPECT_LT(mean(r, 0, Metric::rel_out_err), 0.5 * mean(r, 1, Metric::rel_out_err));
@@ -33,7 +32,7 @@ TEST(ResearchSchemes, KiviPerChannelTwoBitKeysBeatPerTokenAtEqualBits) {
 // rel_out_err 0.354 vs 0.964, attn_kl 0.133 vs 0.927, at 3.352 vs 3.031 key bits (seeds 100..107:
 // rel_out_err 0.283 vs 0.838).
 TEST(ResearchSchemes, KvquantDenseAndSparseBeatsTheSameCodebooksWithoutOutliers) {
-  const EvalResult r = run("research-kvquant.toml");
+  const EvalResult r = run_file("research-kvquant.toml");
   ASSERT_GE(r.pairs.size(), 2u);
   EXPECT_LT(mean(r, 0, Metric::rel_out_err), 0.6 * mean(r, 1, Metric::rel_out_err));
   EXPECT_LT(mean(r, 0, Metric::attn_kl), 0.5 * mean(r, 1, Metric::attn_kl));

@@ -8,24 +8,24 @@
 
 #include "kvtune/evaluator.h"
 #include "kvtune/scenario.h"
+#include "scenario_support.h"
 #include "test_support.h"
 
 namespace kvtune {
 namespace {
 
-Scenario scenario(const std::string& file) { return load_scenario(std::string(KVTUNE_SOURCE_DIR) + "/sweeps/" + file); }
+using testing::mean;
+using testing::scenario;
 
-EvalResult run(const Scenario& sc) { return evaluate_scenario(sc, builtin_registry()).at(0); }
-
-double mean(const EvalResult& r, size_t pair, Metric m) { return r.pairs.at(pair).summary(m).mean; }
+EvalResult first_result(const Scenario& sc) { return evaluate_scenario(sc, builtin_registry()).at(0); }
 
 // Pairs of research-rotation.toml, in file order.
-enum Pair : size_t { token, token_hadamard, token_random, channel, channel_hadamard, channel_random };
+enum RotationPair : size_t { token, token_hadamard, token_random, channel, channel_hadamard, channel_random };
 
 // (a) 4-bit per-token K on outlier-channel keys: a rotation spreads the outliers, so the one scale
 // per token fits the other channels better.
 TEST(RotationSchemes, RotationLowersTheErrorOfFourBitPerTokenKeys) {
-  const EvalResult r = run(scenario("research-rotation.toml"));
+  const EvalResult r = first_result(scenario("research-rotation.toml"));
   for (const size_t rotated : {token_hadamard, token_random}) {
     EXPECT_LT(mean(r, rotated, Metric::attn_kl), 0.75 * mean(r, token, Metric::attn_kl)) << r.pairs[rotated].name;
     EXPECT_LT(mean(r, rotated, Metric::max_logit_err), 0.8 * mean(r, token, Metric::max_logit_err)) << r.pairs[rotated].name;
@@ -39,7 +39,7 @@ TEST(RotationSchemes, RotationLowersTheErrorOfFourBitPerTokenKeys) {
 // ...and per-channel K, whose scales already follow the channels, gets worse: the rotation mixes
 // the outliers into every channel.
 TEST(RotationSchemes, RotationDoesNotHelpPerChannelKeys) {
-  const EvalResult r = run(scenario("research-rotation.toml"));
+  const EvalResult r = first_result(scenario("research-rotation.toml"));
   for (const size_t rotated : {channel_hadamard, channel_random}) {
     EXPECT_GT(mean(r, rotated, Metric::max_logit_err), 1.1 * mean(r, channel, Metric::max_logit_err)) << r.pairs[rotated].name;
     EXPECT_GT(mean(r, rotated, Metric::attn_kl), mean(r, channel, Metric::attn_kl)) << r.pairs[rotated].name;
@@ -54,7 +54,7 @@ TEST(RotationSchemes, ChannelOffsetsHurtRotationPlusNormMoreThanAsymmetricPerCha
   ASSERT_EQ(offset.workload.keys.channel_offset, 8.0);
   Scenario plain = offset;
   plain.workload.keys.channel_offset = 0.0;
-  const EvalResult a = run(offset), b = run(plain);
+  const EvalResult a = first_result(offset), b = first_result(plain);
   for (const Metric m : {Metric::attn_kl, Metric::rel_out_err}) {
     const double turboquant = mean(a, 0, m) / mean(b, 0, m);
     const double per_channel = mean(a, 1, m) / mean(b, 1, m);

@@ -8,18 +8,16 @@
 
 #include "kvtune/evaluator.h"
 #include "kvtune/scenario.h"
+#include "scenario_support.h"
 #include "test_support.h"
 
 namespace kvtune {
 namespace {
 
-Scenario scenario(const std::string& file) {
-  return load_scenario(std::string(KVTUNE_SOURCE_DIR) + "/sweeps/" + file);
-}
+using testing::mean;
+using testing::scenario;
 
 std::vector<EvalResult> run(const Scenario& sc) { return evaluate_scenario(sc, builtin_registry()); }
-
-double mean(const EvalResult& r, size_t pair, Metric m) { return r.pairs.at(pair).summary(m).mean; }
 
 // (a) 0.843 -> 0.662 -> 0.504 -> 0.461: every step of the residual window lowers the error.
 TEST(Scenarios, ResidualWindowLowersTheErrorOfTwoBitKivi) {

@@ -3,9 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <initializer_list>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "builtin.h"
 #include "kvtune/error.h"
@@ -35,7 +40,42 @@ inline Matrix normal_matrix(int64_t rows, int64_t cols, uint64_t seed, float sig
   return m;
 }
 
+// N(0, scale) entries drawn from `rng`, which the caller keeps drawing from.
+inline Matrix random_matrix(int64_t rows, int64_t cols, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> n(0.0f, scale);
+  Matrix m(rows, cols);
+  for (int64_t i = 0; i < m.size(); ++i) m.data()[i] = n(rng);
+  return m;
+}
+
 inline SchemePtr make_scheme(const std::string& spec) { return builtin_registry().make(spec); }
+
+// A spec as the registry writes it back (the canonical form).
+inline std::string canonical(const std::string& spec) { return make_scheme(spec)->spec(); }
+
+// x quantized and dequantized by the scheme `spec` describes.
+inline Matrix roundtrip(const std::string& spec, const Matrix& x) {
+  Matrix y(x.rows(), x.cols());
+  make_scheme(spec)->roundtrip(x, {}, y);
+  return y;
+}
+
+// The float32 stored at byte `offset` of a packed buffer.
+inline float read_f32(const std::vector<std::byte>& p, size_t offset) {
+  float f;
+  std::memcpy(&f, p.data() + offset, 4);
+  return f;
+}
+
+// The configs/ folder of the source tree (model presets, runtime tables).
+inline std::filesystem::path config_dir() { return std::filesystem::path(KVTUNE_SOURCE_DIR) / "configs"; }
+
+// `path` made absolute and normalized, as the plugin loader reports it.
+inline std::string absolute(const std::string& path) {
+  return std::filesystem::absolute(path).lexically_normal().string();
+}
+
+constexpr uint64_t KiB = 1024, GiB = uint64_t(1) << 30;
 
 // A [rows, cols] block with the given values, row-major (a hand-computed test block).
 inline Matrix block(int64_t rows, int64_t cols, std::initializer_list<float> values) {

@@ -13,12 +13,7 @@
 namespace kvtune {
 namespace {
 
-Matrix random_matrix(int64_t rows, int64_t cols, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> n(0.0f, scale);
-  Matrix m(rows, cols);
-  for (int64_t i = 0; i < m.size(); ++i) m.data()[i] = n(rng);
-  return m;
-}
+using testing::random_matrix;
 
 // Every product of two float32 numbers is exact in float64, so a sum of n of them computed in
 // float64 is within n · 2^-53 · Σ|terms| of the exact sum; long double (64-bit significand) holds

@@ -17,14 +17,9 @@
 namespace kvtune {
 namespace {
 
-const double u32 = std::ldexp(1.0, -24), u64 = std::ldexp(1.0, -53), tiny = std::ldexp(1.0, -149);
+using testing::random_matrix;
 
-Matrix random_matrix(int64_t rows, int64_t cols, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> n(0.0f, scale);
-  Matrix m(rows, cols);
-  for (int64_t i = 0; i < m.size(); ++i) m.data()[i] = n(rng);
-  return m;
-}
+const double u32 = std::ldexp(1.0, -24), u64 = std::ldexp(1.0, -53), tiny = std::ldexp(1.0, -149);
 
 // The stated logit bound of each path, as a multiple of scale · Σ_e |q_e k_e|.
 double f32_logit_factor(int64_t d) { return double((d + 15) / 16 + 5) * u32; }

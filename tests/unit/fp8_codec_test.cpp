@@ -189,7 +189,7 @@ float cuda_decode(uint8_t code, Fp8Format f) {
 // between neighbouring codes (ties, in every binade, subnormals included) and its neighbours, the
 // saturation points and beyond, infinities, NaNs, float subnormals and both zeros, for both signs;
 // then random bit patterns, half of them arbitrary and half within the fp8 exponent range.
-std::vector<float> hard_values() {
+std::vector<float> fp8_hard_values() {
   std::vector<float> v;
   auto add_around = [&](float x) {
     for (float s : {x, -x}) {
@@ -231,7 +231,7 @@ std::vector<float> hard_values() {
 }
 
 TEST(Fp8, MatchesCudaHostConversionsBitForBit) {
-  const std::vector<float> values = hard_values();
+  const std::vector<float> values = fp8_hard_values();
   ASSERT_GE(values.size(), 100000u);
   for (Fp8Format f : kFormats) {
     for (float x : values) {

@@ -15,17 +15,12 @@ namespace kvtune {
 namespace {
 
 using testing::make_scheme;
+using testing::read_f32;
 
 Matrix roundtrip(const Scheme& s, const Matrix& x) {
   Matrix out(x.rows(), x.cols());
   s.roundtrip(x, {}, out);
   return out;
-}
-
-float read_f32(const std::vector<std::byte>& p, size_t offset) {
-  float f;
-  std::memcpy(&f, p.data() + offset, 4);
-  return f;
 }
 
 float abs_max(const float* x, int64_t n) {

@@ -124,7 +124,7 @@ TEST(GgmlAvx2, FusedRoundTripsAreTheScalarBits) {
   ASSERT_GE(x.size() / 32, 16u + 8u);  // sixteen blocks at once, then eight
   for (int lead : {0, 8}) {
     for (Type type : {Type::q8_0, Type::q8_0_x86, Type::q4_0, Type::q4_1, Type::q5_0, Type::q5_1, Type::iq4_nl}) {
-      SCOPED_TRACE(testing::Message() << "type " << int(type) << ", lead " << lead);
+      SCOPED_TRACE(::testing::Message() << "type " << int(type) << ", lead " << lead);
       expect_scalar_bits(type, after_lead(x, lead));
     }
   }

@@ -20,14 +20,9 @@ namespace {
 
 using testing::data_path;
 using testing::make_scheme;
+using testing::roundtrip;
 
 Matrix ggml_input() { return read_npy(data_path("ggml/input.npy")).values; }
-
-Matrix roundtrip(const std::string& spec, const Matrix& x) {
-  Matrix y(x.rows(), x.cols());
-  make_scheme(spec)->roundtrip(x, {}, y);
-  return y;
-}
 
 void expect_bits_equal(const Matrix& got, const Matrix& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size());

@@ -16,18 +16,8 @@ namespace {
 
 using testing::block;
 using testing::make_scheme;
-
-Matrix roundtrip(const std::string& spec, const Matrix& x) {
-  Matrix out(x.rows(), x.cols());
-  make_scheme(spec)->roundtrip(x, {}, out);
-  return out;
-}
-
-float read_f32(const std::vector<std::byte>& p, size_t offset) {
-  float f;
-  std::memcpy(&f, p.data() + offset, 4);
-  return f;
-}
+using testing::read_f32;
+using testing::roundtrip;
 
 TEST(IntScheme, SymmetricPerTensorTwoBitsHandComputed) {
   // 2 bits symmetric: levels -1, 0, 1; s = amax / 1 = 4.

@@ -24,10 +24,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string absolute(const std::string& path) {
-  return std::filesystem::absolute(path).lexically_normal().string();
-}
+using testing::absolute;
 
 TEST(Isolation, ReturnsTheChildsBytes) {
   const std::string bytes("a\0b\xff", 4);

@@ -24,8 +24,8 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using testing::KiB;
 
-constexpr uint64_t KiB = 1024;
 constexpr size_t kErr = size_t(Metric::rel_out_err), kTop1 = size_t(Metric::top1_agree);
 
 LayerSummary layer(int64_t index, double mean, double p95, double max, size_t count = 4) {
@@ -37,7 +37,7 @@ LayerSummary layer(int64_t index, double mean, double p95, double max, size_t co
 }
 
 // A record whose overall metrics are those of its layers (means averaged, p95/max the largest).
-SweepRecord record(const std::string& k, const std::string& v, double k_bits, double v_bits,
+SweepRecord layered_record(const std::string& k, const std::string& v, double k_bits, double v_bits,
                    std::vector<LayerSummary> layers) {
   SweepRecord r;
   r.k = k;
@@ -60,8 +60,8 @@ SweepRecord record(const std::string& k, const std::string& v, double k_bits, do
 }
 
 // Layer 0 is the damaged one; the baseline (f16) barely errs anywhere.
-SweepRecord damaged_q4() { return record("q4_0", "q4_0", 4.5, 4.5, {layer(0, 0.4, 0.5, 0.6), layer(1, 0.1, 0.15, 0.2)}); }
-SweepRecord baseline() { return record("f16", "f16", 16, 16, {layer(0, 0.01, 0.02, 0.03), layer(1, 0.01, 0.02, 0.03)}); }
+SweepRecord damaged_q4() { return layered_record("q4_0", "q4_0", 4.5, 4.5, {layer(0, 0.4, 0.5, 0.6), layer(1, 0.1, 0.15, 0.2)}); }
+SweepRecord baseline() { return layered_record("f16", "f16", 16, 16, {layer(0, 0.01, 0.02, 0.03), layer(1, 0.01, 0.02, 0.03)}); }
 
 TEST(LayerExemption, WithEveryLayerSampledTheExemptLayerIsTheBaselinesOwn) {
   const SweepRecord r = exempt_record(damaged_q4(), baseline(), {0}, /*model_layers=*/2, "f16");
@@ -135,7 +135,7 @@ TEST(LayerExemption, DerivedIntervalsAreMixtureBoundsAndWilsonForRates) {
 }
 
 TEST(LayerExemption, TheMostDamagedLayersRankByTheMetricsDirection) {
-  const SweepRecord r = record("q4_0", "q4_0", 4.5, 4.5,
+  const SweepRecord r = layered_record("q4_0", "q4_0", 4.5, 4.5,
                                {layer(0, 0.1, 0.1, 0.1), layer(15, 0.3, 0.3, 0.3), layer(31, 0.2, 0.2, 0.2),
                                 layer(40, 0.3, 0.3, 0.3)});
   EXPECT_THAT(most_damaged_layers(r, Metric::rel_out_err, 1), ElementsAre(15));  // a tie keeps layer order
@@ -184,8 +184,8 @@ TEST(LayerExemption, EveryOkEvaluatedRecordGetsItsDerivedRecordsOnlyWithABaselin
 TEST(LayerExemption, MemoryCountsEachLayerWithItsOwnStorageForLlama70b) {
   // llama-3.1-70b: 80 layers x 8 KV heads x 128. q8_0/q4_0 is 130 KiB per token (1.625 KiB per layer),
   // f16/f16 320 KiB (4 KiB per layer): two exempt layers make 78 * 1.625 + 2 * 4 = 134.75 KiB.
-  SweepRecord q = record("q8_0", "q4_0", 8.5, 4.5, {layer(0, 0.4, 0.5, 0.6), layer(79, 0.1, 0.15, 0.2)});
-  SweepRecord f = record("f16", "f16", 16, 16, {layer(0, 0.01, 0.02, 0.03), layer(79, 0.01, 0.02, 0.03)});
+  SweepRecord q = layered_record("q8_0", "q4_0", 8.5, 4.5, {layer(0, 0.4, 0.5, 0.6), layer(79, 0.1, 0.15, 0.2)});
+  SweepRecord f = layered_record("f16", "f16", 16, 16, {layer(0, 0.01, 0.02, 0.03), layer(79, 0.01, 0.02, 0.03)});
   SweepRecord d = exempt_record(q, f, {0, 79}, 80, "f16");
   SweepSpec spec = two_layer_spec({q, f});
   spec.model = find_model_preset(fs::path(KVTUNE_SOURCE_DIR) / "configs", "llama-3.1-70b");
@@ -197,7 +197,7 @@ TEST(LayerExemption, MemoryCountsEachLayerWithItsOwnStorageForLlama70b) {
   EXPECT_DOUBLE_EQ(a.verdicts[2].memory->k_bits, (78 * 8.5 + 2 * 16) / 80.0);
 }
 
-RuntimeOption option(const std::string& name, const std::string& k, const std::string& v) {
+RuntimeOption table_option(const std::string& name, const std::string& k, const std::string& v) {
   RuntimeOption o;
   o.name = name;
   o.k_spec = k;
@@ -209,13 +209,13 @@ RuntimeOption option(const std::string& name, const std::string& k, const std::s
 TEST(LayerExemption, ARuntimeRecommendsTheExemptionWhenItIsTheCheapestWayToMeetTheBudget) {
   const std::vector<SweepRecord> evaluated = {
       damaged_q4(), baseline(),
-      record("q8_0", "q8_0", 8.5, 8.5, {layer(0, 0.04, 0.05, 0.06), layer(1, 0.04, 0.05, 0.06)})};
+      layered_record("q8_0", "q8_0", 8.5, 8.5, {layer(0, 0.04, 0.05, 0.06), layer(1, 0.04, 0.05, 0.06)})};
   SweepSpec spec = two_layer_spec(evaluated);
   spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.06}};
   RuntimeView view;
   view.title = "RT";
   view.version = "1.0";
-  view.options = {option("q4", "q4_0", "q4_0"), option("q8", "q8_0", "q8_0"), option("f16", "f16", "f16")};
+  view.options = {table_option("q4", "q4_0", "q4_0"), table_option("q8", "q8_0", "q8_0"), table_option("f16", "f16", "f16")};
   RuntimeOption exemption;
   exemption.name = "--skip";
   exemption.k_spec = exemption.v_spec = "f16";
@@ -235,7 +235,7 @@ TEST(LayerExemption, ARuntimeRecommendsTheExemptionWhenItIsTheCheapestWayToMeetT
   EXPECT_EQ(a.runtimes[0].option->name, "q8");
 
   // Without q8_0 the exemption is the only way: recommended with the flag filled in.
-  view.options = {option("q4", "q4_0", "q4_0"), option("f16", "f16", "f16")};
+  view.options = {table_option("q4", "q4_0", "q4_0"), table_option("f16", "f16", "f16")};
   spec.runtime_views = {view};
   const SweepAnalysis b = analyze_sweep(spec, records);
   ASSERT_TRUE(b.runtimes[0].option);
@@ -257,13 +257,13 @@ TEST(LayerExemption, OptionsFillEveryPlaceholderSpelling) {
   exemption.k_spec = exemption.v_spec = "bf16";
   exemption.settings.cli = {"--a {layers}", "--b {layers_space}"};
   exemption.settings.python = "skip=[{layers_quoted}]";
-  RuntimeOption x = option("x", "q4_0", "q4_0");
+  RuntimeOption x = table_option("x", "q4_0", "q4_0");
   x.settings.python = "f(kv=\"x\")";
   const RuntimeOption o = with_exempt_layers(x, exemption, {0, 31});
   EXPECT_THAT(o.settings.cli, ElementsAre("--kv x", "--a 0,31", "--b 0 31"));
   // One call with both keywords: the exemption's alone would configure no cache type.
   EXPECT_EQ(o.settings.python, "f(kv=\"x\", skip=[\"0\", \"31\"])");
-  EXPECT_EQ(with_exempt_layers(option("y", "q4_0", "q4_0"), exemption, {0}).settings.python, "");
+  EXPECT_EQ(with_exempt_layers(table_option("y", "q4_0", "q4_0"), exemption, {0}).settings.python, "");
 }
 
 // Gemma 2 9B's sliding-window layers (the even ones) kept at f16, as vLLM's
@@ -272,8 +272,8 @@ TEST(LayerExemption, OptionsFillEveryPlaceholderSpelling) {
 // over their 4096-token window: at 8192 tokens, per token and layer, q8_0/q4_0 stores
 // 8 x 256 x (8.5 + 4.5) / 8 = 3328 bytes and f16 8192, so 21 x 8192 x 3328 + 21 x 4096 x 8192.
 TEST(LayerExemption, SlidingWindowLayersKeptAtTheBaselineForGemma2) {
-  const SweepRecord q = record("q8_0", "q4_0", 8.5, 4.5, {layer(0, 0.4, 0.5, 0.6), layer(1, 0.1, 0.15, 0.2)});
-  const SweepRecord f = record("f16", "f16", 16, 16, {layer(0, 0.01, 0.02, 0.03), layer(1, 0.01, 0.02, 0.03)});
+  const SweepRecord q = layered_record("q8_0", "q4_0", 8.5, 4.5, {layer(0, 0.4, 0.5, 0.6), layer(1, 0.1, 0.15, 0.2)});
+  const SweepRecord f = layered_record("f16", "f16", 16, 16, {layer(0, 0.01, 0.02, 0.03), layer(1, 0.01, 0.02, 0.03)});
   SweepSpec spec = two_layer_spec({q, f});
   spec.model = find_model_preset(fs::path(KVTUNE_SOURCE_DIR) / "configs", "gemma-2-9b");
   spec.scenario.contexts = {8192};
@@ -315,7 +315,7 @@ TEST(LayerExemption, SlidingWindowLayersKeptAtTheBaselineForGemma2) {
   exemption.settings.cli = {"--skip {layers_space}"};
   exemption.settings.python = "skip=[{layers_quoted}]";
   exemption.attention_types = {"sliding_window"};
-  RuntimeOption q8q4 = option("q", "q8_0", "q4_0");
+  RuntimeOption q8q4 = table_option("q", "q8_0", "q4_0");
   q8q4.settings.python = "f(kv=\"q\")";
   const RuntimeOption named = with_exempt_attention_type(q8q4, exemption, "sliding_window");
   EXPECT_EQ(named.name, "q + sliding_window layers kept at f16 (--skip)");
@@ -325,7 +325,7 @@ TEST(LayerExemption, SlidingWindowLayersKeptAtTheBaselineForGemma2) {
   RuntimeView view;
   view.title = "RT";
   view.version = "1.0";
-  view.options = {option("q", "q8_0", "q4_0"), option("f16", "f16", "f16")};
+  view.options = {table_option("q", "q8_0", "q4_0"), table_option("f16", "f16", "f16")};
   view.layer_exemption = exemption;
   spec.runtimes = {{"rt", "1.0"}};
   spec.runtime_views = {view};

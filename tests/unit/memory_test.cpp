@@ -20,8 +20,9 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using testing::make_scheme;
-
-constexpr uint64_t KiB = 1024, GiB = uint64_t(1) << 30;
+using testing::config_dir;
+using testing::GiB;
+using testing::KiB;
 
 // Llama-3.1-70B's cache shape, as DESIGN §6 states it (80 layers, 8 KV heads, head_dim 128).
 const ModelShape kLlama70b = {80, 8, 128, 0, 0};
@@ -30,8 +31,6 @@ constexpr int64_t k128k = 131072;
 MemoryEstimate estimate(const ModelShape& shape, int64_t ctx, const std::string& k, const std::string& v) {
   return estimate_memory(shape, ctx, scheme_storage(make_scheme(k)), scheme_storage(make_scheme(v)));
 }
-
-fs::path config_dir() { return fs::path(KVTUNE_SOURCE_DIR) / "configs"; }
 
 // InputError's message, or a failure when `f` does not throw one.
 template <class F>

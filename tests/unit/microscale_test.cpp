@@ -28,7 +28,7 @@ namespace {
 
 using namespace codec;
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kInfinity = std::numeric_limits<float>::infinity();
 
 TEST(Microscale, E2M1DecodesTheEightMagnitudesOfTheSpec) {
   const float want[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -44,8 +44,8 @@ TEST(Microscale, E2M1RoundsToNearestEvenAndSaturates) {
   const std::pair<float, uint8_t> cases[] = {
       {0.0f, 0x0},  {0.25f, 0x0}, {0.2501f, 0x1}, {0.5f, 0x1},  {0.75f, 0x2}, {0.7499f, 0x1}, {1.25f, 0x2},
       {1.2501f, 0x3}, {1.75f, 0x4}, {2.5f, 0x4},  {2.5001f, 0x5}, {3.5f, 0x6}, {5.0f, 0x6},   {5.0001f, 0x7},
-      {6.0f, 0x7},  {7.0f, 0x7},  {1e30f, 0x7}, {kInf, 0x7},  {-0.0f, 0x8}, {-0.3f, 0x9},  {-5.5f, 0xf},
-      {-kInf, 0xf}, {1e-40f, 0x0},
+      {6.0f, 0x7},  {7.0f, 0x7},  {1e30f, 0x7}, {kInfinity, 0x7},  {-0.0f, 0x8}, {-0.3f, 0x9},  {-5.5f, 0xf},
+      {-kInfinity, 0xf}, {1e-40f, 0x0},
   };
   for (const auto& [x, code] : cases) EXPECT_EQ(f32_to_e2m1(x), code) << x;
   EXPECT_EQ(f32_to_e2m1(bits_float(0x7fc00000u)), 0x7);
@@ -59,7 +59,7 @@ TEST(Microscale, E8M0IsAPowerOfTwoRoundedUp) {
   EXPECT_EQ(f32_to_e8m0_up(0.0f), 0);     // clipped to 2^-127
   EXPECT_EQ(f32_to_e8m0_up(bits_float(0x00400000u)), 0);  // 2^-127 exactly
   EXPECT_EQ(f32_to_e8m0_up(bits_float(0x00400001u)), 1);
-  EXPECT_EQ(f32_to_e8m0_up(kInf), 254);
+  EXPECT_EQ(f32_to_e8m0_up(kInfinity), 254);
   EXPECT_EQ(f32_to_e8m0_up(std::numeric_limits<float>::max()), 254);
   EXPECT_EQ(f32_to_e8m0_up(bits_float(0x7fc00000u)), 255);
   EXPECT_EQ(e8m0_to_f32(127), 1.0f);
@@ -100,13 +100,13 @@ TEST(Microscale, Nvfp4TwoLevelScalesByHand) {
 
 // Every E2M1 value and midpoint with its float neighbours, the E8M0 powers of two and theirs,
 // specials and both zeros; then random bit patterns, half of them within 2^-30 .. 2^30.
-std::vector<float> hard_values() {
+std::vector<float> microscale_hard_values() {
   std::vector<float> v;
   auto add_around = [&](float x) {
     for (float s : {x, -x}) {
       v.push_back(s);
-      v.push_back(std::nextafter(s, kInf));
-      v.push_back(std::nextafter(s, -kInf));
+      v.push_back(std::nextafter(s, kInfinity));
+      v.push_back(std::nextafter(s, -kInfinity));
     }
   };
   for (uint8_t c = 0; c < 8; ++c) {
@@ -117,8 +117,8 @@ std::vector<float> hard_values() {
   for (int e = -149; e <= 127; ++e) add_around(std::ldexp(1.0f, e));
   for (float x : {std::numeric_limits<float>::max(), std::numeric_limits<float>::min(), 1e30f}) add_around(x);
   for (uint32_t nan : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800001u, 0x7fffffffu}) v.push_back(bits_float(nan));
-  v.push_back(kInf);
-  v.push_back(-kInf);
+  v.push_back(kInfinity);
+  v.push_back(-kInfinity);
   std::mt19937 engine(7);
   std::uniform_int_distribution<uint32_t> any_bits;
   for (int i = 0; i < 200000; ++i) {
@@ -134,8 +134,8 @@ std::vector<float> hard_values() {
 TEST(Microscale, E2M1TiesAwayTakeTheLargerMagnitude) {
   const std::pair<float, uint8_t> cases[] = {
       {0.0f, 0x0},  {0.2499f, 0x0}, {0.25f, 0x1}, {0.75f, 0x2},  {1.25f, 0x3},  {1.2499f, 0x2}, {1.75f, 0x4},
-      {2.5f, 0x5},  {3.5f, 0x6},    {5.0f, 0x7},  {4.9999f, 0x6}, {6.0f, 0x7},  {1e30f, 0x7},   {kInf, 0x7},
-      {-0.0f, 0x8}, {-0.25f, 0x9},  {-1.25f, 0xb}, {-2.5f, 0xd}, {-5.0f, 0xf}, {-kInf, 0xf},   {1e-40f, 0x0},
+      {2.5f, 0x5},  {3.5f, 0x6},    {5.0f, 0x7},  {4.9999f, 0x6}, {6.0f, 0x7},  {1e30f, 0x7},   {kInfinity, 0x7},
+      {-0.0f, 0x8}, {-0.25f, 0x9},  {-1.25f, 0xb}, {-2.5f, 0xd}, {-5.0f, 0xf}, {-kInfinity, 0xf},   {1e-40f, 0x0},
   };
   for (const auto& [x, code] : cases) EXPECT_EQ(f32_to_e2m1_ties_away(x), code) << x;
   EXPECT_EQ(f32_to_e2m1_ties_away(bits_float(0x7fc00000u)), 0x7);
@@ -146,7 +146,7 @@ TEST(Microscale, E2M1TiesAwayTakeTheLargerMagnitude) {
 // distance computed in double, a tie taking the larger magnitude (a reference that shares nothing
 // with the bounds), and it differs from round-to-even only at |x| = 0.25, 1.25, 2.5 and 5.
 TEST(Microscale, E2M1TiesAwayIsNearestWithTiesUpOverManyValues) {
-  const std::vector<float> values = hard_values();
+  const std::vector<float> values = microscale_hard_values();
   ASSERT_GE(values.size(), 100000u);
   std::set<float> differ;
   for (float x : values) {
@@ -173,7 +173,7 @@ TEST(Microscale, E2M1TiesAwayIsNearestWithTiesUpOverManyValues) {
 // The branch-free round trip the fused kernels use is the codec's, over the hard values (every
 // midpoint and its neighbours, both zeros, NaNs, infinities) and every 4099th bit pattern.
 TEST(Microscale, E2m1RoundIsTheCodecsRoundTrip) {
-  std::vector<float> values = hard_values();
+  std::vector<float> values = microscale_hard_values();
   for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 4099) values.push_back(bits_float(uint32_t(b)));
   ASSERT_GT(values.size(), 1000000u);
   for (float x : values) {
@@ -210,7 +210,7 @@ void expect_block_roundtrip_is_the_codecs(const std::vector<float>& x, const std
 // AVX-512 path rounds without products (up to 2^100) and go past it (2^101, 2^120; 2^-127 and 2^127
 // have no exact reciprocal).
 TEST(Microscale, BlockRoundTripLoopIsTheCodecs) {
-  std::vector<float> values = hard_values();
+  std::vector<float> values = microscale_hard_values();
   for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 4099) values.push_back(bits_float(uint32_t(b)));
   values.resize(values.size() / 32 * 32);
   for (int64_t block : {16, 32}) {
@@ -240,7 +240,7 @@ TEST(Microscale, BlockRoundTripIsTheCodecsAtEveryScaleInMixedGroups) {
     for (int64_t k = 0; k < blocks; ++k) {
       for (int64_t j = 0; j < block; ++j) {
         const float v = (j % 3 == 1 ? -1.0f : 1.0f) * levels[j % 16] * (scales[size_t(k)] > 0.0f ? scales[size_t(k)] : 1.0f);
-        x[size_t(k * block + j)] = j < 16 ? v : std::nextafter(v, j % 2 ? kInf : -kInf);
+        x[size_t(k * block + j)] = j < 16 ? v : std::nextafter(v, j % 2 ? kInfinity : -kInfinity);
       }
     }
     expect_block_roundtrip_is_the_codecs(x, scales, block);
@@ -266,8 +266,8 @@ TEST(Microscale, BlockRoundTripDividesNearEveryBoundary) {
     for (float scale : scales) {
       for (float mark : marks) {
         float v = mark * scale;
-        for (int i = 0; i < 24; ++i) v = std::nextafter(v, -kInf);
-        for (int i = 0; i < 49; ++i, v = std::nextafter(v, kInf)) x.push_back(i % 2 ? -v : v);
+        for (int i = 0; i < 24; ++i) v = std::nextafter(v, -kInfinity);
+        for (int i = 0; i < 49; ++i, v = std::nextafter(v, kInfinity)) x.push_back(i % 2 ? -v : v);
       }
       while (x.size() % size_t(block) != 0) x.push_back(0.0f);
       block_scale.resize(x.size() / size_t(block), scale);
@@ -278,7 +278,7 @@ TEST(Microscale, BlockRoundTripDividesNearEveryBoundary) {
 
 // The branch-free MX scale is the codec's E8M0 round trip for every non-NaN input.
 TEST(Microscale, E8m0UpValueIsTheCodecsRoundTrip) {
-  std::vector<float> values = hard_values();
+  std::vector<float> values = microscale_hard_values();
   for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 4099) values.push_back(bits_float(uint32_t(b)));
   for (float x : values) {
     if (std::isnan(x)) continue;
@@ -314,7 +314,7 @@ TEST(Microscale, BlockAbsMaxIsEachBlocksScan) {
 
 #if KVTUNE_HAVE_CUDA_HEADERS
 TEST(Microscale, E2M1MatchesCudaHostConversionBitForBit) {
-  const std::vector<float> values = hard_values();
+  const std::vector<float> values = microscale_hard_values();
   ASSERT_GE(values.size(), 100000u);
   for (float x : values) {
     ASSERT_EQ(f32_to_e2m1(x), __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest)) << std::hexfloat << x;
@@ -326,7 +326,7 @@ TEST(Microscale, E2M1MatchesCudaHostConversionBitForBit) {
 }
 
 TEST(Microscale, E8M0MatchesCudaHostConversionBitForBit) {
-  const std::vector<float> values = hard_values();
+  const std::vector<float> values = microscale_hard_values();
   for (float x : values) {
     ASSERT_EQ(f32_to_e8m0_up(x), __nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundPosInf)) << std::hexfloat << x;
   }

@@ -97,7 +97,7 @@ TEST(ModelProfile, NoProfileKeepsTheGenericStatistics) {
   EXPECT_EQ(sc.workload.query.outlier_scale, 1.0);
 }
 
-std::string error_of(const std::string& profile, const std::string& workload = "") {
+std::string profile_error(const std::string& profile, const std::string& workload = "") {
   const ProfileFile file(profile);
   try {
     parse_scenario(scenario(workload), "s.toml", {}, file.lookup());
@@ -109,19 +109,19 @@ std::string error_of(const std::string& profile, const std::string& workload = "
 
 // A bad value in the profile is named in the profile, at its line and column.
 TEST(ModelProfile, RefusesBadProfilesNamingTheirFile) {
-  EXPECT_THAT(error_of("[keys]\noutlier_offset = \"big\"\n"), HasSubstr("mine.toml:2:18: 'outlier_offset' must be a number"));
-  EXPECT_THAT(error_of("[keys]\noutlier_band = [0.9, 0.1]\n"), HasSubstr("mine.toml:2:16: 'outlier_band' must be [low, high]"));
-  EXPECT_THAT(error_of("[needles]\ndepths = [0.5]\n"), HasSubstr("mine.toml:1:2: unknown key 'needles' at the top level"));
-  EXPECT_THAT(error_of("[keys]\noutlier_cont = 2\n"), HasSubstr("mine.toml:2:1: unknown key 'outlier_cont' in [keys]"));
-  EXPECT_THAT(error_of("[[overrides]]\nlayers = [9]\n"), HasSubstr("mine.toml:2:11: 'layers' entries must be integers in 0..3"));
-  EXPECT_THAT(error_of("[keys\n"), HasSubstr("mine.toml:1:"));
-  EXPECT_THAT(error_of("[keys]\noutlier_count = 3\noutlier_pairs = true\n"),
+  EXPECT_THAT(profile_error("[keys]\noutlier_offset = \"big\"\n"), HasSubstr("mine.toml:2:18: 'outlier_offset' must be a number"));
+  EXPECT_THAT(profile_error("[keys]\noutlier_band = [0.9, 0.1]\n"), HasSubstr("mine.toml:2:16: 'outlier_band' must be [low, high]"));
+  EXPECT_THAT(profile_error("[needles]\ndepths = [0.5]\n"), HasSubstr("mine.toml:1:2: unknown key 'needles' at the top level"));
+  EXPECT_THAT(profile_error("[keys]\noutlier_cont = 2\n"), HasSubstr("mine.toml:2:1: unknown key 'outlier_cont' in [keys]"));
+  EXPECT_THAT(profile_error("[[overrides]]\nlayers = [9]\n"), HasSubstr("mine.toml:2:11: 'layers' entries must be integers in 0..3"));
+  EXPECT_THAT(profile_error("[keys\n"), HasSubstr("mine.toml:1:"));
+  EXPECT_THAT(profile_error("[keys]\noutlier_count = 3\noutlier_pairs = true\n"),
               HasSubstr("outlier_pairs needs an even outlier_count"));
   // More sinks than the workload's 256 tokens can hold: named at `profile`, with what to do (the
   // message had said only "[workload]"); a workload that lowers the count is fine.
-  EXPECT_THAT(error_of("[sinks]\ncount = 300\n"),
+  EXPECT_THAT(profile_error("[sinks]\ncount = 300\n"),
               HasSubstr("s.toml:5:11: the profile's [sinks] count 300 does not fit this workload's 256 tokens"));
-  EXPECT_EQ(error_of("[sinks]\ncount = 300\n", "[workload.sinks]\ncount = 2\n"), "no error");
+  EXPECT_EQ(profile_error("[sinks]\ncount = 300\n", "[workload.sinks]\ncount = 2\n"), "no error");
 }
 
 TEST(ModelProfile, RefusesAProfileThatCannotBeFound) {

@@ -20,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::string bytes_of(const std::string& path) {
+std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
@@ -89,8 +89,8 @@ class NpzCorrupt : public ::testing::Test {
 };
 
 TEST_F(NpzCorrupt, EachCorruptionIsNamed) {
-  const std::string stored = bytes_of(testing::data_path("npz/stored.npz"));
-  const std::string deflated = bytes_of(testing::data_path("npz/deflated.npz"));
+  const std::string stored = file_bytes(testing::data_path("npz/stored.npz"));
+  const std::string deflated = file_bytes(testing::data_path("npz/deflated.npz"));
   EXPECT_THAT(error_of("PK"), HasSubstr("bad.npz: not a .npz file"));
   EXPECT_THAT(error_of(std::string(100, 'x')), HasSubstr("no ZIP end-of-central-directory record"));
   // Cut off the front: the directory points past what is left.

@@ -32,15 +32,15 @@ using testing::make_scheme;
 
 // A scheme under test: a spec, optionally calibrated on a sample first (fp8 scale=calibrated
 // becomes scale=static with the fitted value).
-struct Case {
+struct LayoutCase {
   std::string spec;
   bool calibrated = false;
 };
 
 // Every device format kind; for int every bits value, axis and group, scale dtype and sym/asym
 // at least twice (SpecListCoversEveryDeviceFormatOption checks it).
-const std::vector<Case>& cases() {
-  static const std::vector<Case> all = {
+const std::vector<LayoutCase>& cases() {
+  static const std::vector<LayoutCase> all = {
       {"int:bits=2,axis=tensor"},
       {"int:bits=3,axis=tensor,asym,scale=f16"},
       {"int:bits=5,axis=tensor,asym,scale=bf16"},
@@ -94,15 +94,15 @@ const std::vector<Case>& cases() {
 }
 
 // gtest prints a failing parameter with this rather than as raw bytes.
-void PrintTo(const Case& c, std::ostream* os) { *os << (c.calibrated ? "calibrated " : "") << c.spec; }
+void PrintTo(const LayoutCase& c, std::ostream* os) { *os << (c.calibrated ? "calibrated " : "") << c.spec; }
 
-SchemePtr scheme_of(const Case& c) {
+SchemePtr scheme_of(const LayoutCase& c) {
   SchemePtr s = make_scheme(c.spec);
   if (c.calibrated) s = s->calibrate(testing::normal_matrix(48, 64, 11, 3.0f), {});
   return s;
 }
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+std::string case_name(const ::testing::TestParamInfo<LayoutCase>& info) {
   std::string name = info.param.calibrated ? "calibrated_" : "";
   for (char c : info.param.spec) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return name;
@@ -203,7 +203,7 @@ std::vector<int64_t> chunk_ends(const DeviceFormat& f, int64_t tokens) {
   return ends;
 }
 
-class PackedLayoutMatchesScheme : public ::testing::TestWithParam<Case> {
+class PackedLayoutMatchesScheme : public ::testing::TestWithParam<LayoutCase> {
  protected:
   // Checks (a) to (d) on one block. Stops at the first mismatch (a fatal failure), so a broken
   // layout reports once per shape rather than once per element.
@@ -282,7 +282,7 @@ TEST(PackedLayout, SpecListCoversEveryDeviceFormatOption) {
   std::set<int> kinds;
   std::multiset<int> bits, axis_groups, scale_types, asym;
   std::multiset<std::pair<bool, bool>> fp8_modes;  // (stores scales, static scale)
-  for (const Case& c : cases()) {
+  for (const LayoutCase& c : cases()) {
     const DeviceFormat f = *scheme_of(c)->device_format();
     kinds.insert(static_cast<int>(f.kind));
     if (f.kind == CodecKind::integer) {
@@ -420,7 +420,7 @@ TEST(PackedLayout, GgmlElementOfAnAllZeroBlockIsZero) {
 // the footprint is the layout's size, and decode_element reads what dequantize() reads.
 TEST(PackedLayout, EveryBuiltinDeviceFormatIsItsSchemesLayout) {
   std::set<std::string> listed;
-  for (const Case& c : cases()) listed.insert(scheme_of(c)->family());
+  for (const LayoutCase& c : cases()) listed.insert(scheme_of(c)->family());
   const Matrix sample = testing::normal_matrix(40, 64, 5, 2.0f);
   const int64_t kTokens[] = {1, 2, 31, 32, 33, 64, 65, 129, 300};
   const int64_t kHeadDims[] = {32, 64, 96, 128, 160, 256};

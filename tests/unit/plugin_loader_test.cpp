@@ -22,10 +22,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-std::string absolute(const std::string& path) {
-  return std::filesystem::absolute(path).lexically_normal().string();
-}
+using testing::absolute;
 
 // The InputError message of f(), or a test failure.
 template <class F>

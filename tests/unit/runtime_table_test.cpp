@@ -18,11 +18,10 @@ namespace {
 using ::testing::HasSubstr;
 
 using testing::any_contains;
+using testing::config_dir;
 using testing::find;
 using testing::has;
 using testing::shipped;
-
-std::filesystem::path config_dir() { return std::filesystem::path(KVTUNE_SOURCE_DIR) / "configs"; }
 
 // The message of the InputError that parsing `text` throws (empty when it parses).
 std::string parse_error(const std::string& text) {

@@ -15,6 +15,7 @@ namespace kvtune {
 namespace {
 
 using testing::any_contains;
+using testing::canonical;
 using testing::find;
 using testing::has;
 using testing::shipped;
@@ -23,8 +24,6 @@ bool lists_not_emulated(const RuntimeView& view, const std::string& part) {
   return std::any_of(view.not_emulated.begin(), view.not_emulated.end(),
                      [&](const RuntimeNotEmulated& n) { return n.setting.find(part) != std::string::npos; });
 }
-
-std::string canonical(const std::string& spec) { return builtin_registry().make(spec)->spec(); }
 
 TEST(RuntimeVersionsServing, TransformersHqqBackendSpellingSplitsAt456) {
   const RuntimeTable t = shipped("transformers");

@@ -12,7 +12,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::make_scheme;
 
-std::string error_of(const std::string& spec) {
+std::string spec_error(const std::string& spec) {
   try {
     make_scheme(spec);
   } catch (const InputError& e) {
@@ -54,27 +54,27 @@ TEST(Spec, CanonicalSpellingRoundTrips) {
 }
 
 TEST(Spec, UnknownFamilyListsTheValidOnes) {
-  const std::string e = error_of("int9:bits=4");
+  const std::string e = spec_error("int9:bits=4");
   EXPECT_THAT(e, HasSubstr("unknown scheme 'int9'"));
   EXPECT_THAT(e, HasSubstr("valid ones are: "));
   for (const std::string& name : builtin_registry().names()) EXPECT_THAT(e, HasSubstr(name));
 }
 
 TEST(Spec, UnknownParameterListsTheValidOnes) {
-  const std::string e = error_of("int:bits=4,foo=1");
+  const std::string e = spec_error("int:bits=4,foo=1");
   EXPECT_THAT(e, HasSubstr("unknown parameter 'foo'"));
   EXPECT_THAT(e, HasSubstr("bits (2..8)"));
   EXPECT_THAT(e, HasSubstr("axis (tensor|channel|token)"));
-  EXPECT_THAT(error_of("f16:bits=4"), HasSubstr("valid ones are: rotation (none|hadamard|random|rht)"));
+  EXPECT_THAT(spec_error("f16:bits=4"), HasSubstr("valid ones are: rotation (none|hadamard|random|rht)"));
 }
 
 TEST(Spec, BadValuesNameTheDomain) {
-  EXPECT_THAT(error_of("int:bits=9"), HasSubstr("'bits' = '9' is not valid; expected 2..8"));
-  EXPECT_THAT(error_of("int:bits=four"), HasSubstr("expected 2..8"));
-  EXPECT_THAT(error_of("int:axis=row"), HasSubstr("expected tensor|channel|token"));
-  EXPECT_THAT(error_of("int:asym=yes"), HasSubstr("'asym' is a flag"));
-  EXPECT_THAT(error_of("int:bits"), HasSubstr("needs a value"));
-  EXPECT_THAT(error_of("int:group=32"), HasSubstr("'group' needs axis=channel"));
+  EXPECT_THAT(spec_error("int:bits=9"), HasSubstr("'bits' = '9' is not valid; expected 2..8"));
+  EXPECT_THAT(spec_error("int:bits=four"), HasSubstr("expected 2..8"));
+  EXPECT_THAT(spec_error("int:axis=row"), HasSubstr("expected tensor|channel|token"));
+  EXPECT_THAT(spec_error("int:asym=yes"), HasSubstr("'asym' is a flag"));
+  EXPECT_THAT(spec_error("int:bits"), HasSubstr("needs a value"));
+  EXPECT_THAT(spec_error("int:group=32"), HasSubstr("'group' needs axis=channel"));
 }
 
 TEST(Registry, RefusesDuplicateNamesNamingBothOrigins) {

@@ -27,8 +27,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
-
-constexpr uint64_t KiB = 1024, GiB = uint64_t(1) << 30;
+using testing::GiB;
+using testing::KiB;
 
 SweepRecord record(const std::string& k, const std::string& v, double k_bits, double v_bits, double err) {
   SweepRecord r;

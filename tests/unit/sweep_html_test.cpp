@@ -25,7 +25,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-SweepRecord record(const std::string& k, const std::string& v, double k_bits, double v_bits, double err) {
+SweepRecord html_record(const std::string& k, const std::string& v, double k_bits, double v_bits, double err) {
   SweepRecord r;
   r.k = k;
   r.v = v;
@@ -38,7 +38,7 @@ SweepRecord record(const std::string& k, const std::string& v, double k_bits, do
 }
 
 // Budget: mean rel_out_err <= 0.05; one runtime "RT" offering the pair (a, a).
-SweepSpec make_spec(const std::vector<SweepRecord>& records) {
+SweepSpec html_spec(const std::vector<SweepRecord>& records) {
   SweepSpec spec;
   spec.name = "unit";
   spec.source = "unit.toml";
@@ -80,9 +80,9 @@ const json& layer(const json& chart, const std::string& name) {
 // a (8 bits, 0.03) is RT's option; b (4 bits, 0.01) is search only and the best; c failed; d is
 // lossless. The log axis takes a and b; the band reaches the bound; best and RT's pick are ringed.
 TEST(SweepCharts, ParetoDrawsEveryRunPointWithTheBudgetAndThePicks) {
-  const std::vector<SweepRecord> records = {record("a", "a", 8, 8, 0.03), record("b", "b", 4, 4, 0.01), failed("c"),
-                                            record("d", "d", 16, 16, 0.0)};
-  const SweepSpec spec = make_spec(records);
+  const std::vector<SweepRecord> records = {html_record("a", "a", 8, 8, 0.03), html_record("b", "b", 4, 4, 0.01), failed("c"),
+                                            html_record("d", "d", 16, 16, 0.0)};
+  const SweepSpec spec = html_spec(records);
   const json pareto = charts_by_name(spec, records).at("pareto");
   EXPECT_EQ(pareto.at("$schema"), "https://vega.github.io/schema/vega-lite/v6.json");
   const json& points = pareto.at("data").at("values");
@@ -112,8 +112,8 @@ TEST(SweepCharts, ParetoDrawsEveryRunPointWithTheBudgetAndThePicks) {
 }
 
 TEST(SweepCharts, TheChartsAreThoseTheRecordsSupport) {
-  std::vector<SweepRecord> records = {record("a", "a", 8, 8, 0.03), record("b", "b", 4, 4, 0.01)};
-  SweepSpec spec = make_spec(records);
+  std::vector<SweepRecord> records = {html_record("a", "a", 8, 8, 0.03), html_record("b", "b", 4, 4, 0.01)};
+  SweepSpec spec = html_spec(records);
   std::map<std::string, json> charts = charts_by_name(spec, records);
   std::vector<std::string> names;
   for (const auto& [name, chart] : charts) names.push_back(name);
@@ -150,10 +150,10 @@ TEST(SweepCharts, TheChartsAreThoseTheRecordsSupport) {
 
 // Bits binned to 0.01 share a cell, which keeps its lowest error; lossless pairs are left out.
 TEST(SweepCharts, TheKvSplitKeepsTheLowestErrorAtEachBitWidth) {
-  const std::vector<SweepRecord> records = {record("a", "a", 4, 8, 0.02), record("b", "b", 4, 8, 0.01),
-                                            record("c", "c", 4.0001, 8, 0.005), record("d", "d", 8, 4, 0.04),
-                                            record("e", "e", 16, 16, 0.0)};
-  const SweepSpec spec = make_spec(records);
+  const std::vector<SweepRecord> records = {html_record("a", "a", 4, 8, 0.02), html_record("b", "b", 4, 8, 0.01),
+                                            html_record("c", "c", 4.0001, 8, 0.005), html_record("d", "d", 8, 4, 0.04),
+                                            html_record("e", "e", 16, 16, 0.0)};
+  const SweepSpec spec = html_spec(records);
   const json cells = charts_by_name(spec, records).at("kv_split").at("data").at("values");
   ASSERT_EQ(cells.size(), 2u);
   EXPECT_EQ(cells[0].at("k_bits"), 4.0);
@@ -170,8 +170,8 @@ ChartScript script(const std::string& package, const std::string& code) {
 // A name, a spec or a script holding "</script>" cannot end its element early: the page has
 // exactly one closing tag per element (three scripts, the specs, the page's own code).
 TEST(SweepHtml, NothingInTheDataOrTheScriptsClosesItsElement) {
-  std::vector<SweepRecord> records = {record("a", "a", 8, 8, 0.03), record("b</script><script>x()", "b", 4, 4, 0.01)};
-  SweepSpec spec = make_spec(records);
+  std::vector<SweepRecord> records = {html_record("a", "a", 8, 8, 0.03), html_record("b</script><script>x()", "b", 4, 4, 0.01)};
+  SweepSpec spec = html_spec(records);
   spec.name = "n</script><b>";
   const std::string page = sweep_report_html(spec, records, analyze_sweep(spec, records),
                                              {script("vega", "var s = '</script>';"), script("vega-lite", "1"),
@@ -189,8 +189,8 @@ TEST(SweepHtml, NothingInTheDataOrTheScriptsClosesItsElement) {
 }
 
 TEST(SweepHtml, ThePageHoldsEveryPointTheChartsAndTheRuntimeSettings) {
-  const std::vector<SweepRecord> records = {record("a", "a", 8, 8, 0.03), record("b", "b", 4, 4, 0.01), failed("c")};
-  const SweepSpec spec = make_spec(records);
+  const std::vector<SweepRecord> records = {html_record("a", "a", 8, 8, 0.03), html_record("b", "b", 4, 4, 0.01), failed("c")};
+  const SweepSpec spec = html_spec(records);
   const std::string page = sweep_report_html(spec, records, analyze_sweep(spec, records), {});
   for (const char* id : {"chart-pareto", "chart-kv_split", "points-table", "kvtune-charts", "section-report"}) {
     EXPECT_THAT(page, HasSubstr(std::string("id=\"") + id + "\"")) << id;
@@ -220,8 +220,8 @@ class SweepHtmlFiles : public ::testing::Test {
 };
 
 TEST_F(SweepHtmlFiles, WritesThePageAndEachChartBesideIt) {
-  const std::vector<SweepRecord> records = {record("a", "a", 8, 8, 0.03), record("b", "b", 4, 4, 0.01)};
-  const SweepSpec spec = make_spec(records);
+  const std::vector<SweepRecord> records = {html_record("a", "a", 8, 8, 0.03), html_record("b", "b", 4, 4, 0.01)};
+  const SweepSpec spec = html_spec(records);
   const SweepAnalysis analysis = analyze_sweep(spec, records);
   write_sweep_html((dir_ / "page.html").string(), spec, records, analysis, {});
   EXPECT_EQ(text(dir_ / "page.html"), sweep_report_html(spec, records, analysis, {}));

@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-SweepSpec small_spec(std::vector<SweepPoint> points) {
+SweepSpec points_spec(std::vector<SweepPoint> points) {
   SweepSpec spec;
   spec.name = "small";
   spec.source = "small.toml";
@@ -80,7 +80,7 @@ class SweepRun : public ::testing::Test {
 // Each sampled layer's cases summarised apart: the layer means, weighted by their sample counts,
 // give the record's mean, and the per-layer summaries survive results.jsonl.
 TEST_F(SweepRun, RecordsCarryEachSampledLayersSummaries) {
-  SweepSpec spec = small_spec({{"q4_0", "q4_0", "search"}});
+  SweepSpec spec = points_spec({{"q4_0", "q4_0", "search"}});
   spec.scenario.workload.layers = 3;
   spec.scenario.workload.overrides = {{.layers = {2}, .outlier_scale = 40.0}};
   spec.scenario.layers = {0, 2};
@@ -111,7 +111,7 @@ TEST_F(SweepRun, RecordsCarryEachSampledLayersSummaries) {
 // Each sampled KV head summarised apart like a layer, and needle_hit kept per depth (a rate with
 // Wilson's interval): both survive results.jsonl, and the depths' needles add up to the record's.
 TEST_F(SweepRun, RecordsCarryEachHeadAndEachNeedleDepth) {
-  SweepSpec spec = small_spec({{"q4_0", "q4_0", "search"}});
+  SweepSpec spec = points_spec({{"q4_0", "q4_0", "search"}});
   spec.budget.confidence = 0.95;
   spec.scenario.workload.kv_heads = 2;
   spec.scenario.heads = {0, 1};
@@ -148,7 +148,7 @@ TEST_F(SweepRun, RecordsCarryEachHeadAndEachNeedleDepth) {
 }
 
 TEST_F(SweepRun, StreamsOneLinePerPointWithMetricsAndProvenance) {
-  const SweepSpec spec = small_spec(grid_points());
+  const SweepSpec spec = points_spec(grid_points());
   const std::vector<SweepRecord> records = run_sweep(typed(spec), options());
   ASSERT_EQ(records.size(), 6u);
   EXPECT_EQ(line_count(results()), 6u);
@@ -174,7 +174,7 @@ TEST_F(SweepRun, StreamsOneLinePerPointWithMetricsAndProvenance) {
 }
 
 TEST_F(SweepRun, ResumeSkipsWhatIsDoneAndRefusesAnotherSpec) {
-  SweepSpec spec = small_spec(grid_points());
+  SweepSpec spec = points_spec(grid_points());
   SweepRunOptions o = options();
   const std::vector<SweepRecord> first = run_sweep(typed(spec), o);
   EXPECT_THROW(run_sweep(typed(spec), o), InputError);  // exists, no --resume
@@ -220,7 +220,7 @@ TEST_F(SweepRun, ResumeSkipsWhatIsDoneAndRefusesAnotherSpec) {
 }
 
 TEST_F(SweepRun, ShardsCoverEveryPointOnceAndMergeToTheUnshardedResult) {
-  const SweepSpec spec = small_spec(grid_points());
+  const SweepSpec spec = points_spec(grid_points());
   const std::vector<SweepRecord> whole = run_sweep(typed(spec), options("whole"));
   for (int64_t i = 0; i < 3; ++i) {
     SweepRunOptions o = options("shard" + std::to_string(i));
@@ -245,7 +245,7 @@ TEST_F(SweepRun, ShardsCoverEveryPointOnceAndMergeToTheUnshardedResult) {
 }
 
 TEST_F(SweepRun, MergeRefusesShardsOfDifferentSweeps) {
-  SweepSpec a = small_spec({{"q8_0", "q8_0", "search"}});
+  SweepSpec a = points_spec({{"q8_0", "q8_0", "search"}});
   run_sweep(typed(a), options("a"));
   a.hash = 0x77;
   run_sweep(typed(a), options("b"));
@@ -258,7 +258,7 @@ TEST_F(SweepRun, MergeRefusesShardsOfDifferentSweeps) {
 }
 
 TEST_F(SweepRun, APointWhoseSchemeFailsIsRecordedAndTheSweepGoesOn) {
-  SweepSpec spec = small_spec({{"f16", "none", "search"}, {"q8_0", "none", "search"}});
+  SweepSpec spec = points_spec({{"f16", "none", "search"}, {"q8_0", "none", "search"}});
   spec.scenario.workload.keys.scale = 1e4;  // keys beyond f16's range (65504) with the outliers x10
   const std::vector<SweepRecord> records = run_sweep(typed(spec), options());
   ASSERT_EQ(records.size(), 2u);
@@ -272,7 +272,7 @@ TEST_F(SweepRun, APointWhoseSchemeFailsIsRecordedAndTheSweepGoesOn) {
 }
 
 TEST_F(SweepRun, IndependentPairingPairsThePerRoleFrontiers) {
-  SweepSpec spec = small_spec({});
+  SweepSpec spec = points_spec({});
   spec.pairing = Pairing::independent;
   // K: 8-bit per channel (better, more bits), 2-bit per channel (worse, fewer bits), and 8-bit
   // per token, which has more bits than 8-bit per channel (a scale per token: 8.5 vs 8.125) and a
@@ -296,7 +296,7 @@ TEST_F(SweepRun, IndependentPairingPairsThePerRoleFrontiers) {
 
 // Records are only exact for the build that computed them: resume and merge refuse another one's.
 TEST_F(SweepRun, ResumeAndMergeRefuseResultsOfAnotherBuild) {
-  const SweepSpec spec = small_spec({{"q8_0", "q8_0", "search"}, {"q4_0", "q4_0", "search"}});
+  const SweepSpec spec = points_spec({{"q8_0", "q8_0", "search"}, {"q4_0", "q4_0", "search"}});
   run_sweep(typed(spec), options("a"));
   run_sweep(typed(spec), options("b"));
   const std::vector<SweepRecord> mine = read_records(results("a"));
@@ -349,7 +349,7 @@ TEST_F(SweepRun, MalformedResultLinesAreNamedWithTheirLine) {
 // A spec_hash that is not 1..16 hex digits is a bad input named with its line, not an internal error
 // (std::stoull threw std::invalid_argument / out_of_range, which the CLI reported with exit 1).
 TEST_F(SweepRun, AMalformedSpecHashIsNamedWithItsLine) {
-  run_sweep(typed(small_spec(grid_points())), options());
+  run_sweep(typed(points_spec(grid_points())), options());
   std::ifstream in(results());
   std::string first;
   std::getline(in, first);
@@ -376,7 +376,7 @@ TEST_F(SweepRun, AMalformedSpecHashIsNamedWithItsLine) {
 // Every record carries its metrics' intervals (bootstrap over the cases, Wilson for rates), per
 // layer too, and they come back from results.jsonl bit for bit.
 TEST_F(SweepRun, RecordsCarryTheirIntervalsThroughResultsJsonl) {
-  SweepSpec spec = small_spec(grid_points());
+  SweepSpec spec = points_spec(grid_points());
   spec.scenario.workload.layers = 2;
   spec.scenario.layers = {0, 1};
   const std::vector<SweepRecord> records = run_sweep(typed(spec), options());
@@ -398,7 +398,7 @@ TEST_F(SweepRun, RecordsCarryTheirIntervalsThroughResultsJsonl) {
 }
 
 TEST_F(SweepRun, AMalformedIntervalIsNamedWithItsLine) {
-  const SweepSpec spec = small_spec(grid_points());
+  const SweepSpec spec = points_spec(grid_points());
   run_sweep(typed(spec), options());
   std::ifstream in(results());
   std::string first;

@@ -20,8 +20,8 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-std::filesystem::path config_dir() { return std::filesystem::path(KVTUNE_SOURCE_DIR) / "configs"; }
+using testing::canonical;
+using testing::config_dir;
 
 const SweepContext& context() {
   static const SweepContext c = [] {
@@ -38,7 +38,7 @@ const SweepContext& context() {
 SweepSpec parse(const std::string& text) { return parse_sweep(text, "s.toml", context()); }
 
 // The message of the InputError that parsing `text` throws (empty when it parses).
-std::string error_of(const std::string& text) {
+std::string sweep_spec_error(const std::string& text) {
   try {
     parse(text);
   } catch (const InputError& e) {
@@ -46,8 +46,6 @@ std::string error_of(const std::string& text) {
   }
   return {};
 }
-
-std::string canonical(const std::string& spec) { return builtin_registry().make(spec)->spec(); }
 
 std::vector<std::pair<std::string, std::string>> pairs_of(const SweepSpec& s) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -99,12 +97,12 @@ residual_window = { from = 0, to = 256, step = 128 }
   EXPECT_TRUE(any_contains(s.k_candidates, "int:bits=6,axis=token,group=64,residual_window=256"));
 
   const std::string grid = "[search]\nv = [\"f16\"]\n[[search.grid]]\nroles = [\"k\"]\nfamily = \"int\"\n";
-  EXPECT_THAT(error_of(grid + "axis = { from = 1, to = 2 }\n"),
+  EXPECT_THAT(sweep_spec_error(grid + "axis = { from = 1, to = 2 }\n"),
               HasSubstr("s.toml:6:8: 'axis' is not an integer parameter: list its values"));
-  EXPECT_THAT(error_of(grid + "bits = { from = 2, to = 8, step = 2, factor = 2 }\n"),
+  EXPECT_THAT(sweep_spec_error(grid + "bits = { from = 2, to = 8, step = 2, factor = 2 }\n"),
               HasSubstr("s.toml:6:8: 'bits': give 'step' or 'factor', not both"));
-  EXPECT_THAT(error_of(grid + "bits = { from = 2, to = 10 }\n"), HasSubstr("'bits' = 9 is not valid; expected 2..8"));
-  EXPECT_THAT(error_of(grid + "bits = { to = 8 }\n"), HasSubstr("missing key 'from' in [bits]"));
+  EXPECT_THAT(sweep_spec_error(grid + "bits = { from = 2, to = 10 }\n"), HasSubstr("'bits' = 9 is not valid; expected 2..8"));
+  EXPECT_THAT(sweep_spec_error(grid + "bits = { to = 8 }\n"), HasSubstr("missing key 'from' in [bits]"));
 }
 
 TEST(SweepSpec, SkipInvalidDropsRefusedCombinationsAndSaysSo) {
@@ -350,7 +348,7 @@ TEST(SweepSpec, ASweepOnACaptureChecksItsShapeAndHashesTheCapture) {
 
 TEST(SweepSpec, RefusesBadTensorParallelNamingFileLineAndColumn) {
   auto error_with = [](const std::string& fit) {
-    return error_of("[search]\nboth = [\"q8_0\"]\n[workload]\nmodel = \"llama-3.1-70b\"\n[budget]\nfit = " + fit +
+    return sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[workload]\nmodel = \"llama-3.1-70b\"\n[budget]\nfit = " + fit +
                     "\n");
   };
   for (const char* bad : {"0", "\"8\"", "2.5", "-1", "4097", "1.5e26", "-1e300"}) {
@@ -419,7 +417,7 @@ TEST(SweepSpec, BudgetConfidenceIsReadRangeCheckedAndHashed) {
   EXPECT_NE(judged.hash, plain.hash);
   EXPECT_EQ(parse(std::string(kHashed) + "[budget]\nmax_rel_out_err = 0.05\n").hash, plain.hash);
   for (const char* bad : {"1.0", "0.2", "\"95%\""}) {
-    EXPECT_THAT(error_of(std::string(kHashed) + "[budget]\nconfidence = " + bad + "\n"),
+    EXPECT_THAT(sweep_spec_error(std::string(kHashed) + "[budget]\nconfidence = " + bad + "\n"),
                 HasSubstr("s.toml:13:14: 'confidence' must be a number in 0.5..0.999"))
         << bad;
   }
@@ -437,7 +435,7 @@ TEST(SweepSpec, MetricsPrecisionIsReadCheckedAndHashed) {
   EXPECT_EQ(f32.scenario.precision, Precision::float32);
   EXPECT_NE(f32.hash, plain.hash);
   for (const char* bad : {"\"fp32\"", "32"}) {
-    EXPECT_THAT(error_of(std::string(kHashed) + "[metrics]\nprecision = " + bad + "\n"),
+    EXPECT_THAT(sweep_spec_error(std::string(kHashed) + "[metrics]\nprecision = " + bad + "\n"),
                 HasSubstr("s.toml:13:13: 'precision' must be one of: float64, float32"))
         << bad;
   }
@@ -476,84 +474,84 @@ TEST(SweepSpec, ShippedDefaultParses) {
 // ---- bad input: every message names file:line:col ----
 
 TEST(SweepSpec, RefusesUnknownKeys) {
-  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\nparing = \"matched\"\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\nparing = \"matched\"\n"),
               HasSubstr("s.toml:3:1: unknown key 'paring' in [search]; valid keys are: both"));
-  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[budget]\nmax_err = 0.1\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[budget]\nmax_err = 0.1\n"),
               HasSubstr("s.toml:4:1: unknown key 'max_err' in [budget]"));
-  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[[search.grid]]\nfamily = \"int\"\nbitz = 4\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[[search.grid]]\nfamily = \"int\"\nbitz = 4\n"),
               HasSubstr("s.toml:5:1: unknown key 'bitz' in [search.grid]; valid keys are: asym, axis, bits"));
-  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[search.policy]\nwindow = 4\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[search.policy]\nwindow = 4\n"),
               HasSubstr("s.toml:4:1: unknown key 'window' in [search.policy]"));
 }
 
 TEST(SweepSpec, RefusesBadSpecsAndGridValues) {
-  EXPECT_THAT(error_of("[search]\nk = [\"q8_0\", \"q9_0\"]\nv = [\"f16\"]\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nk = [\"q8_0\", \"q9_0\"]\nv = [\"f16\"]\n"),
               HasSubstr("s.toml:2:14: unknown scheme 'q9_0'"));
-  EXPECT_THAT(error_of("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\nbits = [4, 9]\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\nbits = [4, 9]\n"),
               HasSubstr("s.toml:5:12: 'bits' = 9 is not valid; expected 2..8"));
-  EXPECT_THAT(error_of("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\naxis = \"row\"\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\naxis = \"row\"\n"),
               HasSubstr("s.toml:5:8: 'axis' must be one of: tensor, channel, token"));
-  EXPECT_THAT(error_of("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\nasym = \"yes\"\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\nasym = \"yes\"\n"),
               HasSubstr("s.toml:5:8: 'asym' is a flag"));
-  EXPECT_THAT(error_of("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int8\"\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int8\"\n"),
               HasSubstr("s.toml:4:10: 'family' must be one of: bf16"));
-  EXPECT_THAT(error_of("[search]\nv = [\"f16\"]\n[search.policy]\nresidual_window = [0, -4]\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nv = [\"f16\"]\n[search.policy]\nresidual_window = [0, -4]\n"),
               HasSubstr("s.toml:4:23: 'residual_window' = -4 is not valid"));
 }
 
 TEST(SweepSpec, RefusesGridCombinationsWithoutSkipInvalid) {
-  EXPECT_THAT(error_of("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\naxis = [\"token\", \"tensor\"]\n"
+  EXPECT_THAT(sweep_spec_error("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\naxis = [\"token\", \"tensor\"]\n"
                        "group = 32\n"),
               HasSubstr("s.toml:3:1: [[search.grid]] combination 'int:axis=tensor,group=32' is refused"));
   // A combination the family accepts but the workload's head_dim cannot take.
-  EXPECT_THAT(error_of("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\naxis = \"token\"\ngroup = 48\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\naxis = \"token\"\ngroup = 48\n"),
               HasSubstr("s.toml:3:1: K candidate 'int:bits=8,axis=token,group=48': cannot take the workload "
                         "(4096 tokens, head_dim 128)"));
-  EXPECT_THAT(error_of("[search]\nk = [\"q8_0\"]\nv = [\"q4_0\"]\n[workload]\nhead_dim = 48\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nk = [\"q8_0\"]\nv = [\"q4_0\"]\n[workload]\nhead_dim = 48\n"),
               HasSubstr("s.toml:2:6: K candidate 'q8_0': cannot take the workload"));
-  EXPECT_THAT(error_of("[search]\nk = [\"q8_0\"]\nv = [\"q4_0\"]\n[search.k_policy]\nrope_stage = \"pre\"\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nk = [\"q8_0\"]\nv = [\"q4_0\"]\n[search.k_policy]\nrope_stage = \"pre\"\n"),
               HasSubstr("s.toml:2:6: K candidate 'q8_0:rope_stage=pre': cannot take the workload"));
 }
 
 TEST(SweepSpec, RefusesBadWorkloadsAndBudgets) {
-  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[workload]\ntokens = [1024, 2048]\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[workload]\ntokens = [1024, 2048]\n"),
               HasSubstr("s.toml:4:10: a sweep evaluates one context length; 'tokens' lists 2"));
-  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[budget]\nmin_needle_hit = 0.9\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[budget]\nmin_needle_hit = 0.9\n"),
               HasSubstr("s.toml:4:18: 'min_needle_hit' needs needles in the workload"));
-  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[budget]\nfit = { gpu_mem = \"80GiB\" }\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[budget]\nfit = { gpu_mem = \"80GiB\" }\n"),
               HasSubstr("s.toml:4:7: 'fit' needs [workload] model"));
-  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[workload]\nmodel = \"llama-3.1-8b\"\n[budget]\n"
+  EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[workload]\nmodel = \"llama-3.1-8b\"\n[budget]\n"
                        "fit = { gpu_mem = \"80 GiBs\" }\n"),
               HasSubstr("s.toml:6:19: "));
-  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[budget]\nobjective = \"min_cost\"\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[budget]\nobjective = \"min_cost\"\n"),
               HasSubstr("s.toml:4:13: 'objective' must be one of: min_bits, min_error"));
 }
 
 TEST(SweepSpec, RefusesBadRuntimes) {
-  EXPECT_THAT(error_of("runtimes = [\"vllm\", \"llama.cpp\"]\n"),
+  EXPECT_THAT(sweep_spec_error("runtimes = [\"vllm\", \"llama.cpp\"]\n"),
               HasSubstr("s.toml:1:21: unknown runtime 'llama.cpp'; valid ones are: llama-cpp, lmdeploy"));
-  EXPECT_THAT(error_of("runtimes = [\"vllm@banana\"]\n"), HasSubstr("s.toml:1:13: runtime 'vllm': "));
-  EXPECT_THAT(error_of("[[runtimes]]\nname = \"llama-cpp\"\nversion = \"8700\"\n"),
+  EXPECT_THAT(sweep_spec_error("runtimes = [\"vllm@banana\"]\n"), HasSubstr("s.toml:1:13: runtime 'vllm': "));
+  EXPECT_THAT(sweep_spec_error("[[runtimes]]\nname = \"llama-cpp\"\nversion = \"8700\"\n"),
               HasSubstr("s.toml:1:1: runtime 'llama-cpp': "));
-  EXPECT_THAT(error_of("runtimes = [\"vllm\", \"vllm@latest\"]\n"),
+  EXPECT_THAT(sweep_spec_error("runtimes = [\"vllm\", \"vllm@latest\"]\n"),
               HasSubstr("s.toml:1:21: runtime 'vllm@latest' is listed twice"));
 }
 
 TEST(SweepSpec, RefusesEmptyOrUnpairableSearches) {
-  EXPECT_THAT(error_of("name = \"x\"\n"), HasSubstr("s.toml: nothing to evaluate"));
-  EXPECT_THAT(error_of("[search]\npairing = \"zip\"\nboth = [\"q8_0\"]\n"),
+  EXPECT_THAT(sweep_spec_error("name = \"x\"\n"), HasSubstr("s.toml: nothing to evaluate"));
+  EXPECT_THAT(sweep_spec_error("[search]\npairing = \"zip\"\nboth = [\"q8_0\"]\n"),
               HasSubstr("s.toml:2:11: 'pairing' must be one of: cartesian, matched, independent"));
-  EXPECT_THAT(error_of("[search]\npairing = \"matched\"\nk = [\"q8_0\"]\nv = [\"q4_0\"]\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\npairing = \"matched\"\nk = [\"q8_0\"]\nv = [\"q4_0\"]\n"),
               HasSubstr("s.toml:2:11: pairing \"matched\" needs candidates that are both K and V candidates"));
-  EXPECT_THAT(error_of("[search]\nk = [\"q8_0\"]\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nk = [\"q8_0\"]\n"),
               HasSubstr("s.toml:1:1: pairing \"cartesian\" needs K and V candidates"));
-  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[search.constraints]\nexclude = [\"q8_0\"]\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[search.constraints]\nexclude = [\"q8_0\"]\n"),
               HasSubstr("s.toml:4:12: 'exclude' entries must be \"KSPEC/VSPEC\""));
-  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[search.constraints]\nexclude = [\"q8_0/q7_0\"]\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[search.constraints]\nexclude = [\"q8_0/q7_0\"]\n"),
               HasSubstr("s.toml:4:12: 'exclude' entry: unknown scheme 'q7_0'"));
-  EXPECT_THAT(error_of("[search]\nboth = [\"q8_0\"]\n[search.constraints]\nmax_pair_bits = 4.0\n"),
+  EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[search.constraints]\nmax_pair_bits = 4.0\n"),
               HasSubstr("s.toml: nothing to evaluate: [search.constraints] dropped every pair"));
-  EXPECT_THAT(error_of("[search]\npairing = \"independent\"\nboth = [\"q8_0\"]\n[search.constraints]\n"
+  EXPECT_THAT(sweep_spec_error("[search]\npairing = \"independent\"\nboth = [\"q8_0\"]\n[search.constraints]\n"
                        "k_bits_at_least_v_bits = true\n"),
               HasSubstr("s.toml:4:1: [search.constraints] apply to pairs"));
 }
@@ -567,12 +565,12 @@ namespace {
 // Issue #13: sweep files read seeds, layers and heads with the scenario reader, so a repeated
 // entry is refused here too instead of weighing one case double in every record.
 TEST(SweepSpec, RefusesRepeatedSeedsLayersAndHeads) {
-  EXPECT_EQ(error_of("seeds = [1, 1]\n[workload]\ntokens = 64\nhead_dim = 64\n[search]\nboth = [\"q8_0\"]\n"),
+  EXPECT_EQ(sweep_spec_error("seeds = [1, 1]\n[workload]\ntokens = 64\nhead_dim = 64\n[search]\nboth = [\"q8_0\"]\n"),
             "s.toml:1:9: 'seeds' lists 1 twice");
-  EXPECT_EQ(error_of("[workload]\ntokens = 64\nhead_dim = 64\nkv_heads = 4\nheads = [3, 3]\n[search]\n"
+  EXPECT_EQ(sweep_spec_error("[workload]\ntokens = 64\nhead_dim = 64\nkv_heads = 4\nheads = [3, 3]\n[search]\n"
                      "both = [\"q8_0\"]\n"),
             "s.toml:5:9: 'heads' lists 3 twice");
-  EXPECT_EQ(error_of("[workload]\ntokens = 64\nhead_dim = 64\nnum_layers = 4\nlayers = [0, 2, 0]\n[search]\n"
+  EXPECT_EQ(sweep_spec_error("[workload]\ntokens = 64\nhead_dim = 64\nnum_layers = 4\nlayers = [0, 2, 0]\n[search]\n"
                      "both = [\"q8_0\"]\n"),
             "s.toml:5:10: 'layers' lists 0 twice");
 }
@@ -591,15 +589,15 @@ TEST(SweepSpec, ExemptLayersAddTheBaselinePairAndAreChecked) {
   const SweepSpec f16 = parse(head + "exempt_layers = [1]\nexempt_spec = \"f16\"\n");
   EXPECT_EQ(f16.exemption.spec, "f16");
   EXPECT_EQ(f16.points.size(), 2u);
-  EXPECT_EQ(error_of(head + "exempt_layers = [3]\n"),
+  EXPECT_EQ(sweep_spec_error(head + "exempt_layers = [3]\n"),
             "s.toml:8:18: 'exempt_layers' entries must be integers in 1..2 (layers to exempt among the 3 sampled; one "
             "must stay quantized)");
-  EXPECT_EQ(error_of(head + "exempt_layers = []\n"),
+  EXPECT_EQ(sweep_spec_error(head + "exempt_layers = []\n"),
             "s.toml:8:17: 'exempt_layers' must be a non-empty array of layer counts, e.g. [1, 2]");
-  EXPECT_THAT(error_of(head + "exempt_spec = \"f16\"\n"),
+  EXPECT_THAT(sweep_spec_error(head + "exempt_spec = \"f16\"\n"),
               HasSubstr("s.toml:8:15: 'exempt_spec' needs [search] exempt_layers = [N, ...]"));
-  EXPECT_THAT(error_of(head + "exempt_layers = [1]\nexempt_spec = \"q9_9\"\n"), HasSubstr("s.toml:9:15:"));
-  EXPECT_EQ(error_of("[workload]\ntokens = 64\nhead_dim = 64\n[search]\nboth = [\"q8_0\"]\nexempt_layers = [1]\n"),
+  EXPECT_THAT(sweep_spec_error(head + "exempt_layers = [1]\nexempt_spec = \"q9_9\"\n"), HasSubstr("s.toml:9:15:"));
+  EXPECT_EQ(sweep_spec_error("[workload]\ntokens = 64\nhead_dim = 64\n[search]\nboth = [\"q8_0\"]\nexempt_layers = [1]\n"),
             "s.toml:6:17: 'exempt_layers' needs at least 2 sampled layers ([workload] layers lists 1): the exempt "
             "layers are chosen among the sampled ones by their damage");
 }
@@ -616,7 +614,7 @@ TEST(SweepSpec, ExemptSlidingWindowAddsTheBaselineAndIsChecked) {
   EXPECT_THAT(pairs_of(s), ElementsAre(std::pair<std::string, std::string>{"q8_0", "q8_0"},
                                        std::pair<std::string, std::string>{"f16", "f16"}));
   EXPECT_THAT(s.scenario.workload.sliding_layers, ElementsAre(0, 2));
-  EXPECT_EQ(error_of(head + "exempt_sliding_window = \"yes\"\n"),
+  EXPECT_EQ(sweep_spec_error(head + "exempt_sliding_window = \"yes\"\n"),
             "s.toml:10:25: 'exempt_sliding_window' must be true or false");
   EXPECT_FALSE(parse(head).exemption.any());
 }
@@ -625,7 +623,7 @@ TEST(SweepSpec, ExemptSlidingWindowAddsTheBaselineAndIsChecked) {
 TEST(SweepSpec, CandidatesMustTakeTheWindowOfSampledSlidingLayers) {
   const std::string head = "[workload]\ntokens = 128\nhead_dim = 64\nnum_layers = 2\nlayers = [0, 1]\n"
                            "sliding_window = 8\nsliding_layers = [0]\n[search]\n";
-  EXPECT_THAT(error_of(head + "both = [\"int:bits=4,axis=token,residual_window=16\"]\n"),
+  EXPECT_THAT(sweep_spec_error(head + "both = [\"int:bits=4,axis=token,residual_window=16\"]\n"),
               HasSubstr("leaves nothing to quantize in 8 tokens (the 8-token window of the sampled sliding-window layers)"));
   const SweepSpec skipped = parse(head + "skip_invalid = true\nboth = [\"q8_0\", \"int:bits=4,axis=token,residual_window=16\"]\n");
   EXPECT_EQ(skipped.points.size(), 1u);

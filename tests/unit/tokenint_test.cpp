@@ -51,7 +51,7 @@ uint32_t code_at(const std::vector<std::byte>& p, size_t offset, int64_t i, int 
   return codec::unpack_code(reinterpret_cast<const uint8_t*>(p.data()) + offset, i, bits);
 }
 
-std::string refusal(const std::string& spec) {
+std::string spec_refusal(const std::string& spec) {
   try {
     make_scheme(spec);
   } catch (const InputError& e) {
@@ -632,22 +632,22 @@ TEST(TokenInt, FootprintIsWhatQuantizeReturns) {
 }
 
 TEST(TokenInt, RefusalsNameTheSpecAndTheKey) {
-  EXPECT_EQ(refusal("tokenint:zero=min,zero_in_scale,bits=4"),
+  EXPECT_EQ(spec_refusal("tokenint:zero=min,zero_in_scale,bits=4"),
             "scheme spec 'tokenint:bits=4,zero=min,zero_in_scale': 'zero_in_scale' needs zero=int (vLLM hides its "
             "integer zero point in the scale's 4 low mantissa bits); found zero=min");
-  EXPECT_EQ(refusal("tokenint:bits=8,zero=int,zero_in_scale"),
+  EXPECT_EQ(spec_refusal("tokenint:bits=8,zero=int,zero_in_scale"),
             "scheme spec 'tokenint:bits=8,zero=int,zero_in_scale': 'zero_in_scale' needs bits <= 4: the zero point "
             "(0..255 at bits=8) must fit the scale's 4 low mantissa bits");
-  EXPECT_EQ(refusal("tokenint:bits=4,zero=int,zero_in_scale,scale=f16"),
+  EXPECT_EQ(spec_refusal("tokenint:bits=4,zero=int,zero_in_scale,scale=f16"),
             "scheme spec 'tokenint:bits=4,zero=int,scale=f16,zero_in_scale': 'zero_in_scale' needs scale=f32: the "
             "zero point lives in the low mantissa bits of a float32 scale; found scale=f16");
-  EXPECT_THAT(refusal("tokenint:round=up"),
+  EXPECT_THAT(spec_refusal("tokenint:round=up"),
               ::testing::StartsWith("scheme spec 'tokenint:bits=8,zero=none,round=up': 'round=up' is LMDeploy's"));
-  EXPECT_THAT(refusal("tokenint:zero=mid,round=up"), ::testing::HasSubstr("zero=mid has signed codes"));
-  EXPECT_THAT(refusal("tokenint:min_scale=-1"), ::testing::HasSubstr("'min_scale' must be >= 0 (found -1)"));
-  EXPECT_THAT(refusal("tokenint:min_scale=1e-60"), ::testing::HasSubstr("'min_scale' = 1e-60 does not fit a float32"));
-  EXPECT_THAT(refusal("tokenint:bits=9"), ::testing::HasSubstr("parameter 'bits' = '9' is not valid; expected 2..8"));
-  EXPECT_THAT(refusal("tokenint:zero=asym"), ::testing::HasSubstr("expected none|min|float|int|mid"));
+  EXPECT_THAT(spec_refusal("tokenint:zero=mid,round=up"), ::testing::HasSubstr("zero=mid has signed codes"));
+  EXPECT_THAT(spec_refusal("tokenint:min_scale=-1"), ::testing::HasSubstr("'min_scale' must be >= 0 (found -1)"));
+  EXPECT_THAT(spec_refusal("tokenint:min_scale=1e-60"), ::testing::HasSubstr("'min_scale' = 1e-60 does not fit a float32"));
+  EXPECT_THAT(spec_refusal("tokenint:bits=9"), ::testing::HasSubstr("parameter 'bits' = '9' is not valid; expected 2..8"));
+  EXPECT_THAT(spec_refusal("tokenint:zero=asym"), ::testing::HasSubstr("expected none|min|float|int|mid"));
 }
 
 TEST(TokenInt, CanonicalSpelling) {
