@@ -15,7 +15,7 @@
 namespace kvtune {
 namespace {
 
-using json = nlohmann::ordered_json;
+using nlohmann::ordered_json;
 
 constexpr const char* kSchema = "https://vega.github.io/schema/vega-lite/v6.json";
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -25,7 +25,7 @@ constexpr const char* kRuntimeColours[] = {"#4e79a7", "#f28e2b", "#e15759", "#76
                                            "#edc948", "#b07aa1", "#ff9da7", "#9c755f"};
 constexpr const char* kBudgetColour = "#2e8b57";
 
-json number_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+ordered_json number_or_null(double v) { return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr); }
 
 // The error the frontier is drawn against: the budget's first upper-bounded metric term (its
 // statistic), or mean rel_out_err when the budget has none.
@@ -78,8 +78,8 @@ std::string group_of(const SweepSpec& spec, const std::vector<size_t>& offered) 
 }
 
 // The colour scale of "offered by": search, then each runtime.
-json group_scale(const SweepSpec& spec) {
-  json domain = json::array({"search"}), range = json::array({kSearchColour});
+ordered_json group_scale(const SweepSpec& spec) {
+  ordered_json domain = ordered_json::array({"search"}), range = ordered_json::array({kSearchColour});
   for (size_t i = 0; i < spec.runtimes.size(); ++i) {
     domain.push_back(runtime_title(spec, i));
     range.push_back(kRuntimeColours[i % std::size(kRuntimeColours)]);
@@ -116,13 +116,13 @@ std::vector<Pick> picks(const SweepSpec& spec, const SweepAnalysis& analysis) {
   return out;
 }
 
-json tooltip_fields(std::initializer_list<std::pair<const char*, const char*>> fields) {
-  json out = json::array();
+ordered_json tooltip_fields(std::initializer_list<std::pair<const char*, const char*>> fields) {
+  ordered_json out = ordered_json::array();
   for (const auto& [field, title] : fields) out.push_back({{"field", field}, {"title", title}});
   return out;
 }
 
-json base_spec(const std::string& description) {
+ordered_json base_spec(const std::string& description) {
   return {{"$schema", kSchema}, {"description", description}, {"config", {{"view", {{"stroke", nullptr}}}}}};
 }
 
@@ -132,7 +132,7 @@ ChartSpec pareto_chart(const SweepSpec& spec, const std::vector<SweepRecord>& re
     const Summary& s = r.metric(axis.term.metric);
     return std::make_pair(axis.term.value(s), s.has_intervals() ? std::optional(axis.term.interval(s)) : std::nullopt);
   };
-  json points = json::array();
+  ordered_json points = ordered_json::array();
   double smallest = std::numeric_limits<double>::infinity(), largest = 0.0;
   std::set<size_t> frontier(analysis.frontier.begin(), analysis.frontier.end());
   for (size_t i = 0; i < records.size(); ++i) {
@@ -154,26 +154,26 @@ ChartSpec pareto_chart(const SweepSpec& spec, const std::vector<SweepRecord>& re
                       {"k_bits", r.k_bits},
                       {"v_bits", r.v_bits},
                       {"err", err},
-                      {"err_lo", ci ? number_or_null(ci->lo) : json(nullptr)},
-                      {"err_hi", ci ? number_or_null(ci->hi) : json(nullptr)},
+                      {"err_lo", ci ? number_or_null(ci->lo) : ordered_json(nullptr)},
+                      {"err_hi", ci ? number_or_null(ci->hi) : ordered_json(nullptr)},
                       {"attn_kl_p95", number_or_null(r.metric(Metric::attn_kl).p95)},
-                      {"needle_hit", needle.count ? json(needle.mean) : json(nullptr)},
+                      {"needle_hit", needle.count ? ordered_json(needle.mean) : ordered_json(nullptr)},
                       {"group", group_of(spec, by)},
-                      {"runtimes", runtimes.empty() ? json("-") : json(runtimes)},
+                      {"runtimes", runtimes.empty() ? ordered_json("-") : ordered_json(runtimes)},
                       {"status", status_of(analysis.verdicts[i])},
                       {"kind", r.derived() ? "layer exemption" : "evaluated"},
                       {"frontier", frontier.count(i) != 0}});
   }
   if (points.empty()) smallest = largest = 1.0;
-  const json x = {{"field", "bits"}, {"type", "quantitative"}, {"title", "bits per element ((K + V) / 2)"},
+  const ordered_json x = {{"field", "bits"}, {"type", "quantitative"}, {"title", "bits per element ((K + V) / 2)"},
                   {"scale", {{"zero", false}}}};
-  const json y = {{"field", "err"}, {"type", "quantitative"}, {"title", axis.label}, {"scale", {{"type", "log"}}}};
-  const json colour = {{"field", "group"}, {"type", "nominal"}, {"title", "offered by"}, {"scale", group_scale(spec)}};
-  json layers = json::array();
+  const ordered_json y = {{"field", "err"}, {"type", "quantitative"}, {"title", axis.label}, {"scale", {{"type", "log"}}}};
+  const ordered_json colour = {{"field", "group"}, {"type", "nominal"}, {"title", "offered by"}, {"scale", group_scale(spec)}};
+  ordered_json layers = ordered_json::array();
   if (axis.bound && *axis.bound > 0.0) {
     // The budget's region: below the bound (and left of max_bits when the budget has one).
-    json region = {{"lo", std::min(smallest, *axis.bound) / 2.0}, {"hi", *axis.bound}};
-    json enc = {{"y", {{"field", "lo"}, {"type", "quantitative"}}}, {"y2", {{"field", "hi"}}}};
+    ordered_json region = {{"lo", std::min(smallest, *axis.bound) / 2.0}, {"hi", *axis.bound}};
+    ordered_json enc = {{"y", {{"field", "lo"}, {"type", "quantitative"}}}, {"y2", {{"field", "hi"}}}};
     if (spec.budget.max_bits) {
       region["x0"] = 0.0;
       region["x1"] = *spec.budget.max_bits;
@@ -181,22 +181,22 @@ ChartSpec pareto_chart(const SweepSpec& spec, const std::vector<SweepRecord>& re
       enc["x2"] = {{"field", "x1"}};
     }
     layers.push_back({{"name", "budget_region"},
-                      {"data", {{"values", json::array({region})}}},
+                      {"data", {{"values", ordered_json::array({region})}}},
                       {"mark", {{"type", "rect"}, {"color", kBudgetColour}, {"opacity", 0.1}}},
                       {"encoding", enc}});
     layers.push_back({{"name", "budget_bound"},
-                      {"data", {{"values", json::array({{{"bound", *axis.bound}}})}}},
+                      {"data", {{"values", ordered_json::array({{{"bound", *axis.bound}}})}}},
                       {"mark", {{"type", "rule"}, {"color", kBudgetColour}, {"strokeDash", {4, 4}}}},
                       {"encoding", {{"y", {{"field", "bound"}, {"type", "quantitative"}}}}}});
   }
   layers.push_back({{"name", "intervals"},
-                    {"transform", json::array({{{"filter", "isValid(datum.err_lo) && datum.err_lo > 0"}}})},
+                    {"transform", ordered_json::array({{{"filter", "isValid(datum.err_lo) && datum.err_lo > 0"}}})},
                     {"mark", {{"type", "rule"}, {"opacity", 0.45}}},
                     {"encoding",
                      {{"x", x}, {"y", {{"field", "err_lo"}, {"type", "quantitative"}}}, {"y2", {{"field", "err_hi"}}},
                       {"color", colour}}}});
   layers.push_back({{"name", "frontier"},
-                    {"transform", json::array({{{"filter", "datum.frontier"}}})},
+                    {"transform", ordered_json::array({{{"filter", "datum.frontier"}}})},
                     {"mark", {{"type", "line"}, {"color", "#333333"}, {"strokeWidth", 1.5}}},
                     {"encoding", {{"x", x}, {"y", y}, {"order", {{"field", "bits"}}}}}});
   layers.push_back(
@@ -230,7 +230,7 @@ ChartSpec pareto_chart(const SweepSpec& spec, const std::vector<SweepRecord>& re
                                      {"runtimes", "offered by"},
                                      {"kind", "kind"}})}}}});
   // The best point ringed, and each runtime's recommendation labelled in its colour.
-  json marked = json::array();
+  ordered_json marked = ordered_json::array();
   for (const Pick& p : picks(spec, analysis)) {
     const SweepRecord& r = records[p.record];
     const double err = error_of(r).first;
@@ -252,8 +252,8 @@ ChartSpec pareto_chart(const SweepSpec& spec, const std::vector<SweepRecord>& re
   // often neighbours, and their labels would overprint.
   // (A layer without data would leave its scales an empty extent: each is drawn only with labels.)
   for (const bool above : {true, false}) {
-    json labels = json::array();
-    for (const json& m : marked) {
+    ordered_json labels = ordered_json::array();
+    for (const ordered_json& m : marked) {
       if (m.at("first").get<bool>() == above) labels.push_back(m);
     }
     if (labels.empty()) continue;
@@ -263,7 +263,7 @@ ChartSpec pareto_chart(const SweepSpec& spec, const std::vector<SweepRecord>& re
                                 {"fontWeight", "bold"}}},
                       {"encoding", {{"x", x}, {"y", y}, {"text", {{"field", "label"}}}, {"color", colour}}}});
   }
-  json chart = base_spec("kvtune sweep " + spec.name + ": every evaluated pair, bits per element against " + axis.label);
+  ordered_json chart = base_spec("kvtune sweep " + spec.name + ": every evaluated pair, bits per element against " + axis.label);
   chart["width"] = 720;
   chart["height"] = 380;
   chart["data"] = {{"values", points}};
@@ -279,7 +279,7 @@ ChartSpec pareto_chart(const SweepSpec& spec, const std::vector<SweepRecord>& re
 
 std::optional<ChartSpec> needle_chart(const SweepSpec& spec, const std::vector<SweepRecord>& records,
                                       const SweepAnalysis& analysis) {
-  json rows = json::array();
+  ordered_json rows = ordered_json::array();
   const int64_t tokens = spec.scenario.contexts.empty() ? 0 : spec.scenario.contexts.front();
   for (const Pick& p : picks(spec, analysis)) {
     for (const DepthSummary& d : records[p.record].needle_depths) {
@@ -290,29 +290,29 @@ std::optional<ChartSpec> needle_chart(const SweepSpec& spec, const std::vector<S
                       {"context", tokens},
                       {"needle_hit", s.mean},
                       {"needles", s.count},
-                      {"lo", s.has_intervals() ? json(s.mean_ci.lo) : json(nullptr)},
-                      {"hi", s.has_intervals() ? json(s.mean_ci.hi) : json(nullptr)}});
+                      {"lo", s.has_intervals() ? ordered_json(s.mean_ci.lo) : ordered_json(nullptr)},
+                      {"hi", s.has_intervals() ? ordered_json(s.mean_ci.hi) : ordered_json(nullptr)}});
     }
   }
   if (rows.empty()) return std::nullopt;
-  const json tooltip = tooltip_fields({{"specs", "pair"},
+  const ordered_json tooltip = tooltip_fields({{"specs", "pair"},
                                        {"depth", "depth (fraction of the context)"},
                                        {"context", "context (tokens)"},
                                        {"needle_hit", "needle_hit"},
                                        {"lo", "interval low"},
                                        {"hi", "interval high"},
                                        {"needles", "needles"}});
-  const json x = {{"field", "context"}, {"type", "ordinal"}, {"title", "context (tokens)"}};
-  const json y = {{"field", "depth"}, {"type", "ordinal"}, {"title", "needle depth"}, {"sort", "ascending"},
+  const ordered_json x = {{"field", "context"}, {"type", "ordinal"}, {"title", "context (tokens)"}};
+  const ordered_json y = {{"field", "depth"}, {"type", "ordinal"}, {"title", "needle depth"}, {"sort", "ascending"},
                   {"axis", {{"format", ".0%"}}}};
-  json chart = base_spec("kvtune sweep " + spec.name + ": needle_hit by depth and context for the chosen pairs");
+  ordered_json chart = base_spec("kvtune sweep " + spec.name + ": needle_hit by depth and context for the chosen pairs");
   chart["data"] = {{"values", rows}};
   chart["facet"] = {{"column", {{"field", "pair"}, {"type", "nominal"}, {"title", nullptr}}}};
   chart["spec"] = {
       {"width", 90},
       {"height", {{"step", 26}}},
       {"layer",
-       json::array(
+       ordered_json::array(
            {{{"name", "cells"},
              {"mark", {{"type", "rect"}}},
              {"encoding",
@@ -339,7 +339,7 @@ std::optional<ChartSpec> part_chart(const SweepSpec& spec, const std::vector<Swe
                                     const SweepAnalysis& analysis, const char* name, const char* unit,
                                     const std::vector<Part> SweepRecord::*parts, int64_t Part::*index) {
   const Metric metric = exemption_metric(spec.budget);
-  json rows = json::array();
+  ordered_json rows = ordered_json::array();
   for (const Pick& p : picks(spec, analysis)) {
     for (const Part& part : records[p.record].*parts) {
       const Summary& s = part.metrics[static_cast<size_t>(metric)];
@@ -348,22 +348,22 @@ std::optional<ChartSpec> part_chart(const SweepSpec& spec, const std::vector<Swe
                       {"specs", pair_text(records[p.record])},
                       {unit, part.*index},
                       {"value", s.mean},
-                      {"lo", s.has_intervals() ? json(s.mean_ci.lo) : json(nullptr)},
-                      {"hi", s.has_intervals() ? json(s.mean_ci.hi) : json(nullptr)}});
+                      {"lo", s.has_intervals() ? ordered_json(s.mean_ci.lo) : ordered_json(nullptr)},
+                      {"hi", s.has_intervals() ? ordered_json(s.mean_ci.hi) : ordered_json(nullptr)}});
     }
   }
   if (rows.empty()) return std::nullopt;
   const std::string metric_label = std::string(metric_name(metric)) + " (mean)";
-  const json x = {{"field", unit}, {"type", "ordinal"}, {"title", std::string(unit) == "layer" ? "model layer" : "KV head"}};
-  const json y = {{"field", "value"}, {"type", "quantitative"}, {"title", metric_label}};
-  const json colour = {{"field", "pair"}, {"type", "nominal"}, {"title", "pair"}};
-  json chart = base_spec("kvtune sweep " + spec.name + ": " + metric_label + " per " + unit);
+  const ordered_json x = {{"field", unit}, {"type", "ordinal"}, {"title", std::string(unit) == "layer" ? "model layer" : "KV head"}};
+  const ordered_json y = {{"field", "value"}, {"type", "quantitative"}, {"title", metric_label}};
+  const ordered_json colour = {{"field", "pair"}, {"type", "nominal"}, {"title", "pair"}};
+  ordered_json chart = base_spec("kvtune sweep " + spec.name + ": " + metric_label + " per " + unit);
   chart["width"] = 560;
   chart["height"] = 260;
   chart["data"] = {{"values", rows}};
-  chart["layer"] = json::array(
+  chart["layer"] = ordered_json::array(
       {{{"name", std::string(name) + "_intervals"},
-        {"transform", json::array({{{"filter", "isValid(datum.lo)"}}})},
+        {"transform", ordered_json::array({{{"filter", "isValid(datum.lo)"}}})},
         {"mark", {{"type", "rule"}, {"opacity", 0.6}}},
         {"encoding",
          {{"x", x}, {"y", {{"field", "lo"}, {"type", "quantitative"}}}, {"y2", {{"field", "hi"}}}, {"color", colour},
@@ -397,7 +397,7 @@ ChartSpec split_chart(const SweepSpec& spec, const std::vector<SweepRecord>& rec
     const auto [it, fresh] = best.emplace(std::make_pair(bit_bin(r.k_bits), bit_bin(r.v_bits)), i);
     if (!fresh && err < axis.term.value(records[it->second].metric(axis.term.metric))) it->second = i;
   }
-  json rows = json::array();
+  ordered_json rows = ordered_json::array();
   for (const auto& [bits, i] : best) {
     const SweepRecord& r = records[i];
     rows.push_back({{"k_bits", bits.first},
@@ -405,14 +405,14 @@ ChartSpec split_chart(const SweepSpec& spec, const std::vector<SweepRecord>& rec
                     {"err", axis.term.value(r.metric(axis.term.metric))},
                     {"pair", pair_text(r)}});
   }
-  const json tooltip = tooltip_fields({{"k_bits", "K bits"}, {"v_bits", "V bits"}, {"err", axis.label.c_str()}, {"pair", "lowest-error pair"}});
-  const json x = {{"field", "v_bits"}, {"type", "ordinal"}, {"title", "V bits per element"}};
-  const json y = {{"field", "k_bits"}, {"type", "ordinal"}, {"title", "K bits per element"}, {"sort", "descending"}};
-  json chart = base_spec("kvtune sweep " + spec.name + ": lowest " + axis.label + " at each K and V bit width");
+  const ordered_json tooltip = tooltip_fields({{"k_bits", "K bits"}, {"v_bits", "V bits"}, {"err", axis.label.c_str()}, {"pair", "lowest-error pair"}});
+  const ordered_json x = {{"field", "v_bits"}, {"type", "ordinal"}, {"title", "V bits per element"}};
+  const ordered_json y = {{"field", "k_bits"}, {"type", "ordinal"}, {"title", "K bits per element"}, {"sort", "descending"}};
+  ordered_json chart = base_spec("kvtune sweep " + spec.name + ": lowest " + axis.label + " at each K and V bit width");
   chart["data"] = {{"values", rows}};
   chart["width"] = {{"step", 46}};
   chart["height"] = {{"step", 30}};
-  chart["layer"] = json::array(
+  chart["layer"] = ordered_json::array(
       {{{"name", "split_cells"},
         {"mark", {{"type", "rect"}}},
         {"encoding",
@@ -445,7 +445,7 @@ std::optional<ChartSpec> memory_chart(const SweepSpec& spec, const std::vector<S
   std::sort(contexts.begin(), contexts.end());
   const std::optional<MemoryFit>& fit = spec.budget.fit;
   const int64_t gpus = fit ? fit->tensor_parallel : 1;
-  json rows = json::array();
+  ordered_json rows = ordered_json::array();
   for (const Pick& p : picks(spec, analysis)) {
     for (int64_t c : contexts) {
       const std::optional<MemoryEstimate> m = record_memory(spec, records[p.record], c);
@@ -458,9 +458,9 @@ std::optional<ChartSpec> memory_chart(const SweepSpec& spec, const std::vector<S
   }
   if (rows.empty()) return std::nullopt;
   const std::string per = gpus > 1 ? " on one GPU of " + std::to_string(gpus) : "";
-  const json x = {{"field", "context"}, {"type", "quantitative"}, {"title", "context (tokens)"}, {"scale", {{"type", "log"}, {"base", 2}}}};
-  const json y = {{"field", "gib"}, {"type", "quantitative"}, {"title", "GiB per sequence" + per}, {"scale", {{"type", "log"}}}};
-  json layers = json::array(
+  const ordered_json x = {{"field", "context"}, {"type", "quantitative"}, {"title", "context (tokens)"}, {"scale", {{"type", "log"}, {"base", 2}}}};
+  const ordered_json y = {{"field", "gib"}, {"type", "quantitative"}, {"title", "GiB per sequence" + per}, {"scale", {{"type", "log"}}}};
+  ordered_json layers = ordered_json::array(
       {{{"name", "memory_lines"},
         {"mark", {{"type", "line"}, {"point", true}}},
         {"encoding",
@@ -472,7 +472,7 @@ std::optional<ChartSpec> memory_chart(const SweepSpec& spec, const std::vector<S
     const double free = fit->gpu_mem > weights ? double(fit->gpu_mem - weights) : 0.0;
     const double share = free / double(std::max<int64_t>(fit->sequences, 1)) / kGiB;
     layers.push_back({{"name", "memory_budget"},
-                      {"data", {{"values", json::array({{{"gib", share}, {"label", "budget per sequence"}}})}}},
+                      {"data", {{"values", ordered_json::array({{{"gib", share}, {"label", "budget per sequence"}}})}}},
                       {"mark", {{"type", "rule"}, {"color", kBudgetColour}, {"strokeDash", {4, 4}}}},
                       {"encoding", {{"y", {{"field", "gib"}, {"type", "quantitative"}}},
                                     {"tooltip", tooltip_fields({{"label", "line"}, {"gib", "GiB"}})}}}});
@@ -480,7 +480,7 @@ std::optional<ChartSpec> memory_chart(const SweepSpec& spec, const std::vector<S
              " sequences wanted after the weights (a pair must stay below it at " + std::to_string(fit_ctx) +
              " tokens)";
   }
-  json chart = base_spec("kvtune sweep " + spec.name + ": memory per sequence against context");
+  ordered_json chart = base_spec("kvtune sweep " + spec.name + ": memory per sequence against context");
   chart["width"] = 560;
   chart["height"] = 280;
   chart["data"] = {{"values", rows}};

@@ -38,9 +38,9 @@ std::string escape(std::string_view text) {
 
 // Text inside a <script> element must not close it: JSON spells '<' as \u003c, and code that
 // holds "</script" (none of the pinned builds does) gets "<\/script", the same string to JavaScript.
-std::string json_for_script(const std::string& json) {
+std::string json_for_script(const std::string& text) {
   std::string out;
-  for (char ch : json) out += ch == '<' ? std::string("\\u003c") : std::string(1, ch);
+  for (char ch : text) out += ch == '<' ? std::string("\\u003c") : std::string(1, ch);
   return out;
 }
 

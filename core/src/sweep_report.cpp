@@ -19,7 +19,7 @@ namespace kvtune {
 namespace {
 
 using namespace detail;  // the document's types (report_doc.h)
-using json = nlohmann::ordered_json;
+using nlohmann::ordered_json;
 
 std::string fmt(double v, const char* spec = "%.4g") {
   char buf[64];
@@ -578,8 +578,8 @@ std::string render_markdown(const Doc& doc) {
 // --- JSON ---
 
 // A violation as data: its kind and the fields that kind sets.
-json violation_json(const Violation& v) {
-  json j = {{"kind", violation_kind_name(v.kind)}};
+ordered_json violation_json(const Violation& v) {
+  ordered_json j = {{"kind", violation_kind_name(v.kind)}};
   switch (v.kind) {
     case Violation::Kind::failed:
     case Violation::Kind::memory_unknown:
@@ -596,7 +596,7 @@ json violation_json(const Violation& v) {
       if (v.kind != Violation::Kind::no_samples) j["value"] = v.value;
       if (v.kind != Violation::Kind::no_samples && v.level > 0.0) {
         j["level"] = v.level;
-        j["interval"] = v.interval ? json{v.interval->lo, v.interval->hi} : json(nullptr);
+        j["interval"] = v.interval ? ordered_json{v.interval->lo, v.interval->hi} : ordered_json(nullptr);
       }
       if (!metric_info(v.term.metric).unit.empty()) j["unit"] = std::string(metric_info(v.term.metric).unit);
       break;
@@ -619,8 +619,8 @@ json violation_json(const Violation& v) {
   return j;
 }
 
-json gap_json(const std::vector<SweepRecord>& records, const SweepAnalysis& analysis, const RuntimeChoice& c) {
-  json j = {{"kind", gap_kind_name(c.gap.kind)}};
+ordered_json gap_json(const std::vector<SweepRecord>& records, const SweepAnalysis& analysis, const RuntimeChoice& c) {
+  ordered_json j = {{"kind", gap_kind_name(c.gap.kind)}};
   if (!analysis.best) return j;
   const SweepRecord& best = records[*analysis.best];
   j["best_expressible"] = c.gap.best_expressible;
@@ -634,29 +634,29 @@ json gap_json(const std::vector<SweepRecord>& records, const SweepAnalysis& anal
   return j;
 }
 
-json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis,
+ordered_json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis,
                 size_t i) {
   const SweepRecord& r = records[i];
   const RecordVerdict& v = analysis.verdicts[i];
-  json p = {{"k", r.k}, {"v", r.v}, {"origin", r.origin}, {"ok", r.ok}, {"backend", r.backend}};
+  ordered_json p = {{"k", r.k}, {"v", r.v}, {"origin", r.origin}, {"ok", r.ok}, {"backend", r.backend}};
   if (!r.ok) p["error"] = r.error;
   p["k_bits"] = r.k_bits;
   p["v_bits"] = r.v_bits;
   p["bits"] = r.bits();
-  json metrics = json::object();
-  for (size_t m = 0; m < kMetricCount; ++m) metrics[std::string(kMetricNames[m])] = detail::summary_json<json>(r.metrics[m]);
+  ordered_json metrics = ordered_json::object();
+  for (size_t m = 0; m < kMetricCount; ++m) metrics[std::string(kMetricNames[m])] = detail::summary_json<ordered_json>(r.metrics[m]);
   p["metrics"] = std::move(metrics);
   p["exempt_layers"] = r.exempt_layers;
-  p["exempt_pattern"] = r.exempt_pattern.empty() ? json(nullptr) : json(r.exempt_pattern);
-  p["exempt"] = r.derived() ? json(r.exempt) : json(nullptr);
+  p["exempt_pattern"] = r.exempt_pattern.empty() ? ordered_json(nullptr) : ordered_json(r.exempt_pattern);
+  p["exempt"] = r.derived() ? ordered_json(r.exempt) : ordered_json(nullptr);
   p["p95_is_bound"] = r.derived();
   // Per sampled layer and KV head: {"layer" (or "kv_head"): N, <metric>: ..., ...}.
   auto parts = [](const auto& list, const char* id_key, auto id) {
-    json out = json::array();
+    ordered_json out = ordered_json::array();
     for (const auto& part : list) {
-      json entry = {{id_key, part.*id}};
+      ordered_json entry = {{id_key, part.*id}};
       for (size_t m = 0; m < kMetricCount; ++m) {
-        entry[std::string(kMetricNames[m])] = detail::summary_json<json>(part.metrics[m]);
+        entry[std::string(kMetricNames[m])] = detail::summary_json<ordered_json>(part.metrics[m]);
       }
       out.push_back(std::move(entry));
     }
@@ -664,14 +664,14 @@ json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, 
   };
   p["layers"] = parts(r.layers, "layer", &LayerSummary::layer);
   p["heads"] = parts(r.heads, "kv_head", &HeadSummary::kv_head);
-  json depths = json::array();
+  ordered_json depths = ordered_json::array();
   for (const DepthSummary& d : r.needle_depths) {
-    depths.push_back({{"depth", d.depth}, {"needle_hit", detail::summary_json<json>(d.needle_hit)}});
+    depths.push_back({{"depth", d.depth}, {"needle_hit", detail::summary_json<ordered_json>(d.needle_hit)}});
   }
   p["needle_depths"] = std::move(depths);
   p["feasible"] = v.feasible;
   p["undecided"] = v.undecided;
-  json violations = json::array();
+  ordered_json violations = ordered_json::array();
   for (const Violation& x : v.violations) violations.push_back(violation_json(x));
   p["violations"] = std::move(violations);
   if (v.memory) {
@@ -683,13 +683,13 @@ json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, 
   } else {
     p["memory"] = nullptr;
   }
-  p["sequences"] = v.sequences ? json(*v.sequences) : json(nullptr);
+  p["sequences"] = v.sequences ? ordered_json(*v.sequences) : ordered_json(nullptr);
   p["bytes_per_sequence_per_gpu"] =
-      v.bytes_per_sequence_per_gpu ? json(*v.bytes_per_sequence_per_gpu) : json(nullptr);
+      v.bytes_per_sequence_per_gpu ? ordered_json(*v.bytes_per_sequence_per_gpu) : ordered_json(nullptr);
   return p;
 }
 
-json settings_json(const RuntimeSettings& s) {
+ordered_json settings_json(const RuntimeSettings& s) {
   return {{"cli", s.cli},
           {"env", s.env},
           {"python", s.python},
@@ -701,7 +701,7 @@ json settings_json(const RuntimeSettings& s) {
           {"verified", s.verified}};
 }
 
-json option_json(const RuntimeOption& o) {
+ordered_json option_json(const RuntimeOption& o) {
   return {{"name", o.name},
           {"k", o.k_spec},
           {"v", o.v_spec},
@@ -709,11 +709,11 @@ json option_json(const RuntimeOption& o) {
           {"origins", o.origins}};
 }
 
-json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis,
+ordered_json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis,
                   size_t index) {
   const RuntimeChoice& c = analysis.runtimes[index];
   const RuntimeView* view = index < spec.runtime_views.size() ? &spec.runtime_views[index] : nullptr;
-  json r = {{"name", c.target.name},
+  ordered_json r = {{"name", c.target.name},
             {"title", c.title},
             {"version", c.version},
             {"requested_version", c.target.version},
@@ -735,13 +735,13 @@ json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>& records
     r["closest"] = {{"option", option_json(*c.closest_option)},
                     {"point", point_json(spec, records, analysis, *c.closest)},
                     {"excess", std::isfinite(analysis.verdicts[*c.closest].excess)
-                                   ? json(analysis.verdicts[*c.closest].excess)
-                                   : json(nullptr)}};
+                                   ? ordered_json(analysis.verdicts[*c.closest].excess)
+                                   : ordered_json(nullptr)}};
   } else {
     r["closest"] = nullptr;
   }
   r["gap"] = gap_json(records, analysis, c);
-  json not_emulated = json::array();
+  ordered_json not_emulated = ordered_json::array();
   if (view != nullptr) {
     for (const RuntimeNotEmulated& n : view->not_emulated) {
       not_emulated.push_back({{"setting", n.setting}, {"reason", n.reason}});
@@ -758,7 +758,7 @@ Doc detail::build_sweep_document(const SweepSpec& spec, const std::vector<SweepR
   return build_document(spec, records, analysis);
 }
 
-json detail::sweep_point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records,
+ordered_json detail::sweep_point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records,
                               const SweepAnalysis& analysis, size_t index) {
   return point_json(spec, records, analysis, index);
 }
@@ -865,28 +865,28 @@ std::string sweep_report_md(const SweepSpec& spec, const std::vector<SweepRecord
   return render_markdown(build_document(spec, records, analysis));
 }
 
-json detail::summary_document(const SweepSpec& spec, const std::vector<SweepRecord>& records,
+ordered_json detail::summary_document(const SweepSpec& spec, const std::vector<SweepRecord>& records,
                               const SweepAnalysis& analysis) {
   const Counts n = count(records, analysis);
   const SweepBudget& b = spec.budget;
-  json budget = json::object();
+  ordered_json budget = ordered_json::object();
   // The three terms of earlier summaries are always present (null when unset); other terms when set.
   for (const char* key : {"max_rel_out_err", "max_attn_kl_p95", "min_needle_hit"}) budget[key] = nullptr;
   for (const BudgetTerm& t : b.terms) budget[t.key()] = t.bound;
-  budget["max_bits"] = b.max_bits ? json(*b.max_bits) : json(nullptr);
-  budget["confidence"] = b.confidence ? json(*b.confidence) : json(nullptr);
-  budget["fit"] = b.fit ? json{{"gpu_mem", b.fit->gpu_mem},
+  budget["max_bits"] = b.max_bits ? ordered_json(*b.max_bits) : ordered_json(nullptr);
+  budget["confidence"] = b.confidence ? ordered_json(*b.confidence) : ordered_json(nullptr);
+  budget["fit"] = b.fit ? ordered_json{{"gpu_mem", b.fit->gpu_mem},
                                {"weights", b.fit->weights},
                                {"ctx", memory_context(spec)},
                                {"sequences", b.fit->sequences},
                                {"tensor_parallel", b.fit->tensor_parallel}}
-                        : json(nullptr);
+                        : ordered_json(nullptr);
 
-  json doc = {{"name", spec.name}, {"source", spec.source}, {"spec_hash", hex(spec.hash)}};
-  doc["workload"] = {{"model", spec.model ? json(spec.model->name) : json(nullptr)},
-                     {"profile", spec.scenario.capture ? json("cache")
-                                 : spec.scenario.profile.empty() ? json("generic")
-                                                                 : json(spec.scenario.profile)},
+  ordered_json doc = {{"name", spec.name}, {"source", spec.source}, {"spec_hash", hex(spec.hash)}};
+  doc["workload"] = {{"model", spec.model ? ordered_json(spec.model->name) : ordered_json(nullptr)},
+                     {"profile", spec.scenario.capture ? ordered_json("cache")
+                                 : spec.scenario.profile.empty() ? ordered_json("generic")
+                                                                 : ordered_json(spec.scenario.profile)},
                      {"tokens", evaluated_context(spec)},
                      {"cases", scenario_cases(spec.scenario).size()},
                      {"precision", precision_name(spec.scenario.precision)}};
@@ -901,11 +901,11 @@ json detail::summary_document(const SweepSpec& spec, const std::vector<SweepReco
                       {"others", scenario_cases(spec.scenario).size() < 2 ? "bootstrap_samples" : "bootstrap_cases"},
                       {"derived", "mixture_bound"},
                       {"resamples", kBootstrapResamples}};
-  json frontier = json::array();
+  ordered_json frontier = ordered_json::array();
   for (size_t i : analysis.frontier) frontier.push_back(point_json(spec, records, analysis, i));
   doc["frontier"] = std::move(frontier);
-  doc["best"] = analysis.best ? point_json(spec, records, analysis, *analysis.best) : json(nullptr);
-  json runtimes = json::array();
+  doc["best"] = analysis.best ? point_json(spec, records, analysis, *analysis.best) : ordered_json(nullptr);
+  ordered_json runtimes = ordered_json::array();
   for (size_t i = 0; i < analysis.runtimes.size(); ++i) runtimes.push_back(runtime_json(spec, records, analysis, i));
   doc["runtimes"] = std::move(runtimes);
   doc["notes"] = detail::notes_json(spec.notes);

@@ -18,7 +18,7 @@
 namespace kvtune::builtin {
 namespace {
 
-struct Config {
+struct QjlConfig {
   int64_t sketch = 0;  // m; 0 = head_dim
   bool orthogonal = false;
   ScaleType norm_type = ScaleType::f16;
@@ -28,7 +28,7 @@ struct Config {
 // Packed [T, D] block: [T norms][T x m sign bits, token-major, bit = 1 for (S k)_i >= 0].
 class QjlScheme final : public Scheme {
  public:
-  QjlScheme(std::string spec, Config c) : spec_(std::move(spec)), c_(c) {}
+  QjlScheme(std::string spec, QjlConfig c) : spec_(std::move(spec)), c_(c) {}
 
   std::string spec() const override { return spec_; }
   std::string family() const override { return "qjl"; }
@@ -122,11 +122,11 @@ class QjlScheme final : public Scheme {
   }
 
   std::string spec_;
-  Config c_;
+  QjlConfig c_;
 };
 
 SchemePtr make_qjl(const SchemeParams& p) {
-  Config c;
+  QjlConfig c;
   c.sketch = p.has("sketch") ? p.integer("sketch") : 0;
   c.orthogonal = p.choice("projection") == "orthogonal";
   c.norm_type = p.choice("norm") == "f32" ? ScaleType::f32 : ScaleType::f16;
