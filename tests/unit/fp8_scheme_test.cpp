@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 
 #include "kvtune/codecs/fp8_codec.h"
 #include "kvtune/error.h"

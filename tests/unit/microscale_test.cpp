@@ -23,10 +23,10 @@
 #include <cuda_fp8.h>
 #endif
 
-namespace kvtune {
+// Inside kvtune::codec rather than a using-directive, which a unity build would carry into the
+// files batched after this one.
+namespace kvtune::codec {
 namespace {
-
-using namespace codec;
 
 constexpr float kInfinity = std::numeric_limits<float>::infinity();
 
@@ -338,4 +338,4 @@ TEST(Microscale, E8M0MatchesCudaHostConversionBitForBit) {
 #endif
 
 }  // namespace
-}  // namespace kvtune
+}  // namespace kvtune::codec
