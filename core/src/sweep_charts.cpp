@@ -165,10 +165,14 @@ ChartSpec pareto_chart(const SweepSpec& spec, const std::vector<SweepRecord>& re
                       {"frontier", frontier.count(i) != 0}});
   }
   if (points.empty()) smallest = largest = 1.0;
-  const ordered_json x = {{"field", "bits"}, {"type", "quantitative"}, {"title", "bits per element ((K + V) / 2)"},
-                  {"scale", {{"zero", false}}}};
-  const ordered_json y = {{"field", "err"}, {"type", "quantitative"}, {"title", axis.label}, {"scale", {{"type", "log"}}}};
-  const ordered_json colour = {{"field", "group"}, {"type", "nominal"}, {"title", "offered by"}, {"scale", group_scale(spec)}};
+  const ordered_json x = {{"field", "bits"},
+                          {"type", "quantitative"},
+                          {"title", "bits per element ((K + V) / 2)"},
+                          {"scale", {{"zero", false}}}};
+  const ordered_json y = {
+      {"field", "err"}, {"type", "quantitative"}, {"title", axis.label}, {"scale", {{"type", "log"}}}};
+  const ordered_json colour = {
+      {"field", "group"}, {"type", "nominal"}, {"title", "offered by"}, {"scale", group_scale(spec)}};
   ordered_json layers = ordered_json::array();
   if (axis.bound && *axis.bound > 0.0) {
     // The budget's region: below the bound (and left of max_bits when the budget has one).
@@ -193,7 +197,9 @@ ChartSpec pareto_chart(const SweepSpec& spec, const std::vector<SweepRecord>& re
                     {"transform", ordered_json::array({{{"filter", "isValid(datum.err_lo) && datum.err_lo > 0"}}})},
                     {"mark", {{"type", "rule"}, {"opacity", 0.45}}},
                     {"encoding",
-                     {{"x", x}, {"y", {{"field", "err_lo"}, {"type", "quantitative"}}}, {"y2", {{"field", "err_hi"}}},
+                     {{"x", x},
+                      {"y", {{"field", "err_lo"}, {"type", "quantitative"}}},
+                      {"y2", {{"field", "err_hi"}}},
                       {"color", colour}}}});
   layers.push_back({{"name", "frontier"},
                     {"transform", ordered_json::array({{{"filter", "datum.frontier"}}})},
@@ -263,7 +269,8 @@ ChartSpec pareto_chart(const SweepSpec& spec, const std::vector<SweepRecord>& re
                                 {"fontWeight", "bold"}}},
                       {"encoding", {{"x", x}, {"y", y}, {"text", {{"field", "label"}}}, {"color", colour}}}});
   }
-  ordered_json chart = base_spec("kvtune sweep " + spec.name + ": every evaluated pair, bits per element against " + axis.label);
+  ordered_json chart =
+      base_spec("kvtune sweep " + spec.name + ": every evaluated pair, bits per element against " + axis.label);
   chart["width"] = 720;
   chart["height"] = 380;
   chart["data"] = {{"values", points}};
@@ -296,37 +303,43 @@ std::optional<ChartSpec> needle_chart(const SweepSpec& spec, const std::vector<S
   }
   if (rows.empty()) return std::nullopt;
   const ordered_json tooltip = tooltip_fields({{"specs", "pair"},
-                                       {"depth", "depth (fraction of the context)"},
-                                       {"context", "context (tokens)"},
-                                       {"needle_hit", "needle_hit"},
-                                       {"lo", "interval low"},
-                                       {"hi", "interval high"},
-                                       {"needles", "needles"}});
+                                               {"depth", "depth (fraction of the context)"},
+                                               {"context", "context (tokens)"},
+                                               {"needle_hit", "needle_hit"},
+                                               {"lo", "interval low"},
+                                               {"hi", "interval high"},
+                                               {"needles", "needles"}});
   const ordered_json x = {{"field", "context"}, {"type", "ordinal"}, {"title", "context (tokens)"}};
-  const ordered_json y = {{"field", "depth"}, {"type", "ordinal"}, {"title", "needle depth"}, {"sort", "ascending"},
-                  {"axis", {{"format", ".0%"}}}};
-  ordered_json chart = base_spec("kvtune sweep " + spec.name + ": needle_hit by depth and context for the chosen pairs");
+  const ordered_json y = {{"field", "depth"},
+                          {"type", "ordinal"},
+                          {"title", "needle depth"},
+                          {"sort", "ascending"},
+                          {"axis", {{"format", ".0%"}}}};
+  ordered_json chart =
+      base_spec("kvtune sweep " + spec.name + ": needle_hit by depth and context for the chosen pairs");
   chart["data"] = {{"values", rows}};
   chart["facet"] = {{"column", {{"field", "pair"}, {"type", "nominal"}, {"title", nullptr}}}};
-  chart["spec"] = {
-      {"width", 90},
-      {"height", {{"step", 26}}},
-      {"layer",
-       ordered_json::array(
-           {{{"name", "cells"},
-             {"mark", {{"type", "rect"}}},
-             {"encoding",
-              {{"x", x},
-               {"y", y},
-               {"color",
-                {{"field", "needle_hit"}, {"type", "quantitative"}, {"title", "needle_hit"},
-                 {"scale", {{"domain", {0, 1}}, {"scheme", "redyellowgreen"}}}}},
-               {"tooltip", tooltip}}}},
-            {{"name", "cell_text"},
-             {"mark", {{"type", "text"}, {"fontSize", 11}}},
-             {"encoding",
-              {{"x", x}, {"y", y}, {"text", {{"field", "needle_hit"}, {"type", "quantitative"}, {"format", ".2f"}}},
-               {"tooltip", tooltip}}}}})}};
+  chart["spec"] = {{"width", 90},
+                   {"height", {{"step", 26}}},
+                   {"layer", ordered_json::array(
+                                 {{{"name", "cells"},
+                                   {"mark", {{"type", "rect"}}},
+                                   {"encoding",
+                                    {{"x", x},
+                                     {"y", y},
+                                     {"color",
+                                      {{"field", "needle_hit"},
+                                       {"type", "quantitative"},
+                                       {"title", "needle_hit"},
+                                       {"scale", {{"domain", {0, 1}}, {"scheme", "redyellowgreen"}}}}},
+                                     {"tooltip", tooltip}}}},
+                                  {{"name", "cell_text"},
+                                   {"mark", {{"type", "text"}, {"fontSize", 11}}},
+                                   {"encoding",
+                                    {{"x", x},
+                                     {"y", y},
+                                     {"text", {{"field", "needle_hit"}, {"type", "quantitative"}, {"format", ".2f"}}},
+                                     {"tooltip", tooltip}}}}})}};
   return ChartSpec{"needles", "Needles by depth and context",
                    "needle_hit of the planted needles at each depth, per chosen pair (the best and each runtime's "
                    "recommendation); hover a cell for its interval (Wilson) and needle count.",
@@ -354,26 +367,35 @@ std::optional<ChartSpec> part_chart(const SweepSpec& spec, const std::vector<Swe
   }
   if (rows.empty()) return std::nullopt;
   const std::string metric_label = std::string(metric_name(metric)) + " (mean)";
-  const ordered_json x = {{"field", unit}, {"type", "ordinal"}, {"title", std::string(unit) == "layer" ? "model layer" : "KV head"}};
+  const ordered_json x = {
+      {"field", unit}, {"type", "ordinal"}, {"title", std::string(unit) == "layer" ? "model layer" : "KV head"}};
   const ordered_json y = {{"field", "value"}, {"type", "quantitative"}, {"title", metric_label}};
   const ordered_json colour = {{"field", "pair"}, {"type", "nominal"}, {"title", "pair"}};
   ordered_json chart = base_spec("kvtune sweep " + spec.name + ": " + metric_label + " per " + unit);
   chart["width"] = 560;
   chart["height"] = 260;
   chart["data"] = {{"values", rows}};
-  chart["layer"] = ordered_json::array(
-      {{{"name", std::string(name) + "_intervals"},
-        {"transform", ordered_json::array({{{"filter", "isValid(datum.lo)"}}})},
-        {"mark", {{"type", "rule"}, {"opacity", 0.6}}},
-        {"encoding",
-         {{"x", x}, {"y", {{"field", "lo"}, {"type", "quantitative"}}}, {"y2", {{"field", "hi"}}}, {"color", colour},
-          {"xOffset", {{"field", "pair"}}}}}},
-       {{"name", std::string(name) + "_points"},
-        {"mark", {{"type", "point"}, {"filled", true}, {"size", 60}}},
-        {"encoding",
-         {{"x", x}, {"y", y}, {"color", colour}, {"xOffset", {{"field", "pair"}}},
-          {"tooltip", tooltip_fields({{"specs", "pair"}, {unit, unit}, {"value", metric_label.c_str()},
-                                      {"lo", "interval low"}, {"hi", "interval high"}})}}}}});
+  chart["layer"] = ordered_json::array({{{"name", std::string(name) + "_intervals"},
+                                         {"transform", ordered_json::array({{{"filter", "isValid(datum.lo)"}}})},
+                                         {"mark", {{"type", "rule"}, {"opacity", 0.6}}},
+                                         {"encoding",
+                                          {{"x", x},
+                                           {"y", {{"field", "lo"}, {"type", "quantitative"}}},
+                                           {"y2", {{"field", "hi"}}},
+                                           {"color", colour},
+                                           {"xOffset", {{"field", "pair"}}}}}},
+                                        {{"name", std::string(name) + "_points"},
+                                         {"mark", {{"type", "point"}, {"filled", true}, {"size", 60}}},
+                                         {"encoding",
+                                          {{"x", x},
+                                           {"y", y},
+                                           {"color", colour},
+                                           {"xOffset", {{"field", "pair"}}},
+                                           {"tooltip", tooltip_fields({{"specs", "pair"},
+                                                                       {unit, unit},
+                                                                       {"value", metric_label.c_str()},
+                                                                       {"lo", "interval low"},
+                                                                       {"hi", "interval high"}})}}}}});
   const std::string part_name = std::string(unit) == "layer" ? "layer" : "KV head";
   return ChartSpec{name, "Damage per " + part_name,
                    metric_label + " of each sampled " + part_name +
@@ -405,26 +427,33 @@ ChartSpec split_chart(const SweepSpec& spec, const std::vector<SweepRecord>& rec
                     {"err", axis.term.value(r.metric(axis.term.metric))},
                     {"pair", pair_text(r)}});
   }
-  const ordered_json tooltip = tooltip_fields({{"k_bits", "K bits"}, {"v_bits", "V bits"}, {"err", axis.label.c_str()}, {"pair", "lowest-error pair"}});
+  const ordered_json tooltip = tooltip_fields(
+      {{"k_bits", "K bits"}, {"v_bits", "V bits"}, {"err", axis.label.c_str()}, {"pair", "lowest-error pair"}});
   const ordered_json x = {{"field", "v_bits"}, {"type", "ordinal"}, {"title", "V bits per element"}};
-  const ordered_json y = {{"field", "k_bits"}, {"type", "ordinal"}, {"title", "K bits per element"}, {"sort", "descending"}};
+  const ordered_json y = {
+      {"field", "k_bits"}, {"type", "ordinal"}, {"title", "K bits per element"}, {"sort", "descending"}};
   ordered_json chart = base_spec("kvtune sweep " + spec.name + ": lowest " + axis.label + " at each K and V bit width");
   chart["data"] = {{"values", rows}};
   chart["width"] = {{"step", 46}};
   chart["height"] = {{"step", 30}};
-  chart["layer"] = ordered_json::array(
-      {{{"name", "split_cells"},
-        {"mark", {{"type", "rect"}}},
-        {"encoding",
-         {{"x", x}, {"y", y},
-          {"color", {{"field", "err"}, {"type", "quantitative"}, {"title", axis.label},
-                     {"scale", {{"type", "log"}, {"scheme", "viridis"}, {"reverse", true}}}}},
-          {"tooltip", tooltip}}}},
-       {{"name", "split_text"},
-        {"mark", {{"type", "text"}, {"fontSize", 10}, {"color", "white"}}},
-        {"encoding",
-         {{"x", x}, {"y", y}, {"text", {{"field", "err"}, {"type", "quantitative"}, {"format", ".2~g"}}},
-          {"tooltip", tooltip}}}}});
+  chart["layer"] = ordered_json::array({{{"name", "split_cells"},
+                                         {"mark", {{"type", "rect"}}},
+                                         {"encoding",
+                                          {{"x", x},
+                                           {"y", y},
+                                           {"color",
+                                            {{"field", "err"},
+                                             {"type", "quantitative"},
+                                             {"title", axis.label},
+                                             {"scale", {{"type", "log"}, {"scheme", "viridis"}, {"reverse", true}}}}},
+                                           {"tooltip", tooltip}}}},
+                                        {{"name", "split_text"},
+                                         {"mark", {{"type", "text"}, {"fontSize", 10}, {"color", "white"}}},
+                                         {"encoding",
+                                          {{"x", x},
+                                           {"y", y},
+                                           {"text", {{"field", "err"}, {"type", "quantitative"}, {"format", ".2~g"}}},
+                                           {"tooltip", tooltip}}}}});
   return {"kv_split", "K against V: where the bits go",
           "The lowest " + axis.label +
               " among the pairs at each K and V bit width: compare a cell with its mirror to see whether the same "
@@ -458,13 +487,19 @@ std::optional<ChartSpec> memory_chart(const SweepSpec& spec, const std::vector<S
   }
   if (rows.empty()) return std::nullopt;
   const std::string per = gpus > 1 ? " on one GPU of " + std::to_string(gpus) : "";
-  const ordered_json x = {{"field", "context"}, {"type", "quantitative"}, {"title", "context (tokens)"}, {"scale", {{"type", "log"}, {"base", 2}}}};
-  const ordered_json y = {{"field", "gib"}, {"type", "quantitative"}, {"title", "GiB per sequence" + per}, {"scale", {{"type", "log"}}}};
+  const ordered_json x = {{"field", "context"},
+                          {"type", "quantitative"},
+                          {"title", "context (tokens)"},
+                          {"scale", {{"type", "log"}, {"base", 2}}}};
+  const ordered_json y = {
+      {"field", "gib"}, {"type", "quantitative"}, {"title", "GiB per sequence" + per}, {"scale", {{"type", "log"}}}};
   ordered_json layers = ordered_json::array(
       {{{"name", "memory_lines"},
         {"mark", {{"type", "line"}, {"point", true}}},
         {"encoding",
-         {{"x", x}, {"y", y}, {"color", {{"field", "pair"}, {"type", "nominal"}, {"title", "pair"}}},
+         {{"x", x},
+          {"y", y},
+          {"color", {{"field", "pair"}, {"type", "nominal"}, {"title", "pair"}}},
           {"tooltip", tooltip_fields({{"specs", "pair"}, {"context", "context"}, {"gib", "GiB per sequence"}})}}}}});
   std::string about = "The KV cache of one sequence (every layer and KV head" + per + ") against context for the chosen pairs";
   if (fit) {
@@ -474,8 +509,9 @@ std::optional<ChartSpec> memory_chart(const SweepSpec& spec, const std::vector<S
     layers.push_back({{"name", "memory_budget"},
                       {"data", {{"values", ordered_json::array({{{"gib", share}, {"label", "budget per sequence"}}})}}},
                       {"mark", {{"type", "rule"}, {"color", kBudgetColour}, {"strokeDash", {4, 4}}}},
-                      {"encoding", {{"y", {{"field", "gib"}, {"type", "quantitative"}}},
-                                    {"tooltip", tooltip_fields({{"label", "line"}, {"gib", "GiB"}})}}}});
+                      {"encoding",
+                       {{"y", {{"field", "gib"}, {"type", "quantitative"}}},
+                        {"tooltip", tooltip_fields({{"label", "line"}, {"gib", "GiB"}})}}}});
     about += "; the dashed line is what the GPU leaves each of the " + std::to_string(fit->sequences) +
              " sequences wanted after the weights (a pair must stay below it at " + std::to_string(fit_ctx) +
              " tokens)";

@@ -635,7 +635,7 @@ ordered_json gap_json(const std::vector<SweepRecord>& records, const SweepAnalys
 }
 
 ordered_json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis,
-                size_t i) {
+                        size_t i) {
   const SweepRecord& r = records[i];
   const RecordVerdict& v = analysis.verdicts[i];
   ordered_json p = {{"k", r.k}, {"v", r.v}, {"origin", r.origin}, {"ok", r.ok}, {"backend", r.backend}};
@@ -644,7 +644,8 @@ ordered_json point_json(const SweepSpec& spec, const std::vector<SweepRecord>& r
   p["v_bits"] = r.v_bits;
   p["bits"] = r.bits();
   ordered_json metrics = ordered_json::object();
-  for (size_t m = 0; m < kMetricCount; ++m) metrics[std::string(kMetricNames[m])] = detail::summary_json<ordered_json>(r.metrics[m]);
+  for (size_t m = 0; m < kMetricCount; ++m)
+    metrics[std::string(kMetricNames[m])] = detail::summary_json<ordered_json>(r.metrics[m]);
   p["metrics"] = std::move(metrics);
   p["exempt_layers"] = r.exempt_layers;
   p["exempt_pattern"] = r.exempt_pattern.empty() ? ordered_json(nullptr) : ordered_json(r.exempt_pattern);
@@ -710,15 +711,15 @@ ordered_json option_json(const RuntimeOption& o) {
 }
 
 ordered_json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>& records, const SweepAnalysis& analysis,
-                  size_t index) {
+                          size_t index) {
   const RuntimeChoice& c = analysis.runtimes[index];
   const RuntimeView* view = index < spec.runtime_views.size() ? &spec.runtime_views[index] : nullptr;
   ordered_json r = {{"name", c.target.name},
-            {"title", c.title},
-            {"version", c.version},
-            {"requested_version", c.target.version},
-            {"beyond_checked", view != nullptr && view->beyond_checked},
-            {"meets_budget", c.record.has_value()}};
+                    {"title", c.title},
+                    {"version", c.version},
+                    {"requested_version", c.target.version},
+                    {"beyond_checked", view != nullptr && view->beyond_checked},
+                    {"meets_budget", c.record.has_value()}};
   if (c.record && c.option) {
     r["recommendation"] = {{"option", option_json(*c.option)},
                            {"point", point_json(spec, records, analysis, *c.record)}};
@@ -759,7 +760,7 @@ Doc detail::build_sweep_document(const SweepSpec& spec, const std::vector<SweepR
 }
 
 ordered_json detail::sweep_point_json(const SweepSpec& spec, const std::vector<SweepRecord>& records,
-                              const SweepAnalysis& analysis, size_t index) {
+                                      const SweepAnalysis& analysis, size_t index) {
   return point_json(spec, records, analysis, index);
 }
 
@@ -866,7 +867,7 @@ std::string sweep_report_md(const SweepSpec& spec, const std::vector<SweepRecord
 }
 
 ordered_json detail::summary_document(const SweepSpec& spec, const std::vector<SweepRecord>& records,
-                              const SweepAnalysis& analysis) {
+                                      const SweepAnalysis& analysis) {
   const Counts n = count(records, analysis);
   const SweepBudget& b = spec.budget;
   ordered_json budget = ordered_json::object();
@@ -876,15 +877,15 @@ ordered_json detail::summary_document(const SweepSpec& spec, const std::vector<S
   budget["max_bits"] = b.max_bits ? ordered_json(*b.max_bits) : ordered_json(nullptr);
   budget["confidence"] = b.confidence ? ordered_json(*b.confidence) : ordered_json(nullptr);
   budget["fit"] = b.fit ? ordered_json{{"gpu_mem", b.fit->gpu_mem},
-                               {"weights", b.fit->weights},
-                               {"ctx", memory_context(spec)},
-                               {"sequences", b.fit->sequences},
-                               {"tensor_parallel", b.fit->tensor_parallel}}
+                                       {"weights", b.fit->weights},
+                                       {"ctx", memory_context(spec)},
+                                       {"sequences", b.fit->sequences},
+                                       {"tensor_parallel", b.fit->tensor_parallel}}
                         : ordered_json(nullptr);
 
   ordered_json doc = {{"name", spec.name}, {"source", spec.source}, {"spec_hash", hex(spec.hash)}};
   doc["workload"] = {{"model", spec.model ? ordered_json(spec.model->name) : ordered_json(nullptr)},
-                     {"profile", spec.scenario.capture ? ordered_json("cache")
+                     {"profile", spec.scenario.capture           ? ordered_json("cache")
                                  : spec.scenario.profile.empty() ? ordered_json("generic")
                                                                  : ordered_json(spec.scenario.profile)},
                      {"tokens", evaluated_context(spec)},

@@ -452,7 +452,7 @@ TEST_F(SweepCli, AShardLogsItsProgressWithoutATerminal) {
   ASSERT_EQ(std::system(command.c_str()), 0);
   const std::string err = read_text(path("err.txt"));
   EXPECT_THAT(err, ::testing::ContainsRegex("kvtune sweep shard 1/2: evaluating 72/72 points \\(100%\\), [0-9.]+ "
-                                          "points/s, ETA 0:00\n"));
+                                            "points/s, ETA 0:00\n"));
   EXPECT_THAT(err, Not(HasSubstr("\r")));
 }
 

@@ -21,10 +21,10 @@
 namespace kvtune {
 namespace {
 
+using testing::absolute;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::absolute;
 
 TEST(Isolation, ReturnsTheChildsBytes) {
   const std::string bytes("a\0b\xff", 4);

@@ -38,7 +38,7 @@ LayerSummary layer(int64_t index, double mean, double p95, double max, size_t co
 
 // A record whose overall metrics are those of its layers (means averaged, p95/max the largest).
 SweepRecord layered_record(const std::string& k, const std::string& v, double k_bits, double v_bits,
-                   std::vector<LayerSummary> layers) {
+                           std::vector<LayerSummary> layers) {
   SweepRecord r;
   r.k = k;
   r.v = v;
@@ -60,8 +60,12 @@ SweepRecord layered_record(const std::string& k, const std::string& v, double k_
 }
 
 // Layer 0 is the damaged one; the baseline (f16) barely errs anywhere.
-SweepRecord damaged_q4() { return layered_record("q4_0", "q4_0", 4.5, 4.5, {layer(0, 0.4, 0.5, 0.6), layer(1, 0.1, 0.15, 0.2)}); }
-SweepRecord baseline() { return layered_record("f16", "f16", 16, 16, {layer(0, 0.01, 0.02, 0.03), layer(1, 0.01, 0.02, 0.03)}); }
+SweepRecord damaged_q4() {
+  return layered_record("q4_0", "q4_0", 4.5, 4.5, {layer(0, 0.4, 0.5, 0.6), layer(1, 0.1, 0.15, 0.2)});
+}
+SweepRecord baseline() {
+  return layered_record("f16", "f16", 16, 16, {layer(0, 0.01, 0.02, 0.03), layer(1, 0.01, 0.02, 0.03)});
+}
 
 TEST(LayerExemption, WithEveryLayerSampledTheExemptLayerIsTheBaselinesOwn) {
   const SweepRecord r = exempt_record(damaged_q4(), baseline(), {0}, /*model_layers=*/2, "f16");
@@ -135,9 +139,9 @@ TEST(LayerExemption, DerivedIntervalsAreMixtureBoundsAndWilsonForRates) {
 }
 
 TEST(LayerExemption, TheMostDamagedLayersRankByTheMetricsDirection) {
-  const SweepRecord r = layered_record("q4_0", "q4_0", 4.5, 4.5,
-                               {layer(0, 0.1, 0.1, 0.1), layer(15, 0.3, 0.3, 0.3), layer(31, 0.2, 0.2, 0.2),
-                                layer(40, 0.3, 0.3, 0.3)});
+  const SweepRecord r = layered_record(
+      "q4_0", "q4_0", 4.5, 4.5,
+      {layer(0, 0.1, 0.1, 0.1), layer(15, 0.3, 0.3, 0.3), layer(31, 0.2, 0.2, 0.2), layer(40, 0.3, 0.3, 0.3)});
   EXPECT_THAT(most_damaged_layers(r, Metric::rel_out_err, 1), ElementsAre(15));  // a tie keeps layer order
   EXPECT_THAT(most_damaged_layers(r, Metric::rel_out_err, 2), ElementsAre(15, 40));
   EXPECT_THAT(most_damaged_layers(r, Metric::rel_out_err, 3), ElementsAre(15, 31, 40));
@@ -215,7 +219,8 @@ TEST(LayerExemption, ARuntimeRecommendsTheExemptionWhenItIsTheCheapestWayToMeetT
   RuntimeView view;
   view.title = "RT";
   view.version = "1.0";
-  view.options = {table_option("q4", "q4_0", "q4_0"), table_option("q8", "q8_0", "q8_0"), table_option("f16", "f16", "f16")};
+  view.options = {table_option("q4", "q4_0", "q4_0"), table_option("q8", "q8_0", "q8_0"),
+                  table_option("f16", "f16", "f16")};
   RuntimeOption exemption;
   exemption.name = "--skip";
   exemption.k_spec = exemption.v_spec = "f16";

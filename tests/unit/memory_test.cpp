@@ -18,11 +18,11 @@ namespace kvtune {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
-using testing::make_scheme;
 using testing::config_dir;
 using testing::GiB;
+using ::testing::HasSubstr;
 using testing::KiB;
+using testing::make_scheme;
 
 // Llama-3.1-70B's cache shape, as DESIGN §6 states it (80 layers, 8 KV heads, head_dim 128).
 const ModelShape kLlama70b = {80, 8, 128, 0, 0};

@@ -42,10 +42,10 @@ TEST(Microscale, E2M1DecodesTheEightMagnitudesOfTheSpec) {
 // Hand-computed: each tie goes to the even code; beyond 6 saturates; NaN is +6.
 TEST(Microscale, E2M1RoundsToNearestEvenAndSaturates) {
   const std::pair<float, uint8_t> cases[] = {
-      {0.0f, 0x0},  {0.25f, 0x0}, {0.2501f, 0x1}, {0.5f, 0x1},  {0.75f, 0x2}, {0.7499f, 0x1}, {1.25f, 0x2},
-      {1.2501f, 0x3}, {1.75f, 0x4}, {2.5f, 0x4},  {2.5001f, 0x5}, {3.5f, 0x6}, {5.0f, 0x6},   {5.0001f, 0x7},
-      {6.0f, 0x7},  {7.0f, 0x7},  {1e30f, 0x7}, {kInfinity, 0x7},  {-0.0f, 0x8}, {-0.3f, 0x9},  {-5.5f, 0xf},
-      {-kInfinity, 0xf}, {1e-40f, 0x0},
+      {0.0f, 0x0},  {0.25f, 0x0},   {0.2501f, 0x1}, {0.5f, 0x1},       {0.75f, 0x2},   {0.7499f, 0x1},
+      {1.25f, 0x2}, {1.2501f, 0x3}, {1.75f, 0x4},   {2.5f, 0x4},       {2.5001f, 0x5}, {3.5f, 0x6},
+      {5.0f, 0x6},  {5.0001f, 0x7}, {6.0f, 0x7},    {7.0f, 0x7},       {1e30f, 0x7},   {kInfinity, 0x7},
+      {-0.0f, 0x8}, {-0.3f, 0x9},   {-5.5f, 0xf},   {-kInfinity, 0xf}, {1e-40f, 0x0},
   };
   for (const auto& [x, code] : cases) EXPECT_EQ(f32_to_e2m1(x), code) << x;
   EXPECT_EQ(f32_to_e2m1(bits_float(0x7fc00000u)), 0x7);
@@ -133,9 +133,9 @@ std::vector<float> microscale_hard_values() {
 // whose even neighbour is the smaller one go up; the other three already went up; the rest as even.
 TEST(Microscale, E2M1TiesAwayTakeTheLargerMagnitude) {
   const std::pair<float, uint8_t> cases[] = {
-      {0.0f, 0x0},  {0.2499f, 0x0}, {0.25f, 0x1}, {0.75f, 0x2},  {1.25f, 0x3},  {1.2499f, 0x2}, {1.75f, 0x4},
-      {2.5f, 0x5},  {3.5f, 0x6},    {5.0f, 0x7},  {4.9999f, 0x6}, {6.0f, 0x7},  {1e30f, 0x7},   {kInfinity, 0x7},
-      {-0.0f, 0x8}, {-0.25f, 0x9},  {-1.25f, 0xb}, {-2.5f, 0xd}, {-5.0f, 0xf}, {-kInfinity, 0xf},   {1e-40f, 0x0},
+      {0.0f, 0x0},  {0.2499f, 0x0}, {0.25f, 0x1},  {0.75f, 0x2},   {1.25f, 0x3}, {1.2499f, 0x2},    {1.75f, 0x4},
+      {2.5f, 0x5},  {3.5f, 0x6},    {5.0f, 0x7},   {4.9999f, 0x6}, {6.0f, 0x7},  {1e30f, 0x7},      {kInfinity, 0x7},
+      {-0.0f, 0x8}, {-0.25f, 0x9},  {-1.25f, 0xb}, {-2.5f, 0xd},   {-5.0f, 0xf}, {-kInfinity, 0xf}, {1e-40f, 0x0},
   };
   for (const auto& [x, code] : cases) EXPECT_EQ(f32_to_e2m1_ties_away(x), code) << x;
   EXPECT_EQ(f32_to_e2m1_ties_away(bits_float(0x7fc00000u)), 0x7);

@@ -109,11 +109,16 @@ std::string profile_error(const std::string& profile, const std::string& workloa
 
 // A bad value in the profile is named in the profile, at its line and column.
 TEST(ModelProfile, RefusesBadProfilesNamingTheirFile) {
-  EXPECT_THAT(profile_error("[keys]\noutlier_offset = \"big\"\n"), HasSubstr("mine.toml:2:18: 'outlier_offset' must be a number"));
-  EXPECT_THAT(profile_error("[keys]\noutlier_band = [0.9, 0.1]\n"), HasSubstr("mine.toml:2:16: 'outlier_band' must be [low, high]"));
-  EXPECT_THAT(profile_error("[needles]\ndepths = [0.5]\n"), HasSubstr("mine.toml:1:2: unknown key 'needles' at the top level"));
-  EXPECT_THAT(profile_error("[keys]\noutlier_cont = 2\n"), HasSubstr("mine.toml:2:1: unknown key 'outlier_cont' in [keys]"));
-  EXPECT_THAT(profile_error("[[overrides]]\nlayers = [9]\n"), HasSubstr("mine.toml:2:11: 'layers' entries must be integers in 0..3"));
+  EXPECT_THAT(profile_error("[keys]\noutlier_offset = \"big\"\n"),
+              HasSubstr("mine.toml:2:18: 'outlier_offset' must be a number"));
+  EXPECT_THAT(profile_error("[keys]\noutlier_band = [0.9, 0.1]\n"),
+              HasSubstr("mine.toml:2:16: 'outlier_band' must be [low, high]"));
+  EXPECT_THAT(profile_error("[needles]\ndepths = [0.5]\n"),
+              HasSubstr("mine.toml:1:2: unknown key 'needles' at the top level"));
+  EXPECT_THAT(profile_error("[keys]\noutlier_cont = 2\n"),
+              HasSubstr("mine.toml:2:1: unknown key 'outlier_cont' in [keys]"));
+  EXPECT_THAT(profile_error("[[overrides]]\nlayers = [9]\n"),
+              HasSubstr("mine.toml:2:11: 'layers' entries must be integers in 0..3"));
   EXPECT_THAT(profile_error("[keys\n"), HasSubstr("mine.toml:1:"));
   EXPECT_THAT(profile_error("[keys]\noutlier_count = 3\noutlier_pairs = true\n"),
               HasSubstr("outlier_pairs needs an even outlier_count"));

@@ -20,9 +20,9 @@
 namespace kvtune {
 namespace {
 
+using testing::absolute;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using testing::absolute;
 
 // The InputError message of f(), or a test failure.
 template <class F>

@@ -24,11 +24,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
+using testing::GiB;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using ::testing::Not;
-using testing::GiB;
 using testing::KiB;
+using ::testing::Not;
 
 SweepRecord record(const std::string& k, const std::string& v, double k_bits, double v_bits, double err) {
   SweepRecord r;

@@ -80,8 +80,8 @@ const json& layer(const json& chart, const std::string& name) {
 // a (8 bits, 0.03) is RT's option; b (4 bits, 0.01) is search only and the best; c failed; d is
 // lossless. The log axis takes a and b; the band reaches the bound; best and RT's pick are ringed.
 TEST(SweepCharts, ParetoDrawsEveryRunPointWithTheBudgetAndThePicks) {
-  const std::vector<SweepRecord> records = {html_record("a", "a", 8, 8, 0.03), html_record("b", "b", 4, 4, 0.01), failed("c"),
-                                            html_record("d", "d", 16, 16, 0.0)};
+  const std::vector<SweepRecord> records = {html_record("a", "a", 8, 8, 0.03), html_record("b", "b", 4, 4, 0.01),
+                                            failed("c"), html_record("d", "d", 16, 16, 0.0)};
   const SweepSpec spec = html_spec(records);
   const json pareto = charts_by_name(spec, records).at("pareto");
   EXPECT_EQ(pareto.at("$schema"), "https://vega.github.io/schema/vega-lite/v6.json");
@@ -170,7 +170,8 @@ ChartScript script(const std::string& package, const std::string& code) {
 // A name, a spec or a script holding "</script>" cannot end its element early: the page has
 // exactly one closing tag per element (three scripts, the specs, the page's own code).
 TEST(SweepHtml, NothingInTheDataOrTheScriptsClosesItsElement) {
-  std::vector<SweepRecord> records = {html_record("a", "a", 8, 8, 0.03), html_record("b</script><script>x()", "b", 4, 4, 0.01)};
+  std::vector<SweepRecord> records = {html_record("a", "a", 8, 8, 0.03),
+                                      html_record("b</script><script>x()", "b", 4, 4, 0.01)};
   SweepSpec spec = html_spec(records);
   spec.name = "n</script><b>";
   const std::string page = sweep_report_html(spec, records, analyze_sweep(spec, records),
@@ -189,7 +190,8 @@ TEST(SweepHtml, NothingInTheDataOrTheScriptsClosesItsElement) {
 }
 
 TEST(SweepHtml, ThePageHoldsEveryPointTheChartsAndTheRuntimeSettings) {
-  const std::vector<SweepRecord> records = {html_record("a", "a", 8, 8, 0.03), html_record("b", "b", 4, 4, 0.01), failed("c")};
+  const std::vector<SweepRecord> records = {html_record("a", "a", 8, 8, 0.03), html_record("b", "b", 4, 4, 0.01),
+                                            failed("c")};
   const SweepSpec spec = html_spec(records);
   const std::string page = sweep_report_html(spec, records, analyze_sweep(spec, records), {});
   for (const char* id : {"chart-pareto", "chart-kv_split", "points-table", "kvtune-charts", "section-report"}) {

@@ -18,10 +18,10 @@
 namespace kvtune {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::canonical;
 using testing::config_dir;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 const SweepContext& context() {
   static const SweepContext c = [] {
@@ -101,7 +101,8 @@ residual_window = { from = 0, to = 256, step = 128 }
               HasSubstr("s.toml:6:8: 'axis' is not an integer parameter: list its values"));
   EXPECT_THAT(sweep_spec_error(grid + "bits = { from = 2, to = 8, step = 2, factor = 2 }\n"),
               HasSubstr("s.toml:6:8: 'bits': give 'step' or 'factor', not both"));
-  EXPECT_THAT(sweep_spec_error(grid + "bits = { from = 2, to = 10 }\n"), HasSubstr("'bits' = 9 is not valid; expected 2..8"));
+  EXPECT_THAT(sweep_spec_error(grid + "bits = { from = 2, to = 10 }\n"),
+              HasSubstr("'bits' = 9 is not valid; expected 2..8"));
   EXPECT_THAT(sweep_spec_error(grid + "bits = { to = 8 }\n"), HasSubstr("missing key 'from' in [bits]"));
 }
 
@@ -348,8 +349,8 @@ TEST(SweepSpec, ASweepOnACaptureChecksItsShapeAndHashesTheCapture) {
 
 TEST(SweepSpec, RefusesBadTensorParallelNamingFileLineAndColumn) {
   auto error_with = [](const std::string& fit) {
-    return sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[workload]\nmodel = \"llama-3.1-70b\"\n[budget]\nfit = " + fit +
-                    "\n");
+    return sweep_spec_error(
+        "[search]\nboth = [\"q8_0\"]\n[workload]\nmodel = \"llama-3.1-70b\"\n[budget]\nfit = " + fit + "\n");
   };
   for (const char* bad : {"0", "\"8\"", "2.5", "-1", "4097", "1.5e26", "-1e300"}) {
     EXPECT_THAT(error_with(std::string(R"({ gpu_mem = "80GiB", tensor_parallel = )") + bad + " }"),
@@ -500,13 +501,15 @@ TEST(SweepSpec, RefusesBadSpecsAndGridValues) {
 }
 
 TEST(SweepSpec, RefusesGridCombinationsWithoutSkipInvalid) {
-  EXPECT_THAT(sweep_spec_error("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\naxis = [\"token\", \"tensor\"]\n"
+  EXPECT_THAT(
+      sweep_spec_error("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\naxis = [\"token\", \"tensor\"]\n"
                        "group = 32\n"),
-              HasSubstr("s.toml:3:1: [[search.grid]] combination 'int:axis=tensor,group=32' is refused"));
+      HasSubstr("s.toml:3:1: [[search.grid]] combination 'int:axis=tensor,group=32' is refused"));
   // A combination the family accepts but the workload's head_dim cannot take.
-  EXPECT_THAT(sweep_spec_error("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\naxis = \"token\"\ngroup = 48\n"),
-              HasSubstr("s.toml:3:1: K candidate 'int:bits=8,axis=token,group=48': cannot take the workload "
-                        "(4096 tokens, head_dim 128)"));
+  EXPECT_THAT(
+      sweep_spec_error("[search]\nv = [\"f16\"]\n[[search.grid]]\nfamily = \"int\"\naxis = \"token\"\ngroup = 48\n"),
+      HasSubstr("s.toml:3:1: K candidate 'int:bits=8,axis=token,group=48': cannot take the workload "
+                "(4096 tokens, head_dim 128)"));
   EXPECT_THAT(sweep_spec_error("[search]\nk = [\"q8_0\"]\nv = [\"q4_0\"]\n[workload]\nhead_dim = 48\n"),
               HasSubstr("s.toml:2:6: K candidate 'q8_0': cannot take the workload"));
   EXPECT_THAT(sweep_spec_error("[search]\nk = [\"q8_0\"]\nv = [\"q4_0\"]\n[search.k_policy]\nrope_stage = \"pre\"\n"),
@@ -521,7 +524,7 @@ TEST(SweepSpec, RefusesBadWorkloadsAndBudgets) {
   EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[budget]\nfit = { gpu_mem = \"80GiB\" }\n"),
               HasSubstr("s.toml:4:7: 'fit' needs [workload] model"));
   EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[workload]\nmodel = \"llama-3.1-8b\"\n[budget]\n"
-                       "fit = { gpu_mem = \"80 GiBs\" }\n"),
+                               "fit = { gpu_mem = \"80 GiBs\" }\n"),
               HasSubstr("s.toml:6:19: "));
   EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[budget]\nobjective = \"min_cost\"\n"),
               HasSubstr("s.toml:4:13: 'objective' must be one of: min_bits, min_error"));
@@ -552,7 +555,7 @@ TEST(SweepSpec, RefusesEmptyOrUnpairableSearches) {
   EXPECT_THAT(sweep_spec_error("[search]\nboth = [\"q8_0\"]\n[search.constraints]\nmax_pair_bits = 4.0\n"),
               HasSubstr("s.toml: nothing to evaluate: [search.constraints] dropped every pair"));
   EXPECT_THAT(sweep_spec_error("[search]\npairing = \"independent\"\nboth = [\"q8_0\"]\n[search.constraints]\n"
-                       "k_bits_at_least_v_bits = true\n"),
+                               "k_bits_at_least_v_bits = true\n"),
               HasSubstr("s.toml:4:1: [search.constraints] apply to pairs"));
 }
 
@@ -568,10 +571,10 @@ TEST(SweepSpec, RefusesRepeatedSeedsLayersAndHeads) {
   EXPECT_EQ(sweep_spec_error("seeds = [1, 1]\n[workload]\ntokens = 64\nhead_dim = 64\n[search]\nboth = [\"q8_0\"]\n"),
             "s.toml:1:9: 'seeds' lists 1 twice");
   EXPECT_EQ(sweep_spec_error("[workload]\ntokens = 64\nhead_dim = 64\nkv_heads = 4\nheads = [3, 3]\n[search]\n"
-                     "both = [\"q8_0\"]\n"),
+                             "both = [\"q8_0\"]\n"),
             "s.toml:5:9: 'heads' lists 3 twice");
   EXPECT_EQ(sweep_spec_error("[workload]\ntokens = 64\nhead_dim = 64\nnum_layers = 4\nlayers = [0, 2, 0]\n[search]\n"
-                     "both = [\"q8_0\"]\n"),
+                             "both = [\"q8_0\"]\n"),
             "s.toml:5:10: 'layers' lists 0 twice");
 }
 
@@ -597,9 +600,10 @@ TEST(SweepSpec, ExemptLayersAddTheBaselinePairAndAreChecked) {
   EXPECT_THAT(sweep_spec_error(head + "exempt_spec = \"f16\"\n"),
               HasSubstr("s.toml:8:15: 'exempt_spec' needs [search] exempt_layers = [N, ...]"));
   EXPECT_THAT(sweep_spec_error(head + "exempt_layers = [1]\nexempt_spec = \"q9_9\"\n"), HasSubstr("s.toml:9:15:"));
-  EXPECT_EQ(sweep_spec_error("[workload]\ntokens = 64\nhead_dim = 64\n[search]\nboth = [\"q8_0\"]\nexempt_layers = [1]\n"),
-            "s.toml:6:17: 'exempt_layers' needs at least 2 sampled layers ([workload] layers lists 1): the exempt "
-            "layers are chosen among the sampled ones by their damage");
+  EXPECT_EQ(
+      sweep_spec_error("[workload]\ntokens = 64\nhead_dim = 64\n[search]\nboth = [\"q8_0\"]\nexempt_layers = [1]\n"),
+      "s.toml:6:17: 'exempt_layers' needs at least 2 sampled layers ([workload] layers lists 1): the exempt "
+      "layers are chosen among the sampled ones by their damage");
 }
 
 // exempt_sliding_window: the baseline pair is added as for exempt_layers, with or without counts;
@@ -623,8 +627,9 @@ TEST(SweepSpec, ExemptSlidingWindowAddsTheBaselineAndIsChecked) {
 TEST(SweepSpec, CandidatesMustTakeTheWindowOfSampledSlidingLayers) {
   const std::string head = "[workload]\ntokens = 128\nhead_dim = 64\nnum_layers = 2\nlayers = [0, 1]\n"
                            "sliding_window = 8\nsliding_layers = [0]\n[search]\n";
-  EXPECT_THAT(sweep_spec_error(head + "both = [\"int:bits=4,axis=token,residual_window=16\"]\n"),
-              HasSubstr("leaves nothing to quantize in 8 tokens (the 8-token window of the sampled sliding-window layers)"));
+  EXPECT_THAT(
+      sweep_spec_error(head + "both = [\"int:bits=4,axis=token,residual_window=16\"]\n"),
+      HasSubstr("leaves nothing to quantize in 8 tokens (the 8-token window of the sampled sliding-window layers)"));
   const SweepSpec skipped = parse(head + "skip_invalid = true\nboth = [\"q8_0\", \"int:bits=4,axis=token,residual_window=16\"]\n");
   EXPECT_EQ(skipped.points.size(), 1u);
   // Not sampled, the sliding layer does not count.

@@ -645,8 +645,10 @@ TEST(TokenInt, RefusalsNameTheSpecAndTheKey) {
               ::testing::StartsWith("scheme spec 'tokenint:bits=8,zero=none,round=up': 'round=up' is LMDeploy's"));
   EXPECT_THAT(spec_refusal("tokenint:zero=mid,round=up"), ::testing::HasSubstr("zero=mid has signed codes"));
   EXPECT_THAT(spec_refusal("tokenint:min_scale=-1"), ::testing::HasSubstr("'min_scale' must be >= 0 (found -1)"));
-  EXPECT_THAT(spec_refusal("tokenint:min_scale=1e-60"), ::testing::HasSubstr("'min_scale' = 1e-60 does not fit a float32"));
-  EXPECT_THAT(spec_refusal("tokenint:bits=9"), ::testing::HasSubstr("parameter 'bits' = '9' is not valid; expected 2..8"));
+  EXPECT_THAT(spec_refusal("tokenint:min_scale=1e-60"),
+              ::testing::HasSubstr("'min_scale' = 1e-60 does not fit a float32"));
+  EXPECT_THAT(spec_refusal("tokenint:bits=9"),
+              ::testing::HasSubstr("parameter 'bits' = '9' is not valid; expected 2..8"));
   EXPECT_THAT(spec_refusal("tokenint:zero=asym"), ::testing::HasSubstr("expected none|min|float|int|mid"));
 }
 
