@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 Scenario template_scenario() {
   SweepContext context;
   context.registry = &builtin_registry();
-  const fs::path configs = fs::path(KVTUNE_SOURCE_DIR) / "configs";
+  const fs::path configs = testing::config_dir();
   context.models = [configs](const std::string& name) { return find_model_preset(configs, name); };
   context.runtime_tables = load_runtime_tables(configs, builtin_registry());
   Scenario sc = load_sweep((fs::path(KVTUNE_SOURCE_DIR) / "sweeps" / "recommend.toml").string(), context).scenario;

@@ -216,7 +216,7 @@ std::string scenario_text(const Model& m, const std::vector<Pair>& pairs) {
   return text;
 }
 
-const std::filesystem::path kConfigs = std::filesystem::path(KVTUNE_SOURCE_DIR) / "configs";
+const std::filesystem::path kConfigs = testing::config_dir();
 ModelPreset preset(const std::string& name) { return find_model_preset(kConfigs, name); }
 std::filesystem::path profile(const std::string& name) { return find_model_profile(kConfigs, name); }
 

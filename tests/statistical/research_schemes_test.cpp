@@ -14,15 +14,14 @@
 namespace kvtune {
 namespace {
 
+using testing::first_result;
 using testing::mean;
 using testing::scenario;
-
-EvalResult run_file(const std::string& file) { return evaluate_scenario(scenario(file), builtin_registry()).at(0); }
 
 // rel_out_err 0.624 vs 3.46, attn_kl 0.246 vs 1.26, both at 3.40625 key bits (seeds 100..107:
 // 0.664 vs 3.11, 0.259 vs 1.28).
 TEST(ResearchSchemes, KiviPerChannelTwoBitKeysBeatPerTokenAtEqualBits) {
-  const EvalResult r = run_file("research-kivi.toml");
+  const EvalResult r = first_result(scenario("research-kivi.toml"));
   ASSERT_GE(r.pairs.size(), 2u);
   EXPECT_DOUBLE_EQ(r.pairs[0].k_bits, r.pairs[1].k_bits);  // equal bits, measured from the footprints
   EXPECT_LT(mean(r, 0, Metric::rel_out_err), 0.5 * mean(r, 1, Metric::rel_out_err));
@@ -32,7 +31,7 @@ TEST(ResearchSchemes, KiviPerChannelTwoBitKeysBeatPerTokenAtEqualBits) {
 // rel_out_err 0.354 vs 0.964, attn_kl 0.133 vs 0.927, at 3.352 vs 3.031 key bits (seeds 100..107:
 // rel_out_err 0.283 vs 0.838).
 TEST(ResearchSchemes, KvquantDenseAndSparseBeatsTheSameCodebooksWithoutOutliers) {
-  const EvalResult r = run_file("research-kvquant.toml");
+  const EvalResult r = first_result(scenario("research-kvquant.toml"));
   ASSERT_GE(r.pairs.size(), 2u);
   EXPECT_LT(mean(r, 0, Metric::rel_out_err), 0.6 * mean(r, 1, Metric::rel_out_err));
   EXPECT_LT(mean(r, 0, Metric::attn_kl), 0.5 * mean(r, 1, Metric::attn_kl));

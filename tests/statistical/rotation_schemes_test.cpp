@@ -14,10 +14,9 @@
 namespace kvtune {
 namespace {
 
+using testing::first_result;
 using testing::mean;
 using testing::scenario;
-
-EvalResult first_result(const Scenario& sc) { return evaluate_scenario(sc, builtin_registry()).at(0); }
 
 // Pairs of research-rotation.toml, in file order.
 enum RotationPair : size_t { token, token_hadamard, token_random, channel, channel_hadamard, channel_random };

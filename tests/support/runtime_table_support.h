@@ -8,11 +8,12 @@
 
 #include "builtin.h"
 #include "kvtune/runtime_table.h"
+#include "test_support.h"
 
 namespace kvtune::testing {
 
 inline RuntimeTable shipped(const std::string& name) {
-  return load_runtime_table(std::filesystem::path(KVTUNE_SOURCE_DIR) / "configs" / "runtimes" / (name + ".toml"),
+  return load_runtime_table(config_dir() / "runtimes" / (name + ".toml"),
                             builtin_registry());
 }
 

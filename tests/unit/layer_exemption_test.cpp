@@ -192,7 +192,7 @@ TEST(LayerExemption, MemoryCountsEachLayerWithItsOwnStorageForLlama70b) {
   SweepRecord f = layered_record("f16", "f16", 16, 16, {layer(0, 0.01, 0.02, 0.03), layer(79, 0.01, 0.02, 0.03)});
   SweepRecord d = exempt_record(q, f, {0, 79}, 80, "f16");
   SweepSpec spec = two_layer_spec({q, f});
-  spec.model = find_model_preset(fs::path(KVTUNE_SOURCE_DIR) / "configs", "llama-3.1-70b");
+  spec.model = find_model_preset(testing::config_dir(), "llama-3.1-70b");
   spec.scenario.layers = {0, 79};
   const SweepAnalysis a = analyze_sweep(spec, {q, f, d});
   ASSERT_TRUE(a.verdicts[2].memory);
@@ -280,7 +280,7 @@ TEST(LayerExemption, SlidingWindowLayersKeptAtTheBaselineForGemma2) {
   const SweepRecord q = layered_record("q8_0", "q4_0", 8.5, 4.5, {layer(0, 0.4, 0.5, 0.6), layer(1, 0.1, 0.15, 0.2)});
   const SweepRecord f = layered_record("f16", "f16", 16, 16, {layer(0, 0.01, 0.02, 0.03), layer(1, 0.01, 0.02, 0.03)});
   SweepSpec spec = two_layer_spec({q, f});
-  spec.model = find_model_preset(fs::path(KVTUNE_SOURCE_DIR) / "configs", "gemma-2-9b");
+  spec.model = find_model_preset(testing::config_dir(), "gemma-2-9b");
   spec.scenario.contexts = {8192};
   spec.scenario.workload.tokens = 8192;
   spec.scenario.workload.layers = 42;

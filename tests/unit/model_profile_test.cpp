@@ -11,6 +11,7 @@
 #include "kvtune/error.h"
 #include "kvtune/model_preset.h"
 #include "kvtune/scenario.h"
+#include "test_support.h"
 
 namespace kvtune {
 namespace {
@@ -18,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-const fs::path kConfigs = fs::path(KVTUNE_SOURCE_DIR) / "configs";
+const fs::path kConfigs = testing::config_dir();
 
 // A profile file of `text` in a fresh temporary folder; the lookup resolves every name to it.
 class ProfileFile {

@@ -271,7 +271,7 @@ TEST(SweepAnalysis, NothingFeasibleIsSaidInEveryGap) {
 
 TEST(SweepAnalysis, ShippedTablesGiveTheirViewsATitle) {
   const RuntimeTable t =
-      load_runtime_table(fs::path(KVTUNE_SOURCE_DIR) / "configs" / "runtimes" / "llama-cpp.toml", builtin_registry());
+      load_runtime_table(testing::config_dir() / "runtimes" / "llama-cpp.toml", builtin_registry());
   EXPECT_EQ(runtime_options(t, "latest").title, "llama.cpp");
 }
 
@@ -279,7 +279,7 @@ TEST(SweepAnalysis, ShippedTablesGiveTheirViewsATitle) {
 
 SweepSpec llama70b_spec(const std::vector<SweepRecord>& records) {
   SweepSpec spec = make_spec(records);
-  spec.model = find_model_preset(fs::path(KVTUNE_SOURCE_DIR) / "configs", "llama-3.1-70b");
+  spec.model = find_model_preset(testing::config_dir(), "llama-3.1-70b");
   return spec;
 }
 
