@@ -97,7 +97,6 @@ struct RowParams {
   float fixed_code = -1.0f; // >= 0: a constant row, every element gets this q (see fit_row)
 };
 
-// A span beyond float range (values near +-3.4e38) saturates, as the int codec does.
 // v clamped to [lo, hi], a NaN (from a NaN element: never validated input) to lo, the lowest code, on
 // every path. The comparisons are the clamp's own, so the loops vectorize as before; converting the
 // NaN to an integer instead was undefined (x86 gave -2^31, and the round trip wrote -2^31 · s).
@@ -106,6 +105,7 @@ struct RowParams {
   return v <= hi ? v : hi;
 }
 
+// A span beyond float range (values near +-3.4e38) saturates, as the int codec does.
 inline float span_of(float lo, float hi) { return hi - lo <= 3.402823466e38f ? hi - lo : 3.402823466e38f; }
 
 // lo = min x, hi = max x of a row of d >= 1 as the sequential std::min / std::max from x[0] gives
