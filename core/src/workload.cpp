@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kvtune/error.h"
+#include "kvtune/numeric/normal_draws.h"
 
 namespace kvtune {
 namespace {
@@ -21,18 +22,21 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Unit-variance draws, so `scale` is the standard deviation whatever the shape.
+// Unit-variance draws, so `scale` is the standard deviation whatever the shape. The normal draws
+// are std::normal_distribution<double>'s over std::mt19937_64, made in bulk (NormalDraws).
 class Sampler {
  public:
-  explicit Sampler(uint64_t seed) : engine_(seed) {}
-  std::mt19937_64& engine() { return engine_; }
+  explicit Sampler(uint64_t seed) : draws_(seed) {}
+  Mt19937_64& engine() { return draws_.engine(); }
 
   void fill(Matrix& m, Distribution d, double scale) {
     float* p = m.data();
-    for (int64_t i = 0; i < m.size(); ++i) p[i] = static_cast<float>(scale * draw(d));
+    const auto n = static_cast<size_t>(m.size());
+    if (d == Distribution::normal) return draws_.fill(p, n, scale);
+    for (size_t i = 0; i < n; ++i) p[i] = static_cast<float>(scale * draw(d));
   }
 
-  double normal() { return normal_(engine_); }
+  double normal() { return draws_.next(); }
 
   // A uniformly random direction in `d` dimensions: d normal draws, normalized.
   std::vector<double> unit_vector(int64_t d) {
@@ -51,19 +55,18 @@ class Sampler {
   double draw(Distribution d) {
     switch (d) {
       case Distribution::uniform:
-        return std::sqrt(3.0) * (2.0 * uniform_(engine_) - 1.0);
+        return std::sqrt(3.0) * (2.0 * uniform_(engine()) - 1.0);
       case Distribution::laplace: {
-        const double u = uniform_(engine_) - 0.5;
+        const double u = uniform_(engine()) - 0.5;
         return -std::copysign(1.0, u) * std::log1p(-2.0 * std::abs(u)) / std::sqrt(2.0);
       }
       case Distribution::normal:
         break;
     }
-    return normal_(engine_);
+    return normal();
   }
 
-  std::mt19937_64 engine_;
-  std::normal_distribution<double> normal_{0.0, 1.0};
+  NormalDraws draws_;
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
 };
 
