@@ -1,12 +1,80 @@
 #include "kvtune/rope.h"
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <vector>
 
 #include "kvtune/error.h"
 
 namespace kvtune {
+namespace {
+
+// The cos and sin of every angle sign * p * theta^(-2i/D) for positions p < rows and pairs i < D/2,
+// computed as apply_rope computes each one, so a rotation through the table has the same bits.
+// Every case of a workload rotates its keys at positions 0..T-1 (and its calibration draws, and
+// rope_stage=pre each quantization of them), and the sines and cosines took most of the time.
+struct AngleTable {
+  double theta;
+  int64_t head_dim;
+  bool inverse;
+  int64_t rows;
+  std::vector<double> cos, sin;
+};
+
+// At most 2^21 entries a table (16 MiB each of cos and sin: 32 768 positions at D = 128); rows
+// beyond it compute their angles directly. A few tables are kept, the newest first.
+constexpr int64_t kMaxTableEntries = int64_t(1) << 21;
+constexpr size_t kTablesKept = 4;
+
+std::vector<double> inverse_frequencies(const RopeConfig& rope, int64_t d) {
+  std::vector<double> inv_freq(static_cast<size_t>(d / 2));
+  for (int64_t i = 0; i < d / 2; ++i) inv_freq[i] = std::pow(rope.theta, -2.0 * double(i) / double(d));
+  return inv_freq;
+}
+
+double angle(bool inverse, int64_t position, double inv_freq) {
+  const double sign = inverse ? -1.0 : 1.0;
+  return sign * double(position) * inv_freq;
+}
+
+std::shared_ptr<const AngleTable> make_table(const RopeConfig& rope, int64_t d, bool inverse, int64_t rows) {
+  auto table = std::make_shared<AngleTable>(AngleTable{rope.theta, d, inverse, rows, {}, {}});
+  const std::vector<double> inv_freq = inverse_frequencies(rope, d);
+  const int64_t half = d / 2;
+  table->cos.resize(static_cast<size_t>(rows * half));
+  table->sin.resize(static_cast<size_t>(rows * half));
+  for (int64_t p = 0; p < rows; ++p) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = angle(inverse, p, inv_freq[i]);
+      table->cos[p * half + i] = std::cos(a);
+      table->sin[p * half + i] = std::sin(a);
+    }
+  }
+  return table;
+}
+
+// A table covering positions below `rows` (or as many as fit), or null where none is kept and
+// `build` is false: a call that rotates a few rows does not pay for a table of many.
+std::shared_ptr<const AngleTable> angle_table(const RopeConfig& rope, int64_t d, bool inverse, int64_t rows, bool build) {
+  static std::mutex mutex;
+  static std::vector<std::shared_ptr<const AngleTable>> tables;
+  rows = std::min(rows, kMaxTableEntries / (d / 2));
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto same = std::find_if(tables.begin(), tables.end(), [&](const auto& t) {
+    return t->theta == rope.theta && t->head_dim == d && t->inverse == inverse;
+  });
+  if (same != tables.end() && (*same)->rows >= rows) return *same;
+  if (!build) return nullptr;
+  if (same != tables.end()) tables.erase(same);
+  if (tables.size() == kTablesKept) tables.pop_back();
+  tables.insert(tables.begin(), make_table(rope, d, inverse, rows));
+  return tables.front();
+}
+
+}  // namespace
 
 void apply_rope(MatrixView x, std::span<const int64_t> positions, const RopeConfig& rope, bool inverse) {
   if (!rope.enabled) return;
@@ -16,20 +84,32 @@ void apply_rope(MatrixView x, std::span<const int64_t> positions, const RopeConf
     throw std::invalid_argument("apply_rope: " + std::to_string(x.rows) + " rows but " +
                                 std::to_string(positions.size()) + " positions");
   }
+  if (x.rows == 0) return;
   const int64_t half = d / 2;
-  std::vector<double> inv_freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) inv_freq[i] = std::pow(rope.theta, -2.0 * double(i) / double(d));
-  const double sign = inverse ? -1.0 : 1.0;
+  const std::vector<double> inv_freq = inverse_frequencies(rope, d);
+  const int64_t last = *std::max_element(positions.begin(), positions.begin() + x.rows);
+  // A table is built where this call alone rotates at least a quarter of its rows.
+  const auto table = last >= 0 ? angle_table(rope, d, inverse, last + 1, 4 * x.rows >= last + 1) : nullptr;
+  const int64_t a_step = rope.convention == RopeConvention::rotate_half ? 1 : 2;
+  const int64_t b_offset = rope.convention == RopeConvention::rotate_half ? half : 1;
   for (int64_t r = 0; r < x.rows; ++r) {
     float* row = x.row(r);
+    const int64_t p = positions[r];
+    const bool tabled = table != nullptr && p >= 0 && p < table->rows;
     for (int64_t i = 0; i < half; ++i) {
-      const double angle = sign * double(positions[r]) * inv_freq[i];
-      const double c = std::cos(angle), s = std::sin(angle);
-      const int64_t a = rope.convention == RopeConvention::rotate_half ? i : 2 * i;
-      const int64_t b = rope.convention == RopeConvention::rotate_half ? i + half : 2 * i + 1;
-      const double xa = row[a], xb = row[b];
-      row[a] = static_cast<float>(xa * c - xb * s);
-      row[b] = static_cast<float>(xb * c + xa * s);
+      double c, s;
+      if (tabled) {
+        c = table->cos[p * half + i];
+        s = table->sin[p * half + i];
+      } else {
+        const double a = angle(inverse, p, inv_freq[i]);
+        c = std::cos(a);
+        s = std::sin(a);
+      }
+      const int64_t ia = a_step * i, ib = ia + b_offset;
+      const double xa = row[ia], xb = row[ib];
+      row[ia] = static_cast<float>(xa * c - xb * s);
+      row[ib] = static_cast<float>(xb * c + xa * s);
     }
   }
 }

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <numeric>
+#include <random>
 
 #include "kvtune/attention.h"
 #include "kvtune/error.h"
@@ -182,6 +184,66 @@ TEST(Rope, RotatesPairsByPositionTimesFrequency) {
   apply_rope(y, std::span<const int64_t>(&pos, 1), rope, /*inverse=*/true);
   EXPECT_NEAR(y(0, 0), 1.0, 1e-6);
   EXPECT_NEAR(y(0, 1), 0.0, 1e-6);
+}
+
+// apply_rope keeps the cos and sin of the positions it rotates in a table shared across calls
+// (up to 2^21 angles each, then computed per row): the rows must come out with the bits of the
+// rotation computed directly, angle by angle, forward and inverse, in both conventions, at two
+// bases; at D = 256 on both sides of the table's end (16 384 positions); and in small calls that
+// only read a table, at positions in no particular order.
+bool same_bits(const Matrix& a, const Matrix& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         std::memcmp(a.data(), b.data(), static_cast<size_t>(a.size()) * sizeof(float)) == 0;
+}
+
+Matrix rotated_directly(Matrix x, const std::vector<int64_t>& positions, const RopeConfig& rope, bool inverse) {
+  const int64_t d = x.cols(), half = d / 2;
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) inv_freq[i] = std::pow(rope.theta, -2.0 * double(i) / double(d));
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = (inverse ? -1.0 : 1.0) * double(positions[r]) * inv_freq[i];
+      const int64_t ia = rope.convention == RopeConvention::rotate_half ? i : 2 * i;
+      const int64_t ib = rope.convention == RopeConvention::rotate_half ? i + half : 2 * i + 1;
+      const double xa = x(r, ia), xb = x(r, ib), c = std::cos(a), s = std::sin(a);
+      x(r, ia) = static_cast<float>(xa * c - xb * s);
+      x(r, ib) = static_cast<float>(xb * c + xa * s);
+    }
+  }
+  return x;
+}
+
+TEST(Rope, TheSharedAngleTablesGiveTheDirectRotationsBits) {
+  std::mt19937 values(17);
+  std::mt19937_64 engine(5);
+  std::uniform_int_distribution<int64_t> anywhere(0, 20000);
+  std::vector<int64_t> shuffled(64);
+  for (int64_t& p : shuffled) p = anywhere(engine);
+  const auto in_order = [](int64_t first, int64_t rows) {
+    std::vector<int64_t> p(static_cast<size_t>(rows));
+    std::iota(p.begin(), p.end(), first);
+    return p;
+  };
+  const auto check = [&](const Matrix& x, const std::vector<int64_t>& positions, const RopeConfig& rope, bool inverse) {
+    Matrix y = x;
+    apply_rope(y, positions, rope, inverse);
+    EXPECT_TRUE(same_bits(y, rotated_directly(x, positions, rope, inverse)))
+        << "D " << x.cols() << ", " << x.rows() << " rows, theta " << rope.theta << (inverse ? ", inverse" : "");
+  };
+  // Past the end of a table at D = 256: 2^21 angles are 16 384 positions. A call builds a table
+  // when it rotates a quarter of the positions below its last, as these 4 100 rows do.
+  const Matrix wide = testing::random_matrix(4100, 256, values);
+  check(wide, in_order(12300, 4100), {true, 500000.0, RopeConvention::rotate_half}, false);
+  check(wide, in_order(12300, 4100), {true, 10000.0, RopeConvention::interleaved}, true);
+  const Matrix x = testing::random_matrix(3000, 64, values), few = testing::random_matrix(64, 64, values);
+  for (const double theta : {10000.0, 500000.0}) {
+    for (const RopeConvention convention : {RopeConvention::rotate_half, RopeConvention::interleaved}) {
+      for (const bool inverse : {false, true}) {
+        check(x, in_order(0, 3000), {true, theta, convention}, inverse);  // builds a table
+        check(few, shuffled, {true, theta, convention}, inverse);      // reads it, or computes
+      }
+    }
+  }
 }
 
 TEST(Rope, AttentionDependsOnlyOnRelativePosition) {
