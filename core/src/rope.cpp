@@ -57,12 +57,16 @@ std::shared_ptr<const AngleTable> make_table(const RopeConfig& rope, int64_t d, 
 }
 
 // A table covering positions below `rows` (or as many as fit), or null where none is kept and
-// `build` is false: a call that rotates a few rows does not pay for a table of many.
+// `build` is false (a call that rotates a few rows does not pay for a table of many), or where
+// another thread holds the tables: the caller then computes its angles itself, with the same bits.
+// So no thread waits for another's table, and a child process forked while some thread held the
+// lock (isolation.cpp) never blocks on it.
 std::shared_ptr<const AngleTable> angle_table(const RopeConfig& rope, int64_t d, bool inverse, int64_t rows, bool build) {
   static std::mutex mutex;
   static std::vector<std::shared_ptr<const AngleTable>> tables;
   rows = std::min(rows, kMaxTableEntries / (d / 2));
-  const std::lock_guard<std::mutex> lock(mutex);
+  const std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return nullptr;
   const auto same = std::find_if(tables.begin(), tables.end(), [&](const auto& t) {
     return t->theta == rope.theta && t->head_dim == d && t->inverse == inverse;
   });
