@@ -9,6 +9,7 @@
 
 #include "kvtune/error.h"
 #include "kvtune/numeric/normal_draws.h"
+#include "row_dots.h"
 
 namespace kvtune {
 namespace {
@@ -104,14 +105,16 @@ void tilt_queries_toward_sinks(Case& c, const SinkProfile& sinks) {
   if (norm == 0.0 || sinks.mass <= 0.0) return;
   for (double& v : w) v /= norm;
   const double inv_sqrt_d = 1.0 / std::sqrt(double(d));
+  // Every key's product with the tilt direction (row 0) and with each query as drawn (rows 1..):
+  // a query's tilt changes only that query, after its own products are taken.
+  const int64_t nq = c.queries.rows();
+  std::vector<double> rows(w), products(static_cast<size_t>((nq + 1) * t));
+  rows.insert(rows.end(), c.queries.data(), c.queries.data() + nq * d);
+  row_key_dots(rows.data(), nq + 1, c.keys.data(), t, d, products.data());
   std::vector<double> a(static_cast<size_t>(t)), b(static_cast<size_t>(t)), l(static_cast<size_t>(t));
-  for (int64_t j = 0; j < t; ++j) {  // the tilt's logits, the same for every query
-    double bj = 0.0;
-    for (int64_t k = 0; k < d; ++k) bj += w[k] * c.keys(j, k);
-    b[j] = bj * inv_sqrt_d;
-  }
-  for (int64_t i = 0; i < c.queries.rows(); ++i) {
-    for (int64_t j = 0; j < t; ++j) a[j] = dot(c.queries.row(i), c.keys.row(j), d) * inv_sqrt_d;
+  for (int64_t j = 0; j < t; ++j) b[j] = products[j] * inv_sqrt_d;  // the tilt's logits, the same for every query
+  for (int64_t i = 0; i < nq; ++i) {
+    for (int64_t j = 0; j < t; ++j) a[j] = products[(i + 1) * t + j] * inv_sqrt_d;
     auto sink_mass = [&](double alpha) {
       for (int64_t j = 0; j < t; ++j) l[j] = a[j] + alpha * b[j];
       const double lse = logsumexp(l);
@@ -189,8 +192,15 @@ void plant_needles(Case& c, const NeedleProfile& needles, int64_t protected_lead
   for (int64_t j = 0; j < std::min(protected_leading, t); ++j) taken[j] = true;
   const double inv_sqrt_d = 1.0 / std::sqrt(double(d));
   const double share = needles.mass / double(needles.per_query);
+  // Every query's products with the keys as they are now; the keys an earlier query's needles
+  // moved (`moved`) are taken again when a later query needs them.
+  const int64_t nq = c.queries.rows();
+  const std::vector<double> queries(c.queries.data(), c.queries.data() + nq * d);
+  std::vector<double> products(static_cast<size_t>(nq * t));
+  row_key_dots(queries.data(), nq, c.keys.data(), t, d, products.data());
+  std::vector<int64_t> moved;
   std::vector<double> l(static_cast<size_t>(t));
-  for (int64_t i = 0; i < c.queries.rows(); ++i) {
+  for (int64_t i = 0; i < nq; ++i) {
     const float* q = c.queries.row(i);
     if (dot(q, q, d) == 0.0) continue;  // a zero query attends uniformly: no key can be made to stand out
     std::vector<Needle> mine;
@@ -203,7 +213,8 @@ void plant_needles(Case& c, const NeedleProfile& needles, int64_t protected_lead
       mine.push_back({i, pos, depth});
     }
     if (mine.empty()) continue;
-    for (int64_t j = 0; j < t; ++j) l[j] = dot(q, c.keys.row(j), d) * inv_sqrt_d;
+    for (int64_t j = 0; j < t; ++j) l[j] = products[i * t + j] * inv_sqrt_d;
+    for (int64_t j : moved) l[j] = dot(q, c.keys.row(j), d) * inv_sqrt_d;
     // p_needle = share when its logit is log(share / (1 - total)) above the others' log-sum-exp.
     std::vector<double> rest = l;
     for (const Needle& n : mine) rest[n.token] = -INFINITY;
@@ -218,6 +229,7 @@ void plant_needles(Case& c, const NeedleProfile& needles, int64_t protected_lead
       std::copy(k, k + d, c.keys_pre_rope.row(n.token));
       const int64_t p = c.positions[n.token];
       apply_rope({c.keys_pre_rope.row(n.token), 1, d}, std::span<const int64_t>(&p, 1), c.rope, /*inverse=*/true);
+      moved.push_back(n.token);
     }
     c.needles.insert(c.needles.end(), mine.begin(), mine.end());
   }
