@@ -1,4 +1,4 @@
-#include "row_dots.h"
+#include "kvtune/numeric/row_dots.h"
 
 #include <cstddef>
 #include <vector>

@@ -9,7 +9,7 @@
 
 #include "kvtune/error.h"
 #include "kvtune/numeric/normal_draws.h"
-#include "row_dots.h"
+#include "kvtune/numeric/row_dots.h"
 
 namespace kvtune {
 namespace {
