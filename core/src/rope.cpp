@@ -61,7 +61,8 @@ std::shared_ptr<const AngleTable> make_table(const RopeConfig& rope, int64_t d, 
 // another thread holds the tables: the caller then computes its angles itself, with the same bits.
 // So no thread waits for another's table, and a child process forked while some thread held the
 // lock (isolation.cpp) never blocks on it.
-std::shared_ptr<const AngleTable> angle_table(const RopeConfig& rope, int64_t d, bool inverse, int64_t rows, bool build) {
+std::shared_ptr<const AngleTable> angle_table(const RopeConfig& rope, int64_t d, bool inverse, int64_t rows,
+                                              bool build) {
   static std::mutex mutex;
   static std::vector<std::shared_ptr<const AngleTable>> tables;
   rows = std::min(rows, kMaxTableEntries / (d / 2));

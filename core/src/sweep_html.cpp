@@ -113,15 +113,19 @@ std::string doc_html(const Doc& doc, size_t from, size_t to) {
 
 // One table cell with the value it sorts by.
 std::string cell(const std::string& text, double sort_value) {
-  return "<td class=\"num\" data-v=\"" + (std::isfinite(sort_value) ? number_cell(sort_value, "%.17g") : std::string("")) +
-         "\">" + escape(text) + "</td>";
+  return "<td class=\"num\" data-v=\"" +
+         (std::isfinite(sort_value) ? number_cell(sort_value, "%.17g") : std::string("")) + "\">" + escape(text) +
+         "</td>";
 }
 
 std::string interval_cell(const Summary& s, bool p95) {
   if (s.count == 0) return cell("-", NAN);
   const double v = p95 ? s.p95 : s.mean;
   const Interval& ci = p95 ? s.p95_ci : s.mean_ci;
-  return cell(number_cell(v) + (s.has_intervals() ? " [" + number_cell(ci.lo, "%.3g") + ", " + number_cell(ci.hi, "%.3g") + "]" : ""), v);
+  return cell(
+      number_cell(v) +
+          (s.has_intervals() ? " [" + number_cell(ci.lo, "%.3g") + ", " + number_cell(ci.hi, "%.3g") + "]" : ""),
+      v);
 }
 
 std::string points_table(const std::vector<SweepRecord>& records, const SweepAnalysis& analysis) {
@@ -141,9 +145,10 @@ std::string points_table(const std::vector<SweepRecord>& records, const SweepAna
     for (const std::string& t : violation_texts(v)) violations += (violations.empty() ? "" : "; ") + t;
     out += "<tr class=\"" + std::string(status) + "\">" + cell(std::to_string(i), double(i)) + "<td><code>" +
            escape(r.k) + "</code></td><td><code>" + escape(r.v) + "</code></td><td>" + escape(origin) + "</td>" +
-           cell(number_cell(r.bits()), r.bits()) + cell(number_cell(r.k_bits), r.k_bits) + cell(number_cell(r.v_bits), r.v_bits) +
-           interval_cell(r.metric(Metric::rel_out_err), false) + interval_cell(r.metric(Metric::rel_out_err), true) +
-           interval_cell(r.metric(Metric::attn_kl), true) + interval_cell(r.metric(Metric::needle_hit), false) +
+           cell(number_cell(r.bits()), r.bits()) + cell(number_cell(r.k_bits), r.k_bits) +
+           cell(number_cell(r.v_bits), r.v_bits) + interval_cell(r.metric(Metric::rel_out_err), false) +
+           interval_cell(r.metric(Metric::rel_out_err), true) + interval_cell(r.metric(Metric::attn_kl), true) +
+           interval_cell(r.metric(Metric::needle_hit), false) +
            (v.memory ? cell(format_bytes(double(v.memory->total_bytes), 2), double(v.memory->total_bytes))
                      : cell("-", NAN)) +
            "<td>" + status + "</td><td>" + escape(violations) + "</td></tr>\n";

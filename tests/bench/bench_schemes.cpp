@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "best_seconds.h"
 #include "builtin.h"
 #include "fp8/fp8_kernels.h"
 #include "kvtune/evaluator.h"
@@ -30,17 +31,6 @@ kvtune::Matrix keys_like() {
   for (int64_t i = 0; i < m.size(); ++i) m.data()[i] = normal(engine);
   for (int64_t r = 0; r < kTokens; ++r) m(r, 7) *= 20.0f;
   return m;
-}
-
-template <class F>
-double best_seconds(F&& f, int repeats) {
-  double best = 1e30;
-  for (int i = 0; i < repeats; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
 }
 
 // The median over `pairs` back-to-back pairs of (a memcpy of x into y) / (round_trip, x to y): the two

@@ -11,21 +11,11 @@
 #include <random>
 #include <vector>
 
+#include "best_seconds.h"
 #include "kvtune/numeric/normal_draws.h"
 #include "kvtune/workload.h"
 
 namespace {
-
-template <class F>
-double best_seconds(F&& f, int repeats) {
-  double best = 1e30;
-  for (int i = 0; i < repeats; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
 
 // A [4096, 128] matrix's worth of draws per iteration, as Sampler::fill makes a case's keys.
 void BM_NormalDraws(benchmark::State& state) {
@@ -82,8 +72,8 @@ void BM_GenerateCase(benchmark::State& state) {
   const kvtune::WorkloadConfig cfg = recommend_like(state.range(0));
   for (auto _ : state) benchmark::DoNotOptimize(kvtune::generate_case(cfg, 0, 15, 0));
   // Seconds per token, printed with its unit (us, ns).
-  state.counters["per_token"] =
-      benchmark::Counter(double(state.range(0)), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["per_token"] = benchmark::Counter(
+      double(state.range(0)), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_GenerateCase)->Arg(32768)->Arg(131072)->ArgName("T")->Unit(benchmark::kMillisecond);
 

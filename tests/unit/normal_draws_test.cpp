@@ -55,7 +55,8 @@ TEST(NormalDraws, FillsMatchOneAtATimeDrawsWhateverDrawsComeBetween) {
     for (float& v : want) v = static_cast<float>(scale * reference.normal(reference.engine));
     draws.fill(got.data(), n, scale);
     for (size_t i = 0; i < n; ++i) {
-      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "fill of " << n << ", value " << i;
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+          << "fill of " << n << ", value " << i;
     }
     for (size_t k = 0; k < n % 4; ++k) {
       ASSERT_EQ(std::bit_cast<uint64_t>(uniform(draws.engine())),

@@ -1,5 +1,7 @@
 // The synthetic generator: determinism, planted structure, RoPE, sinks, needles, GQA, layers with
 // overrides, recency and calibration samples.
+#include "kvtune/workload.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,7 +13,6 @@
 #include "kvtune/attention.h"
 #include "kvtune/error.h"
 #include "kvtune/rope.h"
-#include "kvtune/workload.h"
 #include "test_support.h"
 
 namespace kvtune {
@@ -240,7 +241,7 @@ TEST(Rope, TheSharedAngleTablesGiveTheDirectRotationsBits) {
     for (const RopeConvention convention : {RopeConvention::rotate_half, RopeConvention::interleaved}) {
       for (const bool inverse : {false, true}) {
         check(x, in_order(0, 3000), {true, theta, convention}, inverse);  // builds a table
-        check(few, shuffled, {true, theta, convention}, inverse);      // reads it, or computes
+        check(few, shuffled, {true, theta, convention}, inverse);         // reads it, or computes
       }
     }
   }
