@@ -21,15 +21,18 @@ function(kvtune_unity_build target)
 endfunction()
 
 # The coverage ignorelist's `src:` globs as CMake regular expressions (`*` matches any run of
-# characters, '/' included, as in LLVM's special case lists).
+# characters, '/' included, and `?` any one, as in LLVM's special case lists).
 function(kvtune_coverage_ignore_regexes out)
   file(STRINGS "${PROJECT_SOURCE_DIR}/fuzz/coverage-ignorelist.txt" lines REGEX "^src:")
   set(regexes "")
   foreach(line IN LISTS lines)
     string(REGEX REPLACE "^src:" "" glob "${line}")
     string(CONFIGURE "${glob}" glob @ONLY)
-    string(REGEX REPLACE "([.+?^$()|\\[\\]])" "\\\\\\1" regex "${glob}")
+    # Inside a CMake bracket expression a backslash is a plain character and a leading ] is one
+    # too: so the bracket holds every character a regular expression gives a meaning but * and ?.
+    string(REGEX REPLACE "([][.+^$()|\\\\])" "\\\\\\1" regex "${glob}")
     string(REPLACE "*" ".*" regex "${regex}")
+    string(REPLACE "?" "." regex "${regex}")
     list(APPEND regexes "^${regex}$")
   endforeach()
   set(${out} "${regexes}" PARENT_SCOPE)

@@ -56,27 +56,34 @@ std::shared_ptr<const AngleTable> make_table(const RopeConfig& rope, int64_t d, 
   return table;
 }
 
-// A table covering positions below `rows` (or as many as fit), or null where none is kept and
-// `build` is false (a call that rotates a few rows does not pay for a table of many), or where
-// another thread holds the tables: the caller then computes its angles itself, with the same bits.
-// So no thread waits for another's table, and a child process forked while some thread held the
-// lock (isolation.cpp) never blocks on it.
-std::shared_ptr<const AngleTable> angle_table(const RopeConfig& rope, int64_t d, bool inverse, int64_t rows,
-                                              bool build) {
+// The table for positions below `needed`, as far as one is kept (a shorter one, or none), for a
+// call that rotates `rows` rows. A call grows the table (twice as far as before at least, up to
+// the size limit) where it rotates 64 rows or more and either a quarter of the positions below its
+// last, or positions below twice the table's end: a few rows do not pay for a table of many, and a
+// caller that walks the positions a block at a time (add_recency in workload.cpp) builds log2(T)
+// tables, not one per block. Where another thread holds the tables, none: the caller then
+// computes its angles itself, with the same bits, so no thread waits for another's table, and a
+// child process forked while some thread held the lock (isolation.cpp) never blocks on it.
+std::shared_ptr<const AngleTable> angle_table(const RopeConfig& rope, int64_t d, bool inverse, int64_t needed,
+                                              int64_t rows) {
   static std::mutex mutex;
-  static std::vector<std::shared_ptr<const AngleTable>> tables;
-  rows = std::min(rows, kMaxTableEntries / (d / 2));
+  // Never destroyed: a thread may still rotate rows while the program exits.
+  static auto* const tables = new std::vector<std::shared_ptr<const AngleTable>>();
+  const int64_t limit = kMaxTableEntries / (d / 2);
+  needed = std::min(needed, limit);
   const std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);
   if (!lock.owns_lock()) return nullptr;
-  const auto same = std::find_if(tables.begin(), tables.end(), [&](const auto& t) {
+  const auto same = std::find_if(tables->begin(), tables->end(), [&](const auto& t) {
     return t->theta == rope.theta && t->head_dim == d && t->inverse == inverse;
   });
-  if (same != tables.end() && (*same)->rows >= rows) return *same;
-  if (!build) return nullptr;
-  if (same != tables.end()) tables.erase(same);
-  if (tables.size() == kTablesKept) tables.pop_back();
-  tables.insert(tables.begin(), make_table(rope, d, inverse, rows));
-  return tables.front();
+  const std::shared_ptr<const AngleTable> kept = same != tables->end() ? *same : nullptr;
+  if (kept != nullptr && kept->rows >= needed) return kept;
+  const int64_t kept_rows = kept != nullptr ? kept->rows : 0;
+  if (rows < 64 || (4 * rows < needed && 2 * kept_rows < needed)) return kept;
+  if (kept != nullptr) tables->erase(same);
+  if (tables->size() == kTablesKept) tables->pop_back();
+  tables->insert(tables->begin(), make_table(rope, d, inverse, std::min(limit, std::max(needed, 2 * kept_rows))));
+  return tables->front();
 }
 
 }  // namespace
@@ -89,12 +96,11 @@ void apply_rope(MatrixView x, std::span<const int64_t> positions, const RopeConf
     throw std::invalid_argument("apply_rope: " + std::to_string(x.rows) + " rows but " +
                                 std::to_string(positions.size()) + " positions");
   }
-  if (x.rows == 0) return;
+  if (x.rows == 0 || d == 0) return;
   const int64_t half = d / 2;
   const std::vector<double> inv_freq = inverse_frequencies(rope, d);
   const int64_t last = *std::max_element(positions.begin(), positions.begin() + x.rows);
-  // A table is built where this call alone rotates at least a quarter of its rows.
-  const auto table = last >= 0 ? angle_table(rope, d, inverse, last + 1, 4 * x.rows >= last + 1) : nullptr;
+  const auto table = last >= 0 ? angle_table(rope, d, inverse, std::min(last, kMaxTableEntries) + 1, x.rows) : nullptr;
   const int64_t a_step = rope.convention == RopeConvention::rotate_half ? 1 : 2;
   const int64_t b_offset = rope.convention == RopeConvention::rotate_half ? half : 1;
   for (int64_t r = 0; r < x.rows; ++r) {

@@ -2,11 +2,21 @@
 // records, never their rendered words. Internal: nlohmann_json stays out of the public headers.
 #pragma once
 
+#include <cinttypes>
+#include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "kvtune/sweep.h"
 
 namespace kvtune::detail {
+
+// A spec hash as the sweep's files spell it (summary.json, results.jsonl): 16 hex digits.
+inline std::string hash_hex(uint64_t hash) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, hash);
+  return buf;
+}
 
 inline nlohmann::ordered_json note_json(const SweepNote& n) {
   nlohmann::ordered_json j = {{"kind", note_kind_name(n.kind)}};

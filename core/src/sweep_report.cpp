@@ -41,12 +41,6 @@ std::string compare_text(const std::string& what, double value, const char* op, 
   return what + " " + num(value, digits) + " " + op + " " + num(bound, digits);
 }
 
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
-
 // "95 %" for a confidence level of 0.95.
 std::string percent(double level) { return num(100.0 * level, 4) + " %"; }
 
@@ -57,7 +51,7 @@ std::string interval_text(const Summary& s, const Interval& ci, const char* spec
 
 std::string plural(size_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
 
-std::string join(const std::vector<std::string>& items, const std::string& sep) {
+std::string join_with(const std::vector<std::string>& items, const std::string& sep) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
   return out;
@@ -254,11 +248,11 @@ Table frontier_table(const SweepSpec& spec, const std::vector<SweepRecord>& reco
 void add_settings(Doc& doc, const RuntimeSettings& s) {
   if (!s.cli.empty()) {
     add(doc, Block::text, "flags:");
-    doc.push_back({Block::code, {}, join(s.cli, " "), {}});
+    doc.push_back({Block::code, {}, join_with(s.cli, " "), {}});
   }
   if (!s.env.empty()) {
     add(doc, Block::text, "environment:");
-    doc.push_back({Block::code, {}, join(s.env, "\n"), {}});
+    doc.push_back({Block::code, {}, join_with(s.env, "\n"), {}});
   }
   if (!s.python.empty()) {
     add(doc, Block::text, "python:");
@@ -296,7 +290,7 @@ void add_option(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>&
 // option for a user without it, with its own settings and metrics.
 void add_fallback(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>& records,
                   const SweepAnalysis& analysis, const RuntimeChoice& c) {
-  add(doc, Block::text, "it needs: " + join(c.option->settings.needs, "; "));
+  add(doc, Block::text, "it needs: " + join_with(c.option->settings.needs, "; "));
   if (!c.fallback || !c.fallback_option) {
     add(doc, Block::text, "without that, no option of this version meets the budget");
     return;
@@ -315,7 +309,7 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
   if (c.record && c.option) {
     const RuntimeOption& o = *c.option;
     add_option(doc, spec, records, analysis, "recommended", o, *c.record);
-    if (!o.origins.empty()) add(doc, Block::text, "from: " + join(o.origins, ", "));
+    if (!o.origins.empty()) add(doc, Block::text, "from: " + join_with(o.origins, ", "));
     if (!o.settings.needs.empty()) add_fallback(doc, spec, records, analysis, c);
     const std::string gap = gap_text(records, analysis, c);
     add(doc, Block::text, gap.empty() ? "this is the best configuration overall" : "gap: " + gap);
@@ -361,7 +355,7 @@ Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& record
   Doc doc;
   const Counts n = count(records, analysis);
   add(doc, Block::heading1, "sweep " + spec.name);
-  add(doc, Block::text, "spec: " + spec.source + " (hash " + hex(spec.hash) + ")");
+  add(doc, Block::text, "spec: " + spec.source + " (hash " + hash_hex(spec.hash) + ")");
   add(doc, Block::text,
       "workload: model " + (spec.model ? spec.model->name : std::string("none")) + " (statistics: " +
           (spec.scenario.capture ? "a real cache, " + spec.scenario.capture->dir
@@ -381,7 +375,7 @@ Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& record
   if (const std::string p = precision_text(spec); !p.empty()) add(doc, Block::text, p);
   const std::vector<std::string> terms = budget_terms(spec);
   add(doc, Block::text,
-      "budget: " + (terms.empty() ? std::string("none") : join(terms, ", ")) + "; objective " +
+      "budget: " + (terms.empty() ? std::string("none") : join_with(terms, ", ")) + "; objective " +
           objective_text(spec.budget.objective));
 
   add(doc, Block::heading2, "Pareto frontier (bits/element vs rel_out_err)");
@@ -800,7 +794,7 @@ std::string violation_text(const Violation& v) {
 }
 
 std::string note_text(const SweepNote& n) {
-  const std::string reasons = n.reasons.empty() ? "" : join(n.reasons, "; ");
+  const std::string reasons = n.reasons.empty() ? "" : join_with(n.reasons, "; ");
   switch (n.kind) {
     case SweepNote::Kind::grid_dropped:
       return "[[search.grid]] at " + n.where + ": skip_invalid dropped " + std::to_string(n.dropped) +
@@ -883,7 +877,7 @@ ordered_json detail::summary_document(const SweepSpec& spec, const std::vector<S
                                        {"tensor_parallel", b.fit->tensor_parallel}}
                         : ordered_json(nullptr);
 
-  ordered_json doc = {{"name", spec.name}, {"source", spec.source}, {"spec_hash", hex(spec.hash)}};
+  ordered_json doc = {{"name", spec.name}, {"source", spec.source}, {"spec_hash", hash_hex(spec.hash)}};
   doc["workload"] = {{"model", spec.model ? ordered_json(spec.model->name) : ordered_json(nullptr)},
                      {"profile", spec.scenario.capture           ? ordered_json("cache")
                                  : spec.scenario.profile.empty() ? ordered_json("generic")
@@ -947,7 +941,7 @@ std::string frontier_csv(const SweepSpec& /*spec*/, const std::vector<SweepRecor
     auto ends = [](const Summary& s, const Interval& ci) {
       return s.has_intervals() ? fmt(ci.lo, "%.9g") + "," + fmt(ci.hi, "%.9g") : std::string(",");
     };
-    out += join(fields, ",") + "," + (v.undecided ? "true" : "false") + "," + ends(err, err.mean_ci) + "," +
+    out += join_with(fields, ",") + "," + (v.undecided ? "true" : "false") + "," + ends(err, err.mean_ci) + "," +
            ends(err, err.p95_ci) + "," + ends(kl, kl.p95_ci) + "," + ends(needle, needle.mean_ci) + "," +
            (err.has_intervals() ? fmt(err.level, "%.9g") : "") + "\n";
   }

@@ -29,6 +29,7 @@
 #include "kvtune/sweep_dir.h"
 #include "kvtune/version.h"
 #include "summary_json.h"
+#include "sweep_json.h"
 
 namespace kvtune {
 namespace fs = std::filesystem;
@@ -48,13 +49,6 @@ std::string utc_now() {
 std::string host_name() {
   char buf[256] = {};
   return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string("unknown");
-}
-
-// 16 hex digits, as summary.json spells the spec hash.
-std::string hex(uint64_t v) {
-  std::ostringstream s;
-  s << std::hex << std::setw(16) << std::setfill('0') << v;
-  return s.str();
 }
 
 // Reads a record's field, naming the line when it is missing or of the wrong type.
@@ -409,8 +403,9 @@ ResultsFile existing_results(const std::string& path, const SweepSpec& spec, con
   ResultsFile f = parse_results(path);
   for (const SweepRecord& r : f.records) {
     if (r.spec_hash != spec.hash) {
-      throw InputError(path + ": written by a sweep whose workload differs (spec hash " + hex(r.spec_hash) +
-                       ", this one " + hex(spec.hash) + "); --resume continues only the same sweep");
+      throw InputError(path + ": written by a sweep whose workload differs (spec hash " +
+                       detail::hash_hex(r.spec_hash) + ", this one " + detail::hash_hex(spec.hash) +
+                       "); --resume continues only the same sweep");
     }
     // A record is only exact for the code that computed it: the generator or a scheme may have
     // changed since, even when the workload did not.
@@ -443,7 +438,7 @@ std::string record_to_json_line(const SweepRecord& r) {
     }
     j["needle_depths"] = std::move(depths);
   }
-  j["spec_hash"] = hex(r.spec_hash);
+  j["spec_hash"] = detail::hash_hex(r.spec_hash);
   j["kvtune_version"] = r.kvtune_version;
   j["git_commit"] = r.git_commit;
   j["host"] = r.host;
@@ -504,8 +499,9 @@ std::vector<SweepRecord> merge_records(const std::vector<std::string>& dirs) {
       if (!out.empty()) {
         const SweepRecord& first = out.front();
         if (r.spec_hash != first.spec_hash) {
-          throw InputError(path + ": written by spec " + hex(r.spec_hash) + " but " + first_dir + " by spec " +
-                           hex(first.spec_hash) + "; only shards of one sweep can be merged");
+          throw InputError(path + ": written by spec " + detail::hash_hex(r.spec_hash) + " but " + first_dir +
+                           " by spec " + detail::hash_hex(first.spec_hash) +
+                           "; only shards of one sweep can be merged");
         }
         if (r.kvtune_version != first.kvtune_version || r.git_commit != first.git_commit) {
           throw InputError(path + ": written by kvtune " + r.kvtune_version + " (commit " + r.git_commit + ") but " +

@@ -89,6 +89,35 @@ double logsumexp(const std::vector<double>& l, int64_t skip = -1) {
   return m + std::log(s);
 }
 
+// The query rows' products with every key (row_key_dots), sixteen queries at a time so that the
+// buffer stays 16 x T whatever the number of queries: row(i) computes i's sixteen when first
+// asked, from the queries and keys as they are then, and says so in `fresh`.
+class QueryKeyProducts {
+ public:
+  QueryKeyProducts(const Matrix& queries, const Matrix& keys)
+      : queries_(queries), keys_(keys), products_(static_cast<size_t>(kChunk * keys.rows())) {}
+
+  const double* row(int64_t i, bool* fresh = nullptr) {
+    const int64_t first = i - i % kChunk, t = keys_.rows(), d = keys_.cols();
+    const bool compute = first != first_;
+    if (compute) {
+      const int64_t n = std::min(kChunk, queries_.rows() - first);
+      rows_.assign(queries_.row(first), queries_.row(first) + n * d);
+      row_key_dots(rows_.data(), n, keys_.data(), t, d, products_.data());
+      first_ = first;
+    }
+    if (fresh != nullptr) *fresh = compute;
+    return products_.data() + (i - first) * t;
+  }
+
+ private:
+  static constexpr int64_t kChunk = 16;
+  const Matrix& queries_;
+  const Matrix& keys_;
+  std::vector<double> rows_, products_;
+  int64_t first_ = -1;
+};
+
 // Tilts each query toward (or away from) the sink keys until they hold `mass` of its attention
 // (bisection on the tilt; the sink mass grows monotonically with it because the sinks share one
 // direction). Away matters as much as toward: a sink key is several times longer than the others,
@@ -105,16 +134,15 @@ void tilt_queries_toward_sinks(Case& c, const SinkProfile& sinks) {
   if (norm == 0.0 || sinks.mass <= 0.0) return;
   for (double& v : w) v /= norm;
   const double inv_sqrt_d = 1.0 / std::sqrt(double(d));
-  // Every key's product with the tilt direction (row 0) and with each query as drawn (rows 1..):
-  // a query's tilt changes only that query, after its own products are taken.
-  const int64_t nq = c.queries.rows();
-  std::vector<double> rows(w), products(static_cast<size_t>((nq + 1) * t));
-  rows.insert(rows.end(), c.queries.data(), c.queries.data() + nq * d);
-  row_key_dots(rows.data(), nq + 1, c.keys.data(), t, d, products.data());
   std::vector<double> a(static_cast<size_t>(t)), b(static_cast<size_t>(t)), l(static_cast<size_t>(t));
-  for (int64_t j = 0; j < t; ++j) b[j] = products[j] * inv_sqrt_d;  // the tilt's logits, the same for every query
-  for (int64_t i = 0; i < nq; ++i) {
-    for (int64_t j = 0; j < t; ++j) a[j] = products[(i + 1) * t + j] * inv_sqrt_d;
+  row_key_dots(w.data(), 1, c.keys.data(), t, d, b.data());
+  for (double& v : b) v *= inv_sqrt_d;  // the tilt's logits, the same for every query
+  // Each query's products as drawn: a query's tilt changes only that query, after its own
+  // products are taken.
+  QueryKeyProducts products(c.queries, c.keys);
+  for (int64_t i = 0; i < c.queries.rows(); ++i) {
+    const double* p = products.row(i);
+    for (int64_t j = 0; j < t; ++j) a[j] = p[j] * inv_sqrt_d;
     auto sink_mass = [&](double alpha) {
       for (int64_t j = 0; j < t; ++j) l[j] = a[j] + alpha * b[j];
       const double lse = logsumexp(l);
@@ -192,15 +220,12 @@ void plant_needles(Case& c, const NeedleProfile& needles, int64_t protected_lead
   for (int64_t j = 0; j < std::min(protected_leading, t); ++j) taken[j] = true;
   const double inv_sqrt_d = 1.0 / std::sqrt(double(d));
   const double share = needles.mass / double(needles.per_query);
-  // Every query's products with the keys as they are now; the keys an earlier query's needles
-  // moved (`moved`) are taken again when a later query needs them.
-  const int64_t nq = c.queries.rows();
-  const std::vector<double> queries(c.queries.data(), c.queries.data() + nq * d);
-  std::vector<double> products(static_cast<size_t>(nq * t));
-  row_key_dots(queries.data(), nq, c.keys.data(), t, d, products.data());
+  // The queries' products with the keys; a key an earlier query's needles moved since those
+  // products were taken (`moved`) is taken again.
+  QueryKeyProducts products(c.queries, c.keys);
   std::vector<int64_t> moved;
   std::vector<double> l(static_cast<size_t>(t));
-  for (int64_t i = 0; i < nq; ++i) {
+  for (int64_t i = 0; i < c.queries.rows(); ++i) {
     const float* q = c.queries.row(i);
     if (dot(q, q, d) == 0.0) continue;  // a zero query attends uniformly: no key can be made to stand out
     std::vector<Needle> mine;
@@ -213,7 +238,10 @@ void plant_needles(Case& c, const NeedleProfile& needles, int64_t protected_lead
       mine.push_back({i, pos, depth});
     }
     if (mine.empty()) continue;
-    for (int64_t j = 0; j < t; ++j) l[j] = products[i * t + j] * inv_sqrt_d;
+    bool fresh = false;
+    const double* taken_products = products.row(i, &fresh);
+    if (fresh) moved.clear();
+    for (int64_t j = 0; j < t; ++j) l[j] = taken_products[j] * inv_sqrt_d;
     for (int64_t j : moved) l[j] = dot(q, c.keys.row(j), d) * inv_sqrt_d;
     // p_needle = share when its logit is log(share / (1 - total)) above the others' log-sum-exp.
     std::vector<double> rest = l;

