@@ -1,7 +1,8 @@
 // Making the synthetic cases: the bulk normal draws against libstdc++'s one-at-a-time draws of the
 // same values (counter `speedup`, both timed in the same process, best against best), and one case
-// of the recommend template's workload (sweeps/recommend.toml: llama-3.1-8b's shape, outliers,
-// sinks, needles, recency, RoPE; the layer-wide calibration set not included) per context.
+// per context of a workload with the knobs of sweeps/recommend.toml's [workload] on
+// llama-3.1-8b's shape (outliers, offsets, sinks, needles, recency, RoPE at theta 500 000), stated
+// here: no model preset's generic profile or layer overrides, no calibration set.
 //
 //   build/tests/bench/bench_workload --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
