@@ -1,7 +1,6 @@
 #include "kvtune/sweep_report.h"
 
 #include <algorithm>
-#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>

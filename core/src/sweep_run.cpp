@@ -13,13 +13,11 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <iomanip>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "case_cache.h"
 #include "kvtune/error.h"
