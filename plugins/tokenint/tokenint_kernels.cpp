@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cmath>
 
 #include "kvtune/numeric/cpu_features.h"
 #include "kvtune/numeric/multiversion.h"
@@ -40,7 +41,8 @@ KVTUNE_AVX512 inline __m512 round_code16(__m512 v, Round r) {
 // (whose sign or fate depends on the scan order), or that fit_row treats as constant (s = 0), get
 // fit_row itself: min and max are exact, so on every other row any reduction order gives the
 // sequential scan's extremes.
-KVTUNE_AVX512_F16C void fit_rows16(const float* x, int64_t d, const Config& c, RowParams* p) {
+// `minima` (or null): each row's minimum as the lanes found it (roundtrip_rows_dividing, zero=mid).
+KVTUNE_AVX512_F16C void fit_rows16(const float* x, int64_t d, const Config& c, RowParams* p, float* minima) {
   __m512i lo_m[16], hi_m[16];
   __mmask16 special = 0;
   for (int k = 0; k < 16; ++k) {
@@ -56,6 +58,7 @@ KVTUNE_AVX512_F16C void fit_rows16(const float* x, int64_t d, const Config& c, R
     lo_m[k] = _mm512_castps_si512(l), hi_m[k] = _mm512_castps_si512(h);
   }
   const __m512 lo = lanes_min16_ps(lo_m), hi = lanes_max16_ps(hi_m);
+  if (minima != nullptr) _mm512_storeu_ps(minima, lo);
   const __m512 zero = _mm512_setzero_ps(), inf = _mm512_set1_ps(INFINITY), sign = _mm512_set1_ps(-0.0f);
   special |= _mm512_cmp_ps_mask(lo, zero, _CMP_EQ_OQ) | _mm512_cmp_ps_mask(hi, zero, _CMP_EQ_OQ);
   special |= _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, lo), inf, _CMP_EQ_OQ);
@@ -124,6 +127,139 @@ KVTUNE_AVX512_F16C void fit_rows16(const float* x, int64_t d, const Config& c, R
   }
 }
 
+// ---- the conventions that divide, by a multiplication where it gives the same codes ----------
+// SGLang's and LMDeploy's PyTorch engine's conventions take q from fl(t / s), and a float division
+// of sixteen lanes costs about as much as the rest of an element's round trip. The int family's
+// argument (plugins/int/int_kernels.cpp, "Why the fast path is exact") carries over: with s and
+// r = fl(1/s) normal, fl(t r) lies within 3 |t / s| 2^-24 of fl(t / s), under 2^-13 where the
+// quotient is below 2^9 in magnitude; zero=float's added z moves the two v apart by at most one ulp
+// more (2^-16 below 256). Where the quotient is larger and v is the quotient (zero=none, min, mid)
+// or the quotient plus z in [0, N] (zero=int), both v clamp to the same end of the code range;
+// zero=float rows whose quotients may be that large (|z| + N + 1 >= 2^9) divide throughout.
+// Clamping is monotone, so a clamped v farther than kTieGuard = 2^-12 from every half-integer rounds
+// to the same code either way: ties to even and away step at the half-integers, trunc(v + 0.5)
+// (round=up) within 2^-17 of them. A vector with a lane in that band (|v - code| > 1/2 - kTieGuard)
+// is computed by division: about 0.05 % of elements. zero=mid puts the row's minimum itself at
+// -(2^(b-1) - 1/2), a step, so the lanes equal to it take its code, divided once per row.
+// round=trunc (steps at the integers) keeps the division throughout.
+constexpr float kTieGuard = 0x1p-12f;
+
+// clamp_code(v, lo, hi) on sixteen lanes for the codes that follow: max returns its second operand
+// for a NaN lane (lo, as clamp_code gives) and +0 where clamp_code keeps v = -0 at lo = 0, which
+// every rounding below takes to the code +0 all the same.
+KVTUNE_AVX512 inline __m512 clamp_code16(__m512 v, __m512 lo, __m512 hi) {
+  return _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+}
+
+// trunc_small: toward zero through int32.
+KVTUNE_AVX512 inline __m512 trunc_small16(__m512 w) { return _mm512_cvtepi32_ps(_mm512_cvttps_epi32(w)); }
+
+// level_of's code for a clamped v (tokenint_codec.h: round_code_of, and for unsigned codes
+// round_nonnegative_code_of). Never -0 (the magic-number rounding and the int32 conversion give +0),
+// so level_of's + 0 for signed codes is not needed.
+template <Zero Z, Round R>
+KVTUNE_AVX512 inline __m512 code16(__m512 v) {
+  if constexpr (R == Round::even) {
+    return rne16(v);
+  } else if constexpr (R == Round::away) {  // trunc(v + copysign(kBelowHalf, v)); v >= 0 for unsigned codes
+    const __m512 below_half = _mm512_set1_ps(kBelowHalf);
+    return trunc_small16(_mm512_add_ps(
+        v, signed_codes(Z) ? _mm512_or_ps(below_half, _mm512_and_ps(v, _mm512_set1_ps(-0.0f))) : below_half));
+  } else {
+    static_assert(R == Round::up);
+    return trunc_small16(_mm512_add_ps(v, _mm512_set1_ps(0.5f)));
+  }
+}
+
+// roundtrip_fitted_row for rows of d (a multiple of 16) fitted in p, dividing (p.r == 0), R not
+// trunc: by multiplication, with the division where the guard asks for it (above).
+template <Zero Z, Round R>
+KVTUNE_AVX512 void roundtrip_rows_dividing(const float* x, int64_t rows, int64_t d, const Config& c,
+                                           const RowParams* p, const float* minima, float* y) {
+  const float qmin = code_min(c), qmax = code_max(c);
+  const __m512 lo = _mm512_set1_ps(signed_codes(Z) ? qmin : 0.0f), hi = _mm512_set1_ps(qmax);
+  const __m512 band = _mm512_set1_ps(0.5f - kTieGuard), sign = _mm512_set1_ps(-0.0f);
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* xr = x + row * d;
+    float* yr = y + row * d;
+    const RowParams& pr = p[row];
+    const float r = 1.0f / pr.s;
+    // zero=float: every quotient below 2^9 when |z| + N + 1 is. x lies in [lo, hi] and z = fl(-lo / s),
+    // so |x / s| <= |lo| / s + (hi - lo) / s <= |z| + N, up to factors of 1 + 2^-22; where the span
+    // saturates, s = fl(FLT_MAX / N) and |x / s| <= N for every finite x.
+    const bool small_quotients = Z != Zero::real || std::fabs(pr.offset) + qmax + 1.0f < 0x1p9f;
+    if (pr.fixed_code >= 0.0f || !std::isnormal(pr.s) || !std::isnormal(r) || !small_quotients) {
+      roundtrip_fitted_row(xr, d, c, pr, yr);
+      continue;
+    }
+    const __m512 vr = _mm512_set1_ps(r), vs = _mm512_set1_ps(pr.s), off = _mm512_set1_ps(pr.offset);
+    const __m512 s_dec = _mm512_set1_ps(pr.s_dec), off_dec = _mm512_set1_ps(pr.offset_dec);
+    // zero=mid: the lanes equal to the row's minimum (NaN: none) take its code by division.
+    __m512 row_min = _mm512_setzero_ps(), row_min_code = row_min;
+    if constexpr (Z == Zero::mid) {
+      row_min = _mm512_set1_ps(minima[row]);
+      row_min_code = code16<Z, R>(clamp_code16(_mm512_div_ps(_mm512_sub_ps(row_min, off), vs), lo, hi));
+    }
+    for (int64_t i = 0; i < d; i += 16) {
+      const __m512 xv = _mm512_loadu_ps(xr + i);
+      const __m512 t = Z == Zero::min || Z == Zero::mid ? _mm512_sub_ps(xv, off) : xv;
+      const __m512 q = _mm512_mul_ps(t, vr);
+      __m512 v = clamp_code16(Z == Zero::real || Z == Zero::integer ? _mm512_add_ps(q, off) : q, lo, hi);
+      __m512 code = code16<Z, R>(v);
+      __mmask16 near = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_sub_ps(v, code)), band, _CMP_GT_OQ);
+      if constexpr (Z == Zero::mid) {
+        const __mmask16 at_min = _mm512_cmp_ps_mask(xv, row_min, _CMP_EQ_OQ);
+        code = _mm512_mask_blend_ps(at_min, code, row_min_code);
+        near &= __mmask16(~at_min);
+      }
+      if (near != 0) {
+        const __m512 qd = _mm512_div_ps(t, vs);
+        code = code16<Z, R>(clamp_code16(Z == Zero::real || Z == Zero::integer ? _mm512_add_ps(qd, off) : qd, lo, hi));
+      }
+      __m512 out;
+      if constexpr (Z == Zero::none) {
+        out = _mm512_mul_ps(code, s_dec);
+      } else if constexpr (Z == Zero::min || Z == Zero::mid) {
+        out = _mm512_add_ps(_mm512_mul_ps(code, s_dec), off_dec);
+      } else {
+        out = _mm512_mul_ps(_mm512_sub_ps(code, off_dec), s_dec);
+      }
+      _mm512_storeu_ps(yr + i, out);
+    }
+  }
+}
+
+template <Zero Z>
+KVTUNE_AVX512 void roundtrip_rows_dividing(const float* x, int64_t rows, int64_t d, const Config& c,
+                                           const RowParams* p, const float* minima, float* y) {
+  switch (c.round) {
+    case Round::even:
+      return roundtrip_rows_dividing<Z, Round::even>(x, rows, d, c, p, minima, y);
+    case Round::away:
+      return roundtrip_rows_dividing<Z, Round::away>(x, rows, d, c, p, minima, y);
+    case Round::trunc:
+      break;  // roundtrip_rows only sends the other roundings
+    case Round::up:
+      return roundtrip_rows_dividing<Z, Round::up>(x, rows, d, c, p, minima, y);
+  }
+}
+
+KVTUNE_AVX512 void roundtrip_rows_dividing(const float* x, int64_t rows, int64_t d, const Config& c,
+                                           const RowParams* p, const float* minima, float* y) {
+  switch (c.zero) {
+    case Zero::none:
+      return roundtrip_rows_dividing<Zero::none>(x, rows, d, c, p, minima, y);
+    case Zero::min:
+      return roundtrip_rows_dividing<Zero::min>(x, rows, d, c, p, minima, y);
+    case Zero::real:
+      return roundtrip_rows_dividing<Zero::real>(x, rows, d, c, p, minima, y);
+    case Zero::integer:
+      return roundtrip_rows_dividing<Zero::integer>(x, rows, d, c, p, minima, y);
+    case Zero::mid:
+      return roundtrip_rows_dividing<Zero::mid>(x, rows, d, c, p, minima, y);
+  }
+}
+
 }  // namespace
 #endif
 
@@ -131,7 +267,7 @@ void fit_rows(const float* x, int64_t rows, int64_t d, const Config& c, RowParam
   int64_t r = 0;
 #if KVTUNE_X86_INTRINSICS
   if (d % 16 == 0 && cpu_has_avx512()) {
-    for (; r + 16 <= rows; r += 16) fit_rows16(x + r * d, d, c, p + r);
+    for (; r + 16 <= rows; r += 16) fit_rows16(x + r * d, d, c, p + r, nullptr);
   }
 #endif
   for (; r < rows; ++r) p[r] = fit_row(x + r * d, d, c);
@@ -143,8 +279,24 @@ KVTUNE_MULTIVERSION void roundtrip_rows(const float* x, int64_t rows, int64_t d,
   // No software read-ahead: asking for the next batch's 8 KiB here (last session's version) made
   // the four runtime conventions 15-20 % slower once their element loops had become faster
   // (bench_schemes, alternate runs); the hardware prefetcher follows the rows alone.
+  bool dividing = false;  // roundtrip_rows_dividing
+#if KVTUNE_X86_INTRINSICS
+  dividing = !c.reciprocal && c.round != Round::trunc && d % 16 == 0 && cpu_has_avx512();
+#endif
   for (int64_t r = 0; r < rows; r += kBatch) {
     const int64_t n = std::min(kBatch, rows - r);
+#if KVTUNE_X86_INTRINSICS
+    if (dividing) {
+      float minima[kBatch];
+      if (n == kBatch) {
+        fit_rows16(x + r * d, d, c, p, minima);
+      } else {
+        for (int64_t k = 0; k < n; ++k) p[k] = fit_row(x + (r + k) * d, d, c), minima[k] = NAN;
+      }
+      roundtrip_rows_dividing(x + r * d, n, d, c, p, minima, y + r * d);
+      continue;
+    }
+#endif
     fit_rows(x + r * d, n, d, c, p);
     for (int64_t k = 0; k < n; ++k) roundtrip_fitted_row(x + (r + k) * d, d, c, p[k], y + (r + k) * d);
   }

@@ -147,11 +147,12 @@ KVTUNE_FAKE_QUANT(int4_token_g64_hf, "int:bits=4,axis=token,group=64,asym,residu
 KVTUNE_FAKE_QUANT(int2_token_g64_hf, "int:bits=2,axis=token,group=64,asym,residual_window=128");
 // The tokenint conventions the runtime tables name (configs/runtimes/*.toml): vLLM's int8
 // per_token_head and int4_per_token_head (its randomized Hadamard transform), LMDeploy TurboMind's
-// and PyTorch engine's, SGLang's.
+// and PyTorch engine's (4 and 8 bits), SGLang's.
 KVTUNE_FAKE_QUANT(tokenint8_vllm, "tokenint:bits=8,round=away,min_scale=1e-6,reciprocal");
 KVTUNE_FAKE_QUANT(tokenint4_vllm_rht, "tokenint:bits=4,zero=int,round=away,min_scale=1e-6,reciprocal,zero_in_scale,rotation=rht");
 KVTUNE_FAKE_QUANT(tokenint8_turbomind, "tokenint:bits=8,zero=min,round=even,scale=f16,reciprocal");
 KVTUNE_FAKE_QUANT(tokenint4_lmdeploy_pt, "tokenint:bits=4,zero=float,round=up,scale=f16");
+KVTUNE_FAKE_QUANT(tokenint8_lmdeploy_pt, "tokenint:bits=8,zero=float,round=up,scale=f16");
 KVTUNE_FAKE_QUANT(tokenint8_sglang, "tokenint:bits=8,zero=mid,scale=f16");
 
 // The token policy's formats at the short contexts a sweep often evaluates, where the kept rows (a

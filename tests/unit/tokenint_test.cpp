@@ -546,7 +546,7 @@ TEST(TokenInt, SixteenRowFitIsFitRowFieldForField) {
 // roundtrip_rows (sixteen rows' parameters at a time, then their elements) is each row's
 // roundtrip_fitted_row(fit_row(row)), bit for bit, NaN rows included: rows holding a NaN or an
 // infinity in the second and third batches, 53 rows (a tail of five), into another block and in
-// place, for every zero mode.
+// place, for every zero mode, multiplying by fl(1/s) and dividing.
 TEST(TokenInt, RoundTripRowsIsEachRowsFitAndElements) {
   namespace ti = builtin::tokenint;
   Matrix x = mixed_rows(128, 13);
@@ -556,19 +556,87 @@ TEST(TokenInt, RoundTripRowsIsEachRowsFitAndElements) {
   x(33, 9) = INFINITY;
   x(50, 100) = -INFINITY;
   for (const ti::Zero zero : {ti::Zero::none, ti::Zero::min, ti::Zero::real, ti::Zero::integer, ti::Zero::mid}) {
+    for (const bool reciprocal : {true, false}) {
+      ti::Config c;
+      c.zero = zero, c.round = zero == ti::Zero::none || zero == ti::Zero::mid ? ti::Round::away : ti::Round::up;
+      c.scale = ScaleType::f16, c.reciprocal = reciprocal;
+      Matrix want(x.rows(), x.cols()), got(x.rows(), x.cols()), in_place = x;
+      for (int64_t r = 0; r < x.rows(); ++r) {
+        ti::roundtrip_fitted_row(x.row(r), x.cols(), c, ti::fit_row(x.row(r), x.cols(), c), want.row(r));
+      }
+      ti::roundtrip_rows(x.data(), x.rows(), x.cols(), c, got.data());
+      ti::roundtrip_rows(in_place.data(), x.rows(), x.cols(), c, in_place.data());
+      for (int64_t i = 0; i < x.size(); ++i) {
+        ASSERT_EQ(float_bits(got.data()[i]), float_bits(want.data()[i])) << "zero " << int(zero) << " reciprocal " << reciprocal << " at " << i;
+        ASSERT_EQ(float_bits(in_place.data()[i]), float_bits(want.data()[i])) << "zero " << int(zero) << " reciprocal " << reciprocal << " in place at " << i;
+      }
+    }
+  }
+}
+
+// The conventions that divide (x / s) have their element loops multiply by fl(1 / s) where no code
+// can change (roundtrip_elements_guarded). Rows whose extremes fix s, filled with the floats near each
+// code step (every half-integer of the code range) at which the multiplication and the division give
+// different codes, so the guard band must catch each one: the fused round trip is the reference
+// (division per element) bit for bit, for SGLang's and LMDeploy's PyTorch conventions and four more.
+// Without the guard 1 000 or more elements would come out one code off. zero=float also gets rows
+// far from 0, whose quotients are too large for the guard (they must divide).
+TEST(TokenInt, ReciprocalStandInKeepsDivisionsCodesAtEveryStep) {
+  namespace ti = builtin::tokenint;
+  struct Convention {
+    const char* spec;
     ti::Config c;
-    c.zero = zero, c.round = zero == ti::Zero::none || zero == ti::Zero::mid ? ti::Round::away : ti::Round::up;
-    c.scale = ScaleType::f16, c.reciprocal = true;
-    Matrix want(x.rows(), x.cols()), got(x.rows(), x.cols()), in_place = x;
+  };
+  const auto config = [](int bits, ti::Zero zero, ti::Round round, ScaleType scale) {
+    ti::Config c;
+    c.bits = bits, c.zero = zero, c.round = round, c.scale = scale;
+    return c;
+  };
+  const Convention conventions[] = {
+      {"tokenint:bits=8,zero=mid,scale=f16", config(8, ti::Zero::mid, ti::Round::even, ScaleType::f16)},
+      {"tokenint:bits=4,zero=float,round=up,scale=f16", config(4, ti::Zero::real, ti::Round::up, ScaleType::f16)},
+      {"tokenint:bits=8,zero=float,round=up", config(8, ti::Zero::real, ti::Round::up, ScaleType::f32)},
+      {"tokenint:bits=8,round=away", config(8, ti::Zero::none, ti::Round::away, ScaleType::f32)},
+      {"tokenint:bits=8,zero=min,round=away", config(8, ti::Zero::min, ti::Round::away, ScaleType::f32)},
+      {"tokenint:bits=4,zero=min,scale=bf16", config(4, ti::Zero::min, ti::Round::even, ScaleType::bf16)},
+  };
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> u(0.2f, 3.0f);
+  for (const Convention& conv : conventions) {
+    const ti::Config& c = conv.c;
+    const int64_t d = 128;
+    Matrix x(c.bits == 8 ? 40 : 240, d);  // a 4-bit row has 15 steps, an 8-bit one 255
+    int64_t off_by_one = 0;
     for (int64_t r = 0; r < x.rows(); ++r) {
-      ti::roundtrip_fitted_row(x.row(r), x.cols(), c, ti::fit_row(x.row(r), x.cols(), c), want.row(r));
+      float* row = x.row(r);
+      // zero=float: every fourth row all positive, far from 0 (z near -1000 N / span), so quotients
+      // reach thousands and multiplying may miss by several of v's ulps.
+      const bool offset_row = c.zero == ti::Zero::real && r % 4 == 3;
+      const float lo = offset_row ? 1000.0f + u(rng) : -u(rng), hi = offset_row ? lo + u(rng) : u(rng);
+      for (int64_t e = 0; e < d; ++e) row[e] = lo + (hi - lo) * float(e) / float(d - 1);  // extremes first and last
+      const ti::RowParams p = ti::fit_row(row, d, c);
+      ti::RowParams by_reciprocal = p;
+      by_reciprocal.r = 1.0f / p.s;
+      ASSERT_EQ(p.r, 0.0f) << conv.spec;
+      // x at each step h: h s + m (none: m = 0), or (h - z) s for zero=float.
+      const float qmin = ti::code_min(c), qmax = ti::code_max(c);
+      int64_t slot = 1;
+      for (float h = qmin + 0.5f; h < qmax && slot < d - 1; h += 1.0f) {
+        const float center = c.zero == ti::Zero::real ? (h - p.offset) * p.s : h * p.s + p.offset;
+        float up = center, down = center;
+        int at_step = 0;  // at most eight a step, so that a 4-bit row's fifteen steps fill it too
+        for (int i = 0; i < 256 && at_step < 8 && slot < d - 1; ++i) {
+          for (const float v : {up, down}) {
+            if (v <= lo || v >= hi || slot >= d - 1) continue;
+            if (ti::level(v, c, p) != ti::level(v, c, by_reciprocal)) row[slot++] = v, ++off_by_one, ++at_step;
+          }
+          up = std::nextafter(up, INFINITY), down = std::nextafter(down, -INFINITY);
+        }
+      }
+      ASSERT_EQ(float_bits(ti::fit_row(row, d, c).s), float_bits(p.s)) << conv.spec << " row " << r;
     }
-    ti::roundtrip_rows(x.data(), x.rows(), x.cols(), c, got.data());
-    ti::roundtrip_rows(in_place.data(), x.rows(), x.cols(), c, in_place.data());
-    for (int64_t i = 0; i < x.size(); ++i) {
-      ASSERT_EQ(float_bits(got.data()[i]), float_bits(want.data()[i])) << "zero " << int(zero) << " at " << i;
-      ASSERT_EQ(float_bits(in_place.data()[i]), float_bits(want.data()[i])) << "zero " << int(zero) << " in place at " << i;
-    }
+    EXPECT_GE(off_by_one, 1000) << conv.spec;
+    both_paths(conv.spec, x);
   }
 }
 
