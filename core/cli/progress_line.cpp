@@ -61,7 +61,8 @@ void ProgressLine::update(std::string_view stage, double done, double total, std
   if (mode_ == Mode::quiet) return;
   const std::lock_guard<std::mutex> guard(lock_);
   if (stopping_) return;
-  if (stage != stage_) {
+  const bool new_stage = stage != stage_;
+  if (new_stage) {
     stage_ = stage;
     stage_start_ = std::chrono::steady_clock::now();
     stage_start_done_ = done;
@@ -69,6 +70,9 @@ void ProgressLine::update(std::string_view stage, double done, double total, std
   unit_ = unit;
   done_ = done;
   total_ = total;
+  // A stage shows at once, where it starts: the ticker's first redraw comes a quarter second later,
+  // when a fast stage may be well under way (or over).
+  if (new_stage && mode_ == Mode::terminal) draw(false);
 }
 
 std::string ProgressLine::render(std::string_view prefix, std::string_view stage, double done, double total,
