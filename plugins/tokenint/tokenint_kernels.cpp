@@ -41,7 +41,7 @@ KVTUNE_AVX512 inline __m512 round_code16(__m512 v, Round r) {
 // (whose sign or fate depends on the scan order), or that fit_row treats as constant (s = 0), get
 // fit_row itself: min and max are exact, so on every other row any reduction order gives the
 // sequential scan's extremes.
-// `minima` (or null): each row's minimum as the lanes found it (roundtrip_rows_dividing, zero=mid).
+// `minima` (or null): each row's minimum as the lanes found it (roundtrip_rows16, zero=mid).
 KVTUNE_AVX512_F16C void fit_rows16(const float* x, int64_t d, const Config& c, RowParams* p, float* minima) {
   __m512i lo_m[16], hi_m[16];
   __mmask16 special = 0;
@@ -165,17 +165,21 @@ KVTUNE_AVX512 inline __m512 code16(__m512 v) {
     const __m512 below_half = _mm512_set1_ps(kBelowHalf);
     return trunc_small16(_mm512_add_ps(
         v, signed_codes(Z) ? _mm512_or_ps(below_half, _mm512_and_ps(v, _mm512_set1_ps(-0.0f))) : below_half));
-  } else {
-    static_assert(R == Round::up);
+  } else if constexpr (R == Round::up) {
     return trunc_small16(_mm512_add_ps(v, _mm512_set1_ps(0.5f)));
+  } else {
+    return trunc_small16(v);
   }
 }
 
-// roundtrip_fitted_row for rows of d (a multiple of 16) fitted in p, dividing (p.r == 0), R not
-// trunc: by multiplication, with the division where the guard asks for it (above).
-template <Zero Z, Round R>
-KVTUNE_AVX512 void roundtrip_rows_dividing(const float* x, int64_t rows, int64_t d, const Config& c,
-                                           const RowParams* p, const float* minima, float* y) {
+// roundtrip_fitted_row for rows of d (a multiple of 16) fitted in p. Divides: the convention divides
+// by s (p.r == 0, R not trunc), so the rows multiply by fl(1/s) and divide where the guard asks for
+// it (above); else it multiplies by p.r itself, and rows without one (p.r == 0: they divide) take
+// roundtrip_fitted_row. The clamp, roundings and decoding are level_of's and value_of's.
+template <Zero Z, Round R, bool Divides>
+KVTUNE_AVX512 void roundtrip_rows16(const float* x, int64_t rows, int64_t d, const Config& c, const RowParams* p,
+                                    const float* minima, float* y) {
+  static_assert(!Divides || R != Round::trunc);
   const float qmin = code_min(c), qmax = code_max(c);
   const __m512 lo = _mm512_set1_ps(signed_codes(Z) ? qmin : 0.0f), hi = _mm512_set1_ps(qmax);
   const __m512 band = _mm512_set1_ps(0.5f - kTieGuard), sign = _mm512_set1_ps(-0.0f);
@@ -183,12 +187,13 @@ KVTUNE_AVX512 void roundtrip_rows_dividing(const float* x, int64_t rows, int64_t
     const float* xr = x + row * d;
     float* yr = y + row * d;
     const RowParams& pr = p[row];
-    const float r = 1.0f / pr.s;
+    const float r = Divides ? 1.0f / pr.s : pr.r;
     // zero=float: every quotient below 2^9 when |z| + N + 1 is. x lies in [lo, hi] and z = fl(-lo / s),
     // so |x / s| <= |lo| / s + (hi - lo) / s <= |z| + N, up to factors of 1 + 2^-22; where the span
     // saturates, s = fl(FLT_MAX / N) and |x / s| <= N for every finite x.
     const bool small_quotients = Z != Zero::real || std::fabs(pr.offset) + qmax + 1.0f < 0x1p9f;
-    if (pr.fixed_code >= 0.0f || !std::isnormal(pr.s) || !std::isnormal(r) || !small_quotients) {
+    const bool fits = Divides ? std::isnormal(pr.s) && std::isnormal(r) && small_quotients : r != 0.0f;
+    if (pr.fixed_code >= 0.0f || !fits) {
       roundtrip_fitted_row(xr, d, c, pr, yr);
       continue;
     }
@@ -196,7 +201,7 @@ KVTUNE_AVX512 void roundtrip_rows_dividing(const float* x, int64_t rows, int64_t
     const __m512 s_dec = _mm512_set1_ps(pr.s_dec), off_dec = _mm512_set1_ps(pr.offset_dec);
     // zero=mid: the lanes equal to the row's minimum (NaN: none) take its code by division.
     __m512 row_min = _mm512_setzero_ps(), row_min_code = row_min;
-    if constexpr (Z == Zero::mid) {
+    if constexpr (Divides && Z == Zero::mid) {
       row_min = _mm512_set1_ps(minima[row]);
       row_min_code = code16<Z, R>(clamp_code16(_mm512_div_ps(_mm512_sub_ps(row_min, off), vs), lo, hi));
     }
@@ -206,15 +211,17 @@ KVTUNE_AVX512 void roundtrip_rows_dividing(const float* x, int64_t rows, int64_t
       const __m512 q = _mm512_mul_ps(t, vr);
       __m512 v = clamp_code16(Z == Zero::real || Z == Zero::integer ? _mm512_add_ps(q, off) : q, lo, hi);
       __m512 code = code16<Z, R>(v);
-      __mmask16 near = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_sub_ps(v, code)), band, _CMP_GT_OQ);
-      if constexpr (Z == Zero::mid) {
-        const __mmask16 at_min = _mm512_cmp_ps_mask(xv, row_min, _CMP_EQ_OQ);
-        code = _mm512_mask_blend_ps(at_min, code, row_min_code);
-        near &= __mmask16(~at_min);
-      }
-      if (near != 0) {
-        const __m512 qd = _mm512_div_ps(t, vs);
-        code = code16<Z, R>(clamp_code16(Z == Zero::real || Z == Zero::integer ? _mm512_add_ps(qd, off) : qd, lo, hi));
+      if constexpr (Divides) {
+        __mmask16 near = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_sub_ps(v, code)), band, _CMP_GT_OQ);
+        if constexpr (Z == Zero::mid) {
+          const __mmask16 at_min = _mm512_cmp_ps_mask(xv, row_min, _CMP_EQ_OQ);
+          code = _mm512_mask_blend_ps(at_min, code, row_min_code);
+          near &= __mmask16(~at_min);
+        }
+        if (near != 0) {
+          const __m512 qd = _mm512_div_ps(t, vs);
+          code = code16<Z, R>(clamp_code16(Z == Zero::real || Z == Zero::integer ? _mm512_add_ps(qd, off) : qd, lo, hi));
+        }
       }
       __m512 out;
       if constexpr (Z == Zero::none) {
@@ -229,34 +236,36 @@ KVTUNE_AVX512 void roundtrip_rows_dividing(const float* x, int64_t rows, int64_t
   }
 }
 
-template <Zero Z>
-KVTUNE_AVX512 void roundtrip_rows_dividing(const float* x, int64_t rows, int64_t d, const Config& c,
-                                           const RowParams* p, const float* minima, float* y) {
+template <Zero Z, bool Divides>
+KVTUNE_AVX512 void roundtrip_rows16(const float* x, int64_t rows, int64_t d, const Config& c, const RowParams* p,
+                                    const float* minima, float* y) {
   switch (c.round) {
     case Round::even:
-      return roundtrip_rows_dividing<Z, Round::even>(x, rows, d, c, p, minima, y);
+      return roundtrip_rows16<Z, Round::even, Divides>(x, rows, d, c, p, minima, y);
     case Round::away:
-      return roundtrip_rows_dividing<Z, Round::away>(x, rows, d, c, p, minima, y);
-    case Round::trunc:
-      break;  // roundtrip_rows only sends the other roundings
+      return roundtrip_rows16<Z, Round::away, Divides>(x, rows, d, c, p, minima, y);
     case Round::up:
-      return roundtrip_rows_dividing<Z, Round::up>(x, rows, d, c, p, minima, y);
+      return roundtrip_rows16<Z, Round::up, Divides>(x, rows, d, c, p, minima, y);
+    case Round::trunc:
+      if constexpr (!Divides) return roundtrip_rows16<Z, Round::trunc, false>(x, rows, d, c, p, minima, y);
+      break;  // roundtrip_rows sends these to roundtrip_fitted_row
   }
 }
 
-KVTUNE_AVX512 void roundtrip_rows_dividing(const float* x, int64_t rows, int64_t d, const Config& c,
-                                           const RowParams* p, const float* minima, float* y) {
+template <bool Divides>
+KVTUNE_AVX512 void roundtrip_rows16(const float* x, int64_t rows, int64_t d, const Config& c, const RowParams* p,
+                                    const float* minima, float* y) {
   switch (c.zero) {
     case Zero::none:
-      return roundtrip_rows_dividing<Zero::none>(x, rows, d, c, p, minima, y);
+      return roundtrip_rows16<Zero::none, Divides>(x, rows, d, c, p, minima, y);
     case Zero::min:
-      return roundtrip_rows_dividing<Zero::min>(x, rows, d, c, p, minima, y);
+      return roundtrip_rows16<Zero::min, Divides>(x, rows, d, c, p, minima, y);
     case Zero::real:
-      return roundtrip_rows_dividing<Zero::real>(x, rows, d, c, p, minima, y);
+      return roundtrip_rows16<Zero::real, Divides>(x, rows, d, c, p, minima, y);
     case Zero::integer:
-      return roundtrip_rows_dividing<Zero::integer>(x, rows, d, c, p, minima, y);
+      return roundtrip_rows16<Zero::integer, Divides>(x, rows, d, c, p, minima, y);
     case Zero::mid:
-      return roundtrip_rows_dividing<Zero::mid>(x, rows, d, c, p, minima, y);
+      return roundtrip_rows16<Zero::mid, Divides>(x, rows, d, c, p, minima, y);
   }
 }
 
@@ -279,21 +288,22 @@ KVTUNE_MULTIVERSION void roundtrip_rows(const float* x, int64_t rows, int64_t d,
   // No software read-ahead: asking for the next batch's 8 KiB here (last session's version) made
   // the four runtime conventions 15-20 % slower once their element loops had become faster
   // (bench_schemes, alternate runs); the hardware prefetcher follows the rows alone.
-  bool dividing = false;  // roundtrip_rows_dividing
+  bool in_vectors = false;  // roundtrip_rows16
 #if KVTUNE_X86_INTRINSICS
-  dividing = !c.reciprocal && c.round != Round::trunc && d % 16 == 0 && cpu_has_avx512();
+  in_vectors = (c.reciprocal || c.round != Round::trunc) && d % 16 == 0 && cpu_has_avx512();
 #endif
   for (int64_t r = 0; r < rows; r += kBatch) {
     const int64_t n = std::min(kBatch, rows - r);
 #if KVTUNE_X86_INTRINSICS
-    if (dividing) {
+    if (in_vectors) {
       float minima[kBatch];
       if (n == kBatch) {
         fit_rows16(x + r * d, d, c, p, minima);
       } else {
         for (int64_t k = 0; k < n; ++k) p[k] = fit_row(x + (r + k) * d, d, c), minima[k] = NAN;
       }
-      roundtrip_rows_dividing(x + r * d, n, d, c, p, minima, y + r * d);
+      c.reciprocal ? roundtrip_rows16<false>(x + r * d, n, d, c, p, minima, y + r * d)
+                   : roundtrip_rows16<true>(x + r * d, n, d, c, p, minima, y + r * d);
       continue;
     }
 #endif
