@@ -127,8 +127,9 @@ KVTUNE_AVX512_F16C void fit_rows16(const float* x, int64_t d, const Config& c, R
   }
 }
 
-// ---- the conventions that divide, by a multiplication where it gives the same codes ----------
-// SGLang's and LMDeploy's PyTorch engine's conventions take q from fl(t / s), and a float division
+// ---- the element loops on AVX-512 -------------------------------------------------------------
+// One kernel per convention (roundtrip_rows16). The conventions that divide take a multiplication
+// where it gives the same codes. SGLang's and LMDeploy's PyTorch engine's conventions take q from fl(t / s), and a float division
 // of sixteen lanes costs about as much as the rest of an element's round trip. The int family's
 // argument (plugins/int/int_kernels.cpp, "Why the fast path is exact") carries over: with s and
 // r = fl(1/s) normal, fl(t r) lies within 3 |t / s| 2^-24 of fl(t / s), under 2^-13 where the
@@ -300,7 +301,8 @@ KVTUNE_MULTIVERSION void roundtrip_rows(const float* x, int64_t rows, int64_t d,
       if (n == kBatch) {
         fit_rows16(x + r * d, d, c, p, minima);
       } else {
-        for (int64_t k = 0; k < n; ++k) p[k] = fit_row(x + (r + k) * d, d, c), minima[k] = NAN;
+        fit_rows(x + r * d, n, d, c, p);
+        std::fill_n(minima, n, NAN);  // no lanes taken for a row's minimum
       }
       c.reciprocal ? roundtrip_rows16<false>(x + r * d, n, d, c, p, minima, y + r * d)
                    : roundtrip_rows16<true>(x + r * d, n, d, c, p, minima, y + r * d);

@@ -1,9 +1,9 @@
 // The tokenint round trip of a whole block, compiled per x86 target (KVTUNE_MULTIVERSION) so that
-// roundtrip_fitted_row's element loops run in AVX-512 or AVX2 vectors where the machine has them,
-// and the rows' parameters fitted sixteen rows at a time in AVX-512 lanes where it has those. The
-// conventions that divide by the scale multiply by its reciprocal on AVX-512 where that cannot
-// change a code, and divide where it could (tokenint_kernels.cpp). The results are
-// tokenint_codec.h's, element for element and row for row.
+// roundtrip_fitted_row's element loops run in AVX2 vectors where the machine has them. On AVX-512
+// (D a multiple of 16) the rows' parameters are fitted sixteen rows at a time in vector lanes and
+// their elements run in one kernel per convention; there the conventions that divide by the scale
+// multiply by its reciprocal where that cannot change a code, and divide where it could
+// (tokenint_kernels.cpp). The results are tokenint_codec.h's, element for element and row for row.
 #pragma once
 
 #include <cstdint>
