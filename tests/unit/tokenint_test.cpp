@@ -575,12 +575,12 @@ TEST(TokenInt, RoundTripRowsIsEachRowsFitAndElements) {
 }
 
 // The conventions that divide (x / s) have their element loops multiply by fl(1 / s) where no code
-// can change (roundtrip_elements_guarded). Rows whose extremes fix s, filled with the floats near each
-// code step (every half-integer of the code range) at which the multiplication and the division give
-// different codes, so the guard band must catch each one: the fused round trip is the reference
-// (division per element) bit for bit, for SGLang's and LMDeploy's PyTorch conventions and four more.
-// Without the guard 1 000 or more elements would come out one code off. zero=float also gets rows
-// far from 0, whose quotients are too large for the guard (they must divide).
+// can change (tokenint_kernels.cpp, roundtrip_rows16). Rows whose extremes fix s, filled with the
+// floats near each code step (every half-integer of the code range) at which the multiplication and
+// the division give different codes, so the guard band must catch each one: the fused round trip is
+// the reference (division per element) bit for bit, for SGLang's and LMDeploy's PyTorch conventions
+// and four more. Without the guard 1 000 or more elements would come out one code off. zero=float
+// also gets rows far from 0, whose quotients are too large for the guard (they must divide).
 TEST(TokenInt, ReciprocalStandInKeepsDivisionsCodesAtEveryStep) {
   namespace ti = builtin::tokenint;
   struct Convention {
