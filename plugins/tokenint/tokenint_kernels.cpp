@@ -16,22 +16,38 @@ namespace kvtune::builtin::tokenint {
 #if KVTUNE_X86_INTRINSICS
 namespace {
 
-// round_code on sixteen lanes, by the same operations (the zero=int offset, v in [0, N]).
-KVTUNE_AVX512 inline __m512 round_code16(__m512 v, Round r) {
+// trunc_small: toward zero through int32.
+KVTUNE_AVX512 inline __m512 trunc_small16(__m512 w) { return _mm512_cvtepi32_ps(_mm512_cvttps_epi32(w)); }
+
+// level_of's code for a clamped v (tokenint_codec.h: round_code_of, and for unsigned codes
+// round_nonnegative_code_of). Never -0 (the magic-number rounding and the int32 conversion give +0),
+// so level_of's + 0 for signed codes is not needed.
+template <Zero Z, Round R>
+KVTUNE_AVX512 inline __m512 code16(__m512 v) {
+  if constexpr (R == Round::even) {
+    return rne16(v);
+  } else if constexpr (R == Round::away) {  // trunc(v + copysign(kBelowHalf, v)); v >= 0 for unsigned codes
+    const __m512 below_half = _mm512_set1_ps(kBelowHalf);
+    return trunc_small16(_mm512_add_ps(
+        v, signed_codes(Z) ? _mm512_or_ps(below_half, _mm512_and_ps(v, _mm512_set1_ps(-0.0f))) : below_half));
+  } else if constexpr (R == Round::up) {
+    return trunc_small16(_mm512_add_ps(v, _mm512_set1_ps(0.5f)));
+  } else {
+    return trunc_small16(v);
+  }
+}
+
+// code16 for a rounding known at run time, v >= 0 (fit_rows16's zero=int offset, in [0, N]).
+KVTUNE_AVX512 inline __m512 nonnegative_code16(__m512 v, Round r) {
   switch (r) {
     case Round::even:
-      return rne16(v);
-    case Round::away: {
-      const __m512 sign = _mm512_set1_ps(-0.0f);
-      const __m512 a = _mm512_andnot_ps(sign, v), e = rne16(a);
-      const __mmask16 tie = _mm512_cmp_ps_mask(_mm512_sub_ps(a, e), _mm512_set1_ps(0.5f), _CMP_EQ_OQ);
-      const __m512 up = _mm512_mask_add_ps(e, tie, e, _mm512_set1_ps(1.0f));
-      return _mm512_or_ps(up, _mm512_and_ps(v, sign));  // copysign
-    }
+      return code16<Zero::integer, Round::even>(v);
+    case Round::away:
+      return code16<Zero::integer, Round::away>(v);
     case Round::trunc:
-      return _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);  // std::trunc
+      return code16<Zero::integer, Round::trunc>(v);
     case Round::up:
-      return _mm512_roundscale_ps(_mm512_add_ps(v, _mm512_set1_ps(0.5f)), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      return code16<Zero::integer, Round::up>(v);
   }
   return v;
 }
@@ -95,7 +111,7 @@ KVTUNE_AVX512_F16C void fit_rows16(const float* x, int64_t d, const Config& c, R
       __m512 v = _mm512_div_ps(neg_lo, s);
       v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, zero);
       const __m512 top = _mm512_set1_ps(n);
-      offset = round_code16(_mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, top, _CMP_GT_OQ), v, top), c.round);
+      offset = nonnegative_code16(_mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, top, _CMP_GT_OQ), v, top), c.round);
       break;
     }
   }
@@ -150,27 +166,6 @@ constexpr float kTieGuard = 0x1p-12f;
 // every rounding below takes to the code +0 all the same.
 KVTUNE_AVX512 inline __m512 clamp_code16(__m512 v, __m512 lo, __m512 hi) {
   return _mm512_min_ps(_mm512_max_ps(v, lo), hi);
-}
-
-// trunc_small: toward zero through int32.
-KVTUNE_AVX512 inline __m512 trunc_small16(__m512 w) { return _mm512_cvtepi32_ps(_mm512_cvttps_epi32(w)); }
-
-// level_of's code for a clamped v (tokenint_codec.h: round_code_of, and for unsigned codes
-// round_nonnegative_code_of). Never -0 (the magic-number rounding and the int32 conversion give +0),
-// so level_of's + 0 for signed codes is not needed.
-template <Zero Z, Round R>
-KVTUNE_AVX512 inline __m512 code16(__m512 v) {
-  if constexpr (R == Round::even) {
-    return rne16(v);
-  } else if constexpr (R == Round::away) {  // trunc(v + copysign(kBelowHalf, v)); v >= 0 for unsigned codes
-    const __m512 below_half = _mm512_set1_ps(kBelowHalf);
-    return trunc_small16(_mm512_add_ps(
-        v, signed_codes(Z) ? _mm512_or_ps(below_half, _mm512_and_ps(v, _mm512_set1_ps(-0.0f))) : below_half));
-  } else if constexpr (R == Round::up) {
-    return trunc_small16(_mm512_add_ps(v, _mm512_set1_ps(0.5f)));
-  } else {
-    return trunc_small16(v);
-  }
 }
 
 // roundtrip_fitted_row for rows of d (a multiple of 16) fitted in p. Divides: the convention divides
