@@ -1,24 +1,39 @@
 // When a codec's round trip writes its output with non-temporal (streaming) stores. A normal store
-// first reads the line it writes (read-for-ownership), so a round trip of a cache larger than the
-// caches moved three streams where memcpy, which streams large copies, moves two. Below
-// kStreamMinBytes the output may still be in cache when the caller reads it, so it is stored
-// normally. Streaming needs 64-byte-aligned rows (Matrix storage is; other buffers may not be).
-// Stores are the only thing that changes: the values written are the same bits. The int family's
-// per-channel tiles use it (bench_schemes: 1.46 -> 1.11 ms at 16 MiB); the fp8 per-token and
-// microscale round trips measured no gain and store normally.
+// first reads the line it writes (read-for-ownership); when input and output together exceed the
+// last-level cache, a round trip then moves three streams to and from memory where memcpy moves
+// two, and streaming saves the third (AMD EPYC, 32 MiB L3, 16 MiB of output: 1.46 -> 1.11 ms).
+// When they fit, streaming sends to memory what a normal store would have kept in cache (Intel
+// Xeon, 260 MiB L3, the same 16 MiB: the per-channel int tiles read 0.60 -> 0.67 of memcpy
+// unstreamed; docs/performance.md, twenty-sixth session). Streaming needs 64-byte-aligned rows
+// (Matrix storage is; other buffers may not be). Stores are the only thing that changes: the
+// values written are the same bits. The int family's per-channel tiles use it; the fp8 per-token
+// and microscale round trips measured no gain and store normally.
 #pragma once
 
 #include <cstdint>
 
+#include "kvtune/numeric/cpu_features.h"
 #include "x86_intrinsics.h"
 
 namespace kvtune::builtin {
 
-inline constexpr int64_t kStreamMinBytes = int64_t(8) << 20;
+// What the output rule assumes where the C library does not report a last-level cache: 16 MiB,
+// which keeps the earlier fixed threshold (8 MiB of output).
+inline constexpr int64_t kAssumedCacheBytes = int64_t(16) << 20;
 
-inline bool streams_output(const float* y, int64_t rows, int64_t cols) {
+// The host's last-level cache in bytes, or kAssumedCacheBytes where it is not reported.
+inline int64_t last_level_cache_bytes() {
+  const int64_t reported = cpu_last_level_cache_bytes();
+  return reported > 0 ? reported : kAssumedCacheBytes;
+}
+
+// Whether [rows, cols] floats written to y stream: y 64-byte aligned, rows of whole vectors, and the
+// output at least half of `cache_bytes`, so that it and an input of the same size cannot both stay
+// cached.
+inline bool streams_output(const float* y, int64_t rows, int64_t cols,
+                           int64_t cache_bytes = last_level_cache_bytes()) {
   return reinterpret_cast<uintptr_t>(y) % 64 == 0 && cols % 16 == 0 &&
-         rows * cols * int64_t(sizeof(float)) >= kStreamMinBytes;
+         2 * rows * cols * int64_t(sizeof(float)) >= cache_bytes;
 }
 
 #if KVTUNE_X86_INTRINSICS

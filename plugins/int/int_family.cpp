@@ -194,15 +194,18 @@ class IntScheme final : public Scheme {
 
   // Rows r0..r1 of a block whose groups are its columns (axis=channel without channel groups), in
   // tiles of kTileRows rows that stay in L1 while the kernel runs down them sixteen columns at a
-  // time; the next tile's rows are read ahead meanwhile (the next block's min/max pass, or this
-  // block's next tile, then finds them in cache).
+  // time. When the output streams, input and output exceed the last-level cache, so the next tile
+  // comes from memory: its rows are read ahead meanwhile (the next block's min/max pass, or this
+  // block's next tile, then finds them in cache; +25 % on groups of 32 on the AMD host). When they
+  // fit, the hardware prefetcher keeps up from the cache and the software one only competed with it
+  // (0.67 -> 0.70 of memcpy on the Intel host; docs/performance.md, twenty-sixth session).
   void apply_column_tiles(ConstMatrixView x, int64_t r0, int64_t r1, const BlockParams& p, bool stream,
                           MatrixView out) const {
     constexpr int64_t kTileRows = 32;
     const float* reciprocal = p.all_reciprocals ? p.reciprocal.data() : nullptr;
     for (int64_t r = r0; r < r1; r += kTileRows) {
       const int64_t n = std::min(kTileRows, r1 - r);
-      const float* next = r + 2 * n <= x.rows ? x.row(r + n) : nullptr;
+      const float* next = stream && r + 2 * n <= x.rows ? x.row(r + n) : nullptr;
       if (format_.asymmetric) {
         int_kernels::asym_column_tile(x.row(r), n, x.cols, p.minimum.data(), p.divisor.data(), reciprocal,
                                       p.scale.data(), p.minimum.data(), codec::int_asym_top(format_.bits), out.row(r),

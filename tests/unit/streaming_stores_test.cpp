@@ -1,13 +1,16 @@
-// The round trips that stream their output (plugins/streaming_stores.h: the int family per channel)
-// on a cache of 16 384 × 128 floats, 8 MiB, the smallest output that streams: each fused round trip
-// against the scheme's packed path, dequantize(quantize(x)), bit for bit. Keys with three ×20 outlier channels and a
-// sprinkling of exact zeros, so groups see both wide and degenerate ranges.
+// When round trips stream their output (plugins/streaming_stores.h: the int family per channel),
+// and that they give the packed path's bits. The round trips run on a cache of 16 384 × 128
+// floats, 8 MiB, the smallest output that streams where the last-level cache is unknown (16 MiB
+// assumed); on a host with a larger cache they store normally, and the column tiles' streaming
+// stores are checked bit for bit in int_kernels_test.cpp. Keys with three ×20 outlier channels and
+// a sprinkling of exact zeros, so groups see both wide and degenerate ranges.
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "kvtune/matrix.h"
 #include "kvtune/numeric/bits.h"
+#include "kvtune/numeric/cpu_features.h"
 #include "kvtune/registry.h"
 #include "streaming_stores.h"
 #include "test_support.h"
@@ -30,10 +33,25 @@ Matrix keys() {
   return x;
 }
 
-TEST(StreamingStores, StreamedRoundTripsAreThePackedOnes) {
+TEST(StreamingStores, OutputStreamsFromHalfTheLastLevelCache) {
+  Matrix y(kTokens, kDim);
+  constexpr int64_t kCache = int64_t(16) << 20;  // 8 MiB of output is half of it
+  EXPECT_TRUE(builtin::streams_output(y.data(), kTokens, kDim, kCache));
+  EXPECT_FALSE(builtin::streams_output(y.data(), kTokens - 1, kDim, kCache));
+  EXPECT_FALSE(builtin::streams_output(y.data(), kTokens, kDim, 2 * kCache + 1));
+  EXPECT_TRUE(builtin::streams_output(y.data(), 2 * kTokens, kDim, 2 * kCache));
+  EXPECT_FALSE(builtin::streams_output(y.data() + 4, kTokens, kDim, kCache)) << "rows not 64-byte aligned";
+  EXPECT_FALSE(builtin::streams_output(y.data(), kTokens * 2, kDim - 8, kCache)) << "rows not whole vectors";
+  // The default is the host's cache, or the assumed one where the C library reports none.
+  const int64_t reported = cpu_last_level_cache_bytes();
+  EXPECT_EQ(builtin::last_level_cache_bytes(), reported > 0 ? reported : builtin::kAssumedCacheBytes);
+  EXPECT_EQ(builtin::streams_output(y.data(), kTokens, kDim),
+            builtin::streams_output(y.data(), kTokens, kDim, builtin::last_level_cache_bytes()));
+}
+
+TEST(StreamingStores, RoundTripsAreThePackedOnes) {
   const Matrix x = keys();
   Matrix fused(kTokens, kDim), packed(kTokens, kDim);
-  ASSERT_TRUE(builtin::streams_output(fused.data(), kTokens, kDim)) << "this size must take the streaming path";
   for (const char* spec : {"int:bits=8,axis=channel", "int:bits=4,axis=channel,asym",
                            "int:bits=4,axis=channel,group=32,asym", "int:bits=2,axis=channel,group=32,asym",
                            "int:bits=8,axis=channel,group=64"}) {

@@ -1,6 +1,10 @@
 // Run-time CPU checks for the hand-vectorized codec and attention paths.
 #pragma once
 
+#include <unistd.h>
+
+#include <cstdint>
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #endif
@@ -39,6 +43,21 @@ inline bool cpu_has_avx512_vbmi() {
 #else
   return false;
 #endif
+}
+
+// The last-level cache's size in bytes as the C library reports it (L3, else L2), or 0 where it
+// does not say (glibc reads CPUID leaf 4 or 0x8000001D; a virtual machine reports what its host
+// passes through).
+inline int64_t cpu_last_level_cache_bytes() {
+  static const int64_t bytes = [] {
+    long size = 0;
+#if defined(_SC_LEVEL3_CACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
+    size = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (size <= 0) size = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    return size > 0 ? int64_t(size) : int64_t(0);
+  }();
+  return bytes;
 }
 
 }  // namespace kvtune
