@@ -1,15 +1,19 @@
 // When a codec's round trip writes its output with non-temporal (streaming) stores. A normal store
 // first reads the line it writes (read-for-ownership); when input and output together exceed the
-// last-level cache, a round trip then moves three streams to and from memory where memcpy moves
-// two, and streaming saves the third (AMD EPYC, 32 MiB L3, 16 MiB of output: 1.46 -> 1.11 ms).
-// When they fit, streaming sends to memory what a normal store would have kept in cache (Intel
-// Xeon, 260 MiB L3, the same 16 MiB: the per-channel int tiles read 0.60 -> 0.67 of memcpy
-// unstreamed; docs/performance.md, twenty-sixth session). Streaming needs 64-byte-aligned rows
-// (Matrix storage is; other buffers may not be). Stores are the only thing that changes: the
-// values written are the same bits. The int family's per-channel tiles use it; the fp8 per-token
-// and microscale round trips measured no gain and store normally.
+// cache, a round trip then moves three streams to and from memory where memcpy moves two, and
+// streaming saves the third (AMD EPYC, 32 MiB L3, 16 MiB of output: 1.46 -> 1.11 ms). When they
+// fit, streaming sends to memory what a normal store would have kept in cache. Which cache counts:
+// the last-level one the C library reports, but at most 64 MiB, because a virtual machine reports
+// its socket's whole L3 and shares it with tenants it cannot see. On the Intel Xeon VM that reports
+// 260 MiB, the int per-channel tiles read, as shares of memcpy, 0.55-0.61 streamed and 0.61-0.71
+// not at 16 MiB of output, about the same at 24 MiB, and 0.49-0.56 streamed and 0.34-0.41 not at
+// 32 MiB (docs/performance.md, twenty-sixth session). Streaming needs 64-byte-aligned rows (Matrix
+// storage is; other buffers may not be). Stores are the only thing that changes: the values written
+// are the same bits. The int family's per-channel tiles use it; the fp8 per-token and microscale
+// round trips measured no gain and store normally.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kvtune/numeric/cpu_features.h"
@@ -17,14 +21,16 @@
 
 namespace kvtune::builtin {
 
-// What the output rule assumes where the C library does not report a last-level cache: 16 MiB,
-// which keeps the earlier fixed threshold (8 MiB of output).
+// The cache the output rule assumes where the C library reports none (16 MiB: the earlier fixed
+// threshold, 8 MiB of output), and the most it counts on where one is reported.
 inline constexpr int64_t kAssumedCacheBytes = int64_t(16) << 20;
+inline constexpr int64_t kMostCountedCacheBytes = int64_t(64) << 20;
 
-// The host's last-level cache in bytes, or kAssumedCacheBytes where it is not reported.
+// The host's last-level cache in bytes, at most kMostCountedCacheBytes, or kAssumedCacheBytes
+// where it is not reported.
 inline int64_t last_level_cache_bytes() {
   const int64_t reported = cpu_last_level_cache_bytes();
-  return reported > 0 ? reported : kAssumedCacheBytes;
+  return reported > 0 ? std::min(reported, kMostCountedCacheBytes) : kAssumedCacheBytes;
 }
 
 // Whether [rows, cols] floats written to y stream: y 64-byte aligned, rows of whole vectors, and the
