@@ -178,10 +178,9 @@ class IntScheme final : public Scheme {
         }
       }
     }
-    int_kernels::group_params(p.lo.data(), p.hi.data(), t.groups_per_row, format_.bits, format_.asymmetric,
-                              format_.scale_type, p.minimum.data(), p.scale.data(), p.divisor.data(),
-                              p.reciprocal.data());
-    p.all_reciprocals = std::find(p.reciprocal.begin(), p.reciprocal.end(), 0.0f) == p.reciprocal.end();
+    p.all_reciprocals = int_kernels::group_params(p.lo.data(), p.hi.data(), t.groups_per_row, format_.bits,
+                                                  format_.asymmetric, format_.scale_type, p.minimum.data(),
+                                                  p.scale.data(), p.divisor.data(), p.reciprocal.data());
     return {r0, r1};
   }
 

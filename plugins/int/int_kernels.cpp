@@ -454,8 +454,10 @@ void min_max(const float* x, int64_t n, float& lo, float& hi) {
 
 namespace {
 
-void group_params_portable(const float* lo, const float* hi, int64_t n, int bits, bool asym, ScaleType t,
+// Returns whether every reciprocal is nonzero, as group_params does.
+bool group_params_portable(const float* lo, const float* hi, int64_t n, int bits, bool asym, ScaleType t,
                            float* minimum, float* scale, float* divisor, float* reciprocal) {
+  bool all_reciprocals = true;
   for (int64_t g = 0; g < n; ++g) {
     if (asym) {
       minimum[g] = codec::stored_minimum(lo[g], t);
@@ -466,7 +468,9 @@ void group_params_portable(const float* lo, const float* hi, int64_t n, int bits
     }
     divisor[g] = codec::int_divisor(scale[g]);
     reciprocal[g] = fast_reciprocal(divisor[g]);
+    all_reciprocals = all_reciprocals && reciprocal[g] != 0.0f;
   }
+  return all_reciprocals;
 }
 
 }  // namespace
@@ -823,20 +827,27 @@ KVTUNE_AVX2_F16C void token_groups_avx2(const float* x, int64_t rows, int64_t d,
 }
 
 
-// group_params eight columns at a time, the rest (and any batch params8 refuses) one by one.
-KVTUNE_AVX2_F16C void group_params_avx2(const float* lo, const float* hi, int64_t n, int bits, bool asym, ScaleType t,
+// group_params eight columns at a time, the rest (and any batch params8 refuses) one by one. Each
+// batch's reciprocals are checked for zero in the vector (the caller's scan of them afterwards had
+// cost a third as much as the parameters).
+KVTUNE_AVX2_F16C bool group_params_avx2(const float* lo, const float* hi, int64_t n, int bits, bool asym, ScaleType t,
                                         float* minimum, float* scale, float* divisor, float* reciprocal) {
+  bool all_reciprocals = true;
   int64_t g = 0;
   for (; g + 8 <= n; g += 8) {
     __m256 m, s, d, r;
     if (params8(_mm256_loadu_ps(lo + g), _mm256_loadu_ps(hi + g), bits, asym, t, m, s, d, r)) {
       _mm256_storeu_ps(minimum + g, m), _mm256_storeu_ps(scale + g, s);
       _mm256_storeu_ps(divisor + g, d), _mm256_storeu_ps(reciprocal + g, r);
+      all_reciprocals &= _mm256_movemask_ps(_mm256_cmp_ps(r, _mm256_setzero_ps(), _CMP_EQ_OQ)) == 0;
     } else {
-      group_params_portable(lo + g, hi + g, 8, bits, asym, t, minimum + g, scale + g, divisor + g, reciprocal + g);
+      all_reciprocals &= group_params_portable(lo + g, hi + g, 8, bits, asym, t, minimum + g, scale + g,
+                                               divisor + g, reciprocal + g);
     }
   }
-  group_params_portable(lo + g, hi + g, n - g, bits, asym, t, minimum + g, scale + g, divisor + g, reciprocal + g);
+  all_reciprocals &= group_params_portable(lo + g, hi + g, n - g, bits, asym, t, minimum + g, scale + g,
+                                           divisor + g, reciprocal + g);
+  return all_reciprocals;
 }
 
 }  // namespace
@@ -854,12 +865,12 @@ bool token_groups(const float* x, int64_t rows, int64_t d, int64_t group, int bi
   return false;
 }
 
-void group_params(const float* lo, const float* hi, int64_t n, int bits, bool asym, ScaleType scale_type,
+bool group_params(const float* lo, const float* hi, int64_t n, int bits, bool asym, ScaleType scale_type,
                   float* minimum, float* scale, float* divisor, float* reciprocal) {
 #if KVTUNE_X86_INTRINSICS
   if (cpu_has_avx2_f16c()) return group_params_avx2(lo, hi, n, bits, asym, scale_type, minimum, scale, divisor, reciprocal);
 #endif
-  group_params_portable(lo, hi, n, bits, asym, scale_type, minimum, scale, divisor, reciprocal);
+  return group_params_portable(lo, hi, n, bits, asym, scale_type, minimum, scale, divisor, reciprocal);
 }
 
 }  // namespace kvtune::builtin::int_kernels

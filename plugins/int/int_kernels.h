@@ -56,8 +56,9 @@ bool token_groups(const float* x, int64_t rows, int64_t d, int64_t group, int bi
 
 // The stored parameters of n groups from their extremes lo[g], hi[g]: minimum (0 when symmetric),
 // scale, divisor and fast_reciprocal(divisor), each as the codec computes it (eight groups at a time
-// on AVX2 + F16C, bit-identical).
-void group_params(const float* lo, const float* hi, int64_t n, int bits, bool asym, ScaleType scale_type,
+// on AVX2 + F16C, bit-identical). Returns whether every reciprocal is nonzero (the kernels may
+// multiply by all of them).
+bool group_params(const float* lo, const float* hi, int64_t n, int bits, bool asym, ScaleType scale_type,
                   float* minimum, float* scale, float* divisor, float* reciprocal);
 
 // The references the fast paths must equal.

@@ -2,10 +2,13 @@
 // grouping, bit packing and the footprint.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 
+#include "kvtune/codecs/int_codec.h"
+#include "kvtune/codecs/scale_storage.h"
 #include "kvtune/error.h"
 #include "kvtune/numeric/bits.h"
 #include "kvtune/numeric/half.h"
@@ -231,6 +234,55 @@ TEST(IntScheme, EightGroupsAtOnceAreTheGenericBits) {
               ASSERT_EQ(float_bits(fast.data()[i]), float_bits(generic.data()[i]))
                   << spec << " at [" << i / d << ", " << i % d << "]: " << x.data()[i];
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Per channel, a group whose float32 scale is subnormal has no finite reciprocal, and then every
+// level of the block must be divided. Round trip and packed path share the fit, so the expected
+// values come from the codec's formulas, group by group: columns of values near 2^-135 beside
+// ordinary ones, in several positions of an eight-group batch, whole and in groups of 32 tokens.
+TEST(IntScheme, ChannelGroupsWithoutAReciprocalDivide) {
+  std::mt19937 engine(31);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t rows = 96, d = 128;
+  struct Case {
+    const char* spec;
+    int bits;
+    bool asym;
+    int64_t tokens_per_group;
+  };
+  for (const int64_t tiny_column : {int64_t(0), int64_t(5), int64_t(77), int64_t(127)}) {
+    Matrix x(rows, d);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < d; ++c) x(r, c) = normal(engine) * (c == tiny_column ? std::ldexp(1.0f, -135) : 1.0f);
+    }
+    for (const Case& k : {Case{"int:bits=8,axis=channel,scale=f32", 8, false, rows},
+                          Case{"int:bits=4,axis=channel,asym,scale=f32", 4, true, rows},
+                          Case{"int:bits=4,axis=channel,group=32,asym,scale=f32", 4, true, 32},
+                          Case{"int:bits=2,axis=channel,group=32,scale=f32", 2, false, 32}}) {
+      SCOPED_TRACE(k.spec);
+      const Matrix y = roundtrip(k.spec, x);
+      const float qmax = codec::int_sym_qmax(k.bits), top = codec::int_asym_top(k.bits);
+      for (int64_t c = 0; c < d; ++c) {
+        for (int64_t r0 = 0; r0 < rows; r0 += k.tokens_per_group) {
+          float lo = x(r0, c), hi = x(r0, c);
+          for (int64_t r = r0; r < r0 + k.tokens_per_group; ++r) lo = std::min(lo, x(r, c)), hi = std::max(hi, x(r, c));
+          const float m = k.asym ? codec::stored_minimum(lo, ScaleType::f32) : 0.0f;
+          const float s = k.asym ? codec::int_asym_scale(m, hi, k.bits, ScaleType::f32)
+                                 : codec::int_sym_scale(std::max(-lo, hi), k.bits, ScaleType::f32);
+          if (c == tiny_column) {
+            ASSERT_FALSE(std::isfinite(1.0f / codec::int_divisor(s))) << "the case needs a reciprocal that overflows";
+          }
+          for (int64_t r = r0; r < r0 + k.tokens_per_group; ++r) {
+            const float level = k.asym ? codec::int_asym_level(x(r, c), m, codec::int_divisor(s), top)
+                                       : codec::int_sym_level(x(r, c), codec::int_divisor(s), qmax);
+            const float expected = k.asym ? level * s + m : level * s;
+            ASSERT_EQ(float_bits(y(r, c)), float_bits(expected))
+                << "column " << tiny_column << ", element [" << r << ", " << c << "]";
           }
         }
       }
