@@ -5,7 +5,7 @@
 // fit, streaming sends to memory what a normal store would have kept in cache. Which cache counts:
 // the last-level one the C library reports, but at most 64 MiB, because a virtual machine reports
 // its socket's whole L3 and shares it with tenants it cannot see. On the Intel Xeon VM that reports
-// 260 MiB, the int per-channel tiles read, as shares of memcpy, 0.55-0.61 streamed and 0.61-0.71
+// 260 MiB, the int per-channel tiles read, as shares of memcpy, 0.46-0.60 streamed and 0.52-0.71
 // not at 16 MiB of output, about the same at 24 MiB, and 0.49-0.56 streamed and 0.34-0.41 not at
 // 32 MiB (docs/performance.md, twenty-sixth session). Streaming needs 64-byte-aligned rows (Matrix
 // storage is; other buffers may not be). Stores are the only thing that changes: the values written

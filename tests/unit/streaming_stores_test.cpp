@@ -42,7 +42,7 @@ TEST(StreamingStores, OutputStreamsFromHalfTheLastLevelCache) {
   EXPECT_FALSE(builtin::streams_output(y.data(), kTokens, kDim, 2 * kCache + 1));
   EXPECT_TRUE(builtin::streams_output(y.data(), 2 * kTokens, kDim, 2 * kCache));
   EXPECT_FALSE(builtin::streams_output(y.data() + 4, kTokens, kDim, kCache)) << "rows not 64-byte aligned";
-  EXPECT_FALSE(builtin::streams_output(y.data(), kTokens * 2, kDim - 8, kCache)) << "rows not whole vectors";
+  EXPECT_FALSE(builtin::streams_output(y.data(), kTokens, kDim - 8, kCache / 2)) << "rows not whole vectors";
   // The default is the host's cache up to 64 MiB, or the assumed one where the C library reports none.
   const int64_t reported = cpu_last_level_cache_bytes();
   EXPECT_EQ(builtin::last_level_cache_bytes(),
