@@ -103,7 +103,7 @@ class IntScheme final : public Scheme {
     const Tiling t = layout(x.rows, x.cols);
     if (format_.axis == GroupAxis::token &&
         int_kernels::token_groups(x.data, x.rows, x.cols, t.cols_per_group, format_.bits, format_.asymmetric,
-                                  format_.scale_type, out.data)) {
+                                  format_.scale_type, out.data, streams_output(out.data, out.rows, out.cols))) {
       return;
     }
     BlockParams p(t, x.cols);

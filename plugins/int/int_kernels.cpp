@@ -519,10 +519,11 @@ __attribute__((target("avx2"))) inline void group_levels(const float* xs, int64_
 // group_levels of eight consecutive groups at once, sixteen lanes wide, for groups of a multiple of
 // 16 (the same bits): one call for the batch, the bounds and constants set up once. G > 0 fixes the
 // group length at compile time (the common 32: its two vectors unrolled), 0 takes `group`.
+// `stream`: non-temporal stores (y 64-byte aligned; the caller fences).
 template <int G>
 KVTUNE_AVX512 void eight_group_levels16(const float* x, int64_t group_arg, bool asym, float qmax, float top,
                                         const float* m, const float* s, const float* divisor, const float* recip,
-                                        float* y) {
+                                        float* y, bool stream) {
   const int64_t group = G > 0 ? G : group_arg;
   const __m512 lo = _mm512_set1_ps(asym ? 0.0f : -qmax), hi = _mm512_set1_ps(asym ? top : qmax);
   for (int g = 0; g < 8; ++g) {
@@ -533,9 +534,9 @@ KVTUNE_AVX512 void eight_group_levels16(const float* x, int64_t group_arg, bool 
     for (int64_t c = 0; c < group; c += 16) {
       const __m512 v = _mm512_loadu_ps(xs + c);
       if (asym) {
-        _mm512_storeu_ps(ys + c, _mm512_add_ps(_mm512_mul_ps(levels16(_mm512_sub_ps(v, mv), rv, dv, lo, hi), sv), mv));
+        store16(ys + c, _mm512_add_ps(_mm512_mul_ps(levels16(_mm512_sub_ps(v, mv), rv, dv, lo, hi), sv), mv), stream);
       } else {
-        _mm512_storeu_ps(ys + c, _mm512_mul_ps(levels16(v, rv, dv, lo, hi), sv));
+        store16(ys + c, _mm512_mul_ps(levels16(v, rv, dv, lo, hi), sv), stream);
       }
     }
   }
@@ -705,7 +706,8 @@ KVTUNE_AVX512 bool extremes16(const float* x, int64_t group, __m256* lo_v, __m25
 
 // Eight consecutive groups of `group` floats from x; false (nothing written) when the batch needs
 // the one-group path.
-KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits, bool asym, ScaleType t, float* y) {
+KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits, bool asym, ScaleType t, float* y,
+                                          bool stream) {
   const bool wide = group % 16 == 0 && cpu_has_avx512();
   __m256 lo_v[8], hi_v[8];
   if (wide ? extremes16(x, group, lo_v, hi_v) : extremes8(x, group, lo_v, hi_v)) return false;
@@ -718,7 +720,7 @@ KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits
   alignas(32) float ss[8], ms[8], ds[8], rs[8];
   _mm256_store_ps(ss, s), _mm256_store_ps(ms, m), _mm256_store_ps(ds, divisor), _mm256_store_ps(rs, recip);
   if (wide) {
-    eight_group_levels16<0>(x, group, asym, qmax, top, ms, ss, ds, rs, y);
+    eight_group_levels16<0>(x, group, asym, qmax, top, ms, ss, ds, rs, y, stream);
   } else {
     for (int g = 0; g < 8; ++g) group_levels(x + g * group, group, asym, qmax, top, ms[g], ss[g], ds[g], rs[g], y + g * group);
   }
@@ -736,7 +738,8 @@ KVTUNE_AVX2_F16C bool eight_token_groups(const float* x, int64_t group, int bits
 // params8 inlines for both halves and their two chains of divisions and roundings overlap: groups
 // of 32 with f16 scales 0.67 -> 0.61 ms.
 template <int G>
-KVTUNE_AVX512_F16C bool sixteen_sym_token_groups(const float* x, int64_t group_arg, int bits, ScaleType t, float* y) {
+KVTUNE_AVX512_F16C bool sixteen_sym_token_groups(const float* x, int64_t group_arg, int bits, ScaleType t, float* y,
+                                                  bool stream) {
   const int64_t group = G > 0 ? G : group_arg;
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   __m512i m[16];
@@ -755,8 +758,9 @@ KVTUNE_AVX512_F16C bool sixteen_sym_token_groups(const float* x, int64_t group_a
     _mm256_store_ps(ss + 8 * half, s), _mm256_store_ps(ds + 8 * half, divisor), _mm256_store_ps(rs + 8 * half, recip);
   }
   const float zeros[8] = {};
-  eight_group_levels16<G>(x, group, false, qmax, 0.0f, zeros, ss, ds, rs, y);
-  eight_group_levels16<G>(x + 8 * group, group, false, qmax, 0.0f, zeros, ss + 8, ds + 8, rs + 8, y + 8 * group);
+  eight_group_levels16<G>(x, group, false, qmax, 0.0f, zeros, ss, ds, rs, y, stream);
+  eight_group_levels16<G>(x + 8 * group, group, false, qmax, 0.0f, zeros, ss + 8, ds + 8, rs + 8, y + 8 * group,
+                          stream);
   return true;
 }
 
@@ -766,7 +770,8 @@ KVTUNE_AVX512_F16C bool sixteen_sym_token_groups(const float* x, int64_t group_a
 // (nothing written) on a NaN or where params8 refuses a half, and the caller takes the batch eight
 // groups at a time. Transformers' quantized cache (groups of 64, asymmetric) 0.76 -> 0.6 ms in cache.
 template <int G>
-KVTUNE_AVX512_F16C bool sixteen_asym_token_groups(const float* x, int64_t group_arg, int bits, ScaleType t, float* y) {
+KVTUNE_AVX512_F16C bool sixteen_asym_token_groups(const float* x, int64_t group_arg, int bits, ScaleType t, float* y,
+                                                   bool stream) {
   const int64_t group = G > 0 ? G : group_arg;
   __m512i lo_m[16], hi_m[16];
   __mmask16 nan = 0;
@@ -787,18 +792,20 @@ KVTUNE_AVX512_F16C bool sixteen_asym_token_groups(const float* x, int64_t group_
     _mm256_store_ps(ds + 8 * half, divisor), _mm256_store_ps(rs + 8 * half, recip);
   }
   const float qmax = codec::int_sym_qmax(bits), top = codec::int_asym_top(bits);
-  eight_group_levels16<G>(x, group, true, qmax, top, ms, ss, ds, rs, y);
-  eight_group_levels16<G>(x + 8 * group, group, true, qmax, top, ms + 8, ss + 8, ds + 8, rs + 8, y + 8 * group);
+  eight_group_levels16<G>(x, group, true, qmax, top, ms, ss, ds, rs, y, stream);
+  eight_group_levels16<G>(x + 8 * group, group, true, qmax, top, ms + 8, ss + 8, ds + 8, rs + 8, y + 8 * group,
+                          stream);
   return true;
 }
 
 // The per-token path: the groups of a [rows, d] block with d a multiple of `group` lie end to end,
-// so they are taken eight at a time across rows (sixteen on AVX-512 for a multiple of 16).
+// so they are taken eight at a time across rows (sixteen on AVX-512 for a multiple of 16). `stream`:
+// the sixteen-lane levels store non-temporally (the others store normally).
 KVTUNE_AVX2_F16C void token_groups_avx2(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym,
-                                        ScaleType scale_type, float* y) {
+                                        ScaleType scale_type, float* y, bool stream) {
   const int64_t groups = rows * (d / group);
   auto eight = [&](int64_t h) {  // groups h .. h + 8 at once, or one by one where the batch needs it
-    if (eight_token_groups(x + h * group, group, bits, asym, scale_type, y + h * group)) return;
+    if (eight_token_groups(x + h * group, group, bits, asym, scale_type, y + h * group, stream)) return;
     for (int64_t k = h; k < h + 8; ++k) one_token_group(x + k * group, group, bits, asym, scale_type, y + k * group);
   };
   int64_t g = 0;
@@ -812,18 +819,19 @@ KVTUNE_AVX2_F16C void token_groups_avx2(const float* x, int64_t rows, int64_t d,
       float* yg = y + g * group;
       bool done;
       if (asym) {
-        done = group == 64   ? sixteen_asym_token_groups<64>(xg, group, bits, scale_type, yg)
-               : group == 32 ? sixteen_asym_token_groups<32>(xg, group, bits, scale_type, yg)
-                             : sixteen_asym_token_groups<0>(xg, group, bits, scale_type, yg);
+        done = group == 64   ? sixteen_asym_token_groups<64>(xg, group, bits, scale_type, yg, stream)
+               : group == 32 ? sixteen_asym_token_groups<32>(xg, group, bits, scale_type, yg, stream)
+                             : sixteen_asym_token_groups<0>(xg, group, bits, scale_type, yg, stream);
       } else {
-        done = group == 32 ? sixteen_sym_token_groups<32>(xg, group, bits, scale_type, yg)
-                           : sixteen_sym_token_groups<0>(xg, group, bits, scale_type, yg);
+        done = group == 32 ? sixteen_sym_token_groups<32>(xg, group, bits, scale_type, yg, stream)
+                           : sixteen_sym_token_groups<0>(xg, group, bits, scale_type, yg, stream);
       }
       if (!done) eight(g), eight(g + 8);
     }
   }
   for (; g + 8 <= groups; g += 8) eight(g);
   for (; g < groups; ++g) one_token_group(x + g * group, group, bits, asym, scale_type, y + g * group);
+  if (stream) _mm_sfence();  // streaming stores are weakly ordered: visible before the caller reads
 }
 
 
@@ -854,14 +862,14 @@ KVTUNE_AVX2_F16C bool group_params_avx2(const float* lo, const float* hi, int64_
 #endif
 
 bool token_groups(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym, ScaleType scale_type,
-                  float* y) {
+                  float* y, bool stream) {
 #if KVTUNE_X86_INTRINSICS
   if (cpu_has_avx2_f16c() && group % 8 == 0 && d % group == 0) {
-    token_groups_avx2(x, rows, d, group, bits, asym, scale_type, y);
+    token_groups_avx2(x, rows, d, group, bits, asym, scale_type, y, stream);
     return true;
   }
 #endif
-  (void)x, (void)rows, (void)d, (void)group, (void)bits, (void)asym, (void)scale_type, (void)y;
+  (void)x, (void)rows, (void)d, (void)group, (void)bits, (void)asym, (void)scale_type, (void)y, (void)stream;
   return false;
 }
 

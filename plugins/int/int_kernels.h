@@ -50,9 +50,10 @@ void asym_segment(const float* x, float minimum, float divisor, float reciprocal
 // Round trip of a [rows, d] block with one group per `group` channels of each token (axis=token),
 // its scale (and minimum) stored as `scale_type`, fused into one sweep per group. Returns false,
 // doing nothing, where no fast path exists (no AVX2, group not a multiple of 8); the result is
-// bit-identical to the generic path.
+// bit-identical to the generic path. `stream` asks for non-temporal stores where the groups run
+// sixteen lanes wide (streams_output() in plugins/streaming_stores.h must hold for y).
 bool token_groups(const float* x, int64_t rows, int64_t d, int64_t group, int bits, bool asym, ScaleType scale_type,
-                  float* y);
+                  float* y, bool stream);
 
 // The stored parameters of n groups from their extremes lo[g], hi[g]: minimum (0 when symmetric),
 // scale, divisor and fast_reciprocal(divisor), each as the codec computes it (eight groups at a time

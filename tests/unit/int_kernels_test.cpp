@@ -206,5 +206,36 @@ TEST(IntKernels, NormalF16ScalesNeverStepForTheTopCode) {
   EXPECT_GT(checked, 100000);
 }
 
+// The per-token groups with streaming stores against the same groups stored normally: only the
+// stores differ, so the bits must not. Rows of ordinary values, a row of zeros and a row holding a
+// NaN (both send their batch down the eight-group path), a huge value, every group length that
+// runs sixteen lanes wide, symmetric and asymmetric, three scale types.
+TEST(IntKernels, StreamedTokenGroupsAreTheStoredBits) {
+  std::mt19937 engine(12);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t rows = 67, d = 128;
+  Matrix x(rows, d), stored(rows, d), streamed(rows, d);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < d; ++c) x(r, c) = r == 9 ? 0.0f : normal(engine) * std::ldexp(1.0f, int(r % 9) - 4);
+  }
+  x(20, 33) = NAN;
+  x(41, 100) = 3.0e38f;
+  for (const int64_t group : {int64_t(16), int64_t(32), int64_t(64), int64_t(128)}) {
+    for (const bool asym : {false, true}) {
+      for (const ScaleType t : {ScaleType::f32, ScaleType::f16, ScaleType::bf16}) {
+        for (const int bits : {2, 4, 8}) {
+          // Without AVX2 and F16C there is no fast path, and nothing streams.
+          if (!token_groups(x.data(), rows, d, group, bits, asym, t, stored.data(), false)) continue;
+          ASSERT_TRUE(token_groups(x.data(), rows, d, group, bits, asym, t, streamed.data(), true));
+          for (int64_t i = 0; i < x.size(); ++i) {
+            ASSERT_EQ(float_bits(streamed.data()[i]), float_bits(stored.data()[i]))
+                << "group " << group << (asym ? " asym" : " sym") << ", " << bits << " bits, element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvtune::builtin::int_kernels
