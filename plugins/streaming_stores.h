@@ -2,18 +2,16 @@
 // first reads the line it writes (read-for-ownership); when input and output together exceed the
 // cache, a round trip then moves three streams to and from memory where memcpy moves two, and
 // streaming saves the third (AMD EPYC, 32 MiB L3, 16 MiB of output: 1.46 -> 1.11 ms). When they
-// fit, streaming sends to memory what a normal store would have kept in cache. Which cache counts:
-// the last-level one the C library reports, but at most 64 MiB, because a virtual machine reports
-// its socket's whole L3 and shares it with tenants it cannot see. On the Intel Xeon VM that reports
+// fit, streaming sends to memory what a normal store would have kept in cache. The cache counted
+// is streaming_cache_bytes() (kvtune/numeric/cpu_features.h). On the Intel Xeon VM that reports
 // 260 MiB, the int per-channel tiles read, as shares of memcpy, 0.46-0.60 streamed and 0.52-0.71
 // not at 16 MiB of output, about the same at 24 MiB, and 0.49-0.56 streamed and 0.34-0.41 not at
-// 32 MiB (docs/performance.md, twenty-sixth session). Streaming needs 64-byte-aligned rows (Matrix
+// 32 MiB; int4 per token took 10.1-11.1 ms unstreamed and 5.4-6.4 streamed at 64 MiB
+// (docs/performance.md, twenty-sixth session). Streaming needs 64-byte-aligned rows (Matrix
 // storage is; other buffers may not be). Stores are the only thing that changes: the values written
-// are the same bits. The int family's per-channel tiles use it; the fp8 per-token and microscale
-// round trips measured no gain and store normally.
+// are the same bits. The int family's per-channel tiles and sixteen-lane per-token groups use it.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "kvtune/numeric/cpu_features.h"
@@ -21,25 +19,12 @@
 
 namespace kvtune::builtin {
 
-// The cache the output rule assumes where the C library reports none (16 MiB: the earlier fixed
-// threshold, 8 MiB of output), and the most it counts on where one is reported.
-inline constexpr int64_t kAssumedCacheBytes = int64_t(16) << 20;
-inline constexpr int64_t kMostCountedCacheBytes = int64_t(64) << 20;
-
-// The host's last-level cache in bytes, at most kMostCountedCacheBytes, or kAssumedCacheBytes
-// where it is not reported.
-inline int64_t last_level_cache_bytes() {
-  const int64_t reported = cpu_last_level_cache_bytes();
-  return reported > 0 ? std::min(reported, kMostCountedCacheBytes) : kAssumedCacheBytes;
-}
-
 // Whether [rows, cols] floats written to y stream: y 64-byte aligned, rows of whole vectors, and the
-// output at least half of `cache_bytes`, so that it and an input of the same size cannot both stay
-// cached.
+// output outgrowing `cache_bytes` (outgrows_cache).
 inline bool streams_output(const float* y, int64_t rows, int64_t cols,
-                           int64_t cache_bytes = last_level_cache_bytes()) {
+                           int64_t cache_bytes = streaming_cache_bytes()) {
   return reinterpret_cast<uintptr_t>(y) % 64 == 0 && cols % 16 == 0 &&
-         2 * rows * cols * int64_t(sizeof(float)) >= cache_bytes;
+         outgrows_cache(rows * cols * int64_t(sizeof(float)), cache_bytes);
 }
 
 #if KVTUNE_X86_INTRINSICS

@@ -334,7 +334,7 @@ bool rotate_back_streamed(ConstMatrixView, MatrixView, int64_t, const float*) { 
 bool streams_back(MatrixView out) {
 #if KVTUNE_STREAMED_ROTATION
   return cpu_has_avx512() && reinterpret_cast<uintptr_t>(out.data) % 64 == 0 && out.cols % 16 == 0 &&
-         out.rows * out.cols * int64_t(sizeof(float)) >= (int64_t(8) << 20);
+         outgrows_cache(out.rows * out.cols * int64_t(sizeof(float)));
 #else
   (void)out;
   return false;

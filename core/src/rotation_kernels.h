@@ -22,7 +22,8 @@ void rht_rows(ConstMatrixView src, MatrixView dst, const std::vector<float>& sig
 // Every row of x times the Haar matrix Q of (cols, seed), or its transpose when back.
 void rotate_rows_random(MatrixView x, uint64_t seed, bool back);
 
-// Whether a round trip into `out` may write its rotation back with rotate_back_streamed.
+// Whether a round trip into `out` may write its rotation back with rotate_back_streamed: AVX-512,
+// 64-byte-aligned rows of whole vectors, and an output that outgrows the cache (outgrows_cache).
 bool streams_back(MatrixView out);
 
 // The rotation back into the output with streaming stores: the RHT's inverse when signs is given,

@@ -45,10 +45,9 @@ TEST(StreamingStores, OutputStreamsFromHalfTheLastLevelCache) {
   EXPECT_FALSE(builtin::streams_output(y.data(), kTokens, kDim - 8, kCache / 2)) << "rows not whole vectors";
   // The default is the host's cache up to 64 MiB, or the assumed one where the C library reports none.
   const int64_t reported = cpu_last_level_cache_bytes();
-  EXPECT_EQ(builtin::last_level_cache_bytes(),
-            reported > 0 ? std::min(reported, int64_t(64) << 20) : builtin::kAssumedCacheBytes);
+  EXPECT_EQ(streaming_cache_bytes(), reported > 0 ? std::min(reported, int64_t(64) << 20) : kAssumedCacheBytes);
   EXPECT_EQ(builtin::streams_output(y.data(), kTokens, kDim),
-            builtin::streams_output(y.data(), kTokens, kDim, builtin::last_level_cache_bytes()));
+            builtin::streams_output(y.data(), kTokens, kDim, streaming_cache_bytes()));
 }
 
 TEST(StreamingStores, RoundTripsAreThePackedOnes) {

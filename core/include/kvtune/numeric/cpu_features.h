@@ -60,4 +60,24 @@ inline int64_t cpu_last_level_cache_bytes() {
   return bytes;
 }
 
+// The cache a kernel counts on when it decides whether to stream its output past the caches: the
+// reported last-level cache, at most kMostCountedCacheBytes, because a virtual machine reports its
+// socket's whole L3 and shares it with tenants it cannot see (an Intel Xeon VM reporting 260 MiB
+// behaved as if it had under 64: docs/performance.md, twenty-sixth session); kAssumedCacheBytes
+// where none is reported.
+inline constexpr int64_t kAssumedCacheBytes = int64_t(16) << 20;
+inline constexpr int64_t kMostCountedCacheBytes = int64_t(64) << 20;
+
+inline int64_t streaming_cache_bytes() {
+  const int64_t reported = cpu_last_level_cache_bytes();
+  if (reported <= 0) return kAssumedCacheBytes;
+  return reported < kMostCountedCacheBytes ? reported : kMostCountedCacheBytes;
+}
+
+// Whether an output of `bytes` and an input of the same size cannot both stay in a cache of
+// `cache_bytes`: the output is at least half of it.
+inline bool outgrows_cache(int64_t bytes, int64_t cache_bytes = streaming_cache_bytes()) {
+  return 2 * bytes >= cache_bytes;
+}
+
 }  // namespace kvtune
