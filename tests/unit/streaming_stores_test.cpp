@@ -1,12 +1,12 @@
-// When round trips stream their output (plugins/streaming_stores.h: the int family per channel),
-// and that they give the packed path's bits. The round trips run on a cache of 16 384 × 128
-// floats, 8 MiB, the smallest output that streams where the last-level cache is unknown (16 MiB
-// assumed); on a host with a larger cache they store normally, and the column tiles' streaming
-// stores are checked bit for bit in int_kernels_test.cpp. Keys with three ×20 outlier channels and
-// a sprinkling of exact zeros, so groups see both wide and degenerate ranges.
+// When round trips stream their output (plugins/streaming_stores.h: the int family per channel and
+// per token), and that they give the packed path's bits. The rule is checked on 16 384 × 128
+// floats (8 MiB) against explicit cache sizes. The round trips run on 65 536 × 128 floats, 32 MiB,
+// which stream on every host: the rule counts at most 64 MiB of cache. Keys with three ×20 outlier
+// channels and a sprinkling of exact zeros, so groups see both wide and degenerate ranges.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "kvtune/matrix.h"
@@ -20,12 +20,13 @@ namespace kvtune {
 namespace {
 
 constexpr int64_t kTokens = 16384, kDim = 128;
+constexpr int64_t kStreamedTokens = 65536;  // 32 MiB of output: half of the most cache the rule counts
 
 Matrix keys() {
-  Matrix x(kTokens, kDim);
+  Matrix x(kStreamedTokens, kDim);
   std::mt19937 rng(17);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (int64_t t = 0; t < kTokens; ++t) {
+  for (int64_t t = 0; t < kStreamedTokens; ++t) {
     for (int64_t c = 0; c < kDim; ++c) {
       const float v = normal(rng) * (c == 7 || c == 23 || c == 88 ? 20.0f : 1.0f);
       x(t, c) = (t * kDim + c) % 97 == 0 ? 0.0f : v;
@@ -52,15 +53,18 @@ TEST(StreamingStores, OutputStreamsFromHalfTheLastLevelCache) {
 
 TEST(StreamingStores, RoundTripsAreThePackedOnes) {
   const Matrix x = keys();
-  Matrix fused(kTokens, kDim), packed(kTokens, kDim);
+  Matrix fused(kStreamedTokens, kDim), packed(kStreamedTokens, kDim);
+  ASSERT_TRUE(builtin::streams_output(fused.data(), kStreamedTokens, kDim)) << "32 MiB must stream on every host";
   for (const char* spec : {"int:bits=8,axis=channel", "int:bits=4,axis=channel,asym",
                            "int:bits=4,axis=channel,group=32,asym", "int:bits=2,axis=channel,group=32,asym",
-                           "int:bits=8,axis=channel,group=64"}) {
+                           "int:bits=8,axis=channel,group=64", "int:bits=4,axis=token",
+                           "int:bits=4,axis=token,group=32,asym", "int:bits=8,axis=token,group=64,asym,scale=bf16"}) {
     SCOPED_TRACE(spec);
     const SchemePtr s = builtin_registry().make(spec);
     s->roundtrip(x, {}, fused);
     s->dequantize(s->quantize(x, {}), {}, packed);
-    for (int64_t i = 0; i < x.size(); ++i) {
+    if (std::memcmp(fused.data(), packed.data(), size_t(x.size()) * sizeof(float)) == 0) continue;
+    for (int64_t i = 0; i < x.size(); ++i) {  // name the first element that differs
       ASSERT_EQ(float_bits(fused.data()[i]), float_bits(packed.data()[i])) << "element " << i << ": x " << x.data()[i];
     }
   }
