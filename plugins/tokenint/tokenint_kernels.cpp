@@ -168,6 +168,13 @@ KVTUNE_AVX512 inline __m512 clamp_code16(__m512 v, __m512 lo, __m512 hi) {
   return _mm512_min_ps(_mm512_max_ps(v, lo), hi);
 }
 
+// The clamped v of a quotient q (of t = x, or x - offset for zero=min and zero=mid): zero=float and
+// zero=int add their offset after the division.
+template <Zero Z>
+KVTUNE_AVX512 inline __m512 clamped_v16(__m512 q, __m512 off, __m512 lo, __m512 hi) {
+  return clamp_code16(Z == Zero::real || Z == Zero::integer ? _mm512_add_ps(q, off) : q, lo, hi);
+}
+
 // roundtrip_fitted_row for rows of d (a multiple of 16) fitted in p. Divides: the convention divides
 // by s (p.r == 0, R not trunc), so the rows multiply by fl(1/s) and divide where the guard asks for
 // it (above); else it multiplies by p.r itself, and rows without one (p.r == 0: they divide) take
@@ -204,8 +211,7 @@ KVTUNE_AVX512 void roundtrip_rows16(const float* x, int64_t rows, int64_t d, con
     for (int64_t i = 0; i < d; i += 16) {
       const __m512 xv = _mm512_loadu_ps(xr + i);
       const __m512 t = Z == Zero::min || Z == Zero::mid ? _mm512_sub_ps(xv, off) : xv;
-      const __m512 q = _mm512_mul_ps(t, vr);
-      __m512 v = clamp_code16(Z == Zero::real || Z == Zero::integer ? _mm512_add_ps(q, off) : q, lo, hi);
+      const __m512 v = clamped_v16<Z>(_mm512_mul_ps(t, vr), off, lo, hi);
       __m512 code = code16<Z, R>(v);
       if constexpr (Divides) {
         __mmask16 near = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_sub_ps(v, code)), band, _CMP_GT_OQ);
@@ -214,10 +220,7 @@ KVTUNE_AVX512 void roundtrip_rows16(const float* x, int64_t rows, int64_t d, con
           code = _mm512_mask_blend_ps(at_min, code, row_min_code);
           near &= __mmask16(~at_min);
         }
-        if (near != 0) {
-          const __m512 qd = _mm512_div_ps(t, vs);
-          code = code16<Z, R>(clamp_code16(Z == Zero::real || Z == Zero::integer ? _mm512_add_ps(qd, off) : qd, lo, hi));
-        }
+        if (near != 0) code = code16<Z, R>(clamped_v16<Z>(_mm512_div_ps(t, vs), off, lo, hi));
       }
       __m512 out;
       if constexpr (Z == Zero::none) {
