@@ -81,6 +81,30 @@ void attention_outputs(std::span<const float* const> prob_rows32, ConstMatrixVie
                                   values.cols, out);
 }
 
+namespace {
+
+template <typename P>
+std::vector<const P*> advanced(std::span<const P* const> rows, int64_t first) {
+  std::vector<const P*> out;
+  for (const P* row : rows) out.push_back(row + first);
+  return out;
+}
+
+}  // namespace
+
+void add_attention_outputs(std::span<const double* const> prob_rows, int64_t first, ConstMatrixView values,
+                           double* out) {
+  kernels::add_probs_times_values(advanced(prob_rows, first).data(), int64_t(prob_rows.size()), values.data,
+                                  values.rows, values.cols, out);
+}
+
+void add_attention_outputs(std::span<const float* const> prob_rows32, int64_t first, ConstMatrixView values,
+                           double* out) {
+  static_assert(kSliceAlignment % kernels::kChain == 0, "a float32 chain must not straddle two slices");
+  kernels::add_probs_times_values_f32(advanced(prob_rows32, first).data(), int64_t(prob_rows32.size()),
+                                      values.data, values.rows, values.cols, out);
+}
+
 std::vector<double> attention_output(const AttentionScores& scores, ConstMatrixView values, Precision precision) {
   std::vector<double> out(static_cast<size_t>(scores.queries * values.cols));
   if (precision == Precision::float32 && scores.probs32.size() == scores.probs.size()) {

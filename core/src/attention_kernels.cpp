@@ -183,9 +183,14 @@ template <int Cols>
 
 }  // namespace
 
-KVTUNE_ATTENTION_CLONES
 void probs_times_values(const double* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d, double* out) {
   std::fill(out, out + nrows * d, 0.0);
+  add_probs_times_values(rows, nrows, v, t, d, out);
+}
+
+KVTUNE_ATTENTION_CLONES
+void add_probs_times_values(const double* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d,
+                            double* out) {
   // 256 tokens of values (128 KiB at d = 128) stay in L2 while every row passes over them.
   constexpr int64_t kBlock = 256;
   const bool wide = wide_vectors();
@@ -628,10 +633,15 @@ template <int D>
 
 }  // namespace
 
-KVTUNE_ATTENTION_CLONES
 void probs_times_values_f32(const float* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d,
                             double* out) {
   std::fill(out, out + nrows * d, 0.0);
+  add_probs_times_values_f32(rows, nrows, v, t, d, out);
+}
+
+KVTUNE_ATTENTION_CLONES
+void add_probs_times_values_f32(const float* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d,
+                                double* out) {
   switch (d) {
     case 64: return probs_times_values32<64>(rows, nrows, v, t, d, out);
     case 128: return probs_times_values32<128>(rows, nrows, v, t, d, out);

@@ -17,6 +17,10 @@ void logits(const double* q, int64_t nq, const float* k, int64_t t, int64_t d, d
 
 // out[r * d + e] = Σ_j rows[r][j] · v[j * d + e]   for r < nrows   (v is [t, d])
 void probs_times_values(const double* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d, double* out);
+// The same added to out: the products of consecutive slices of tokens (rows and v advanced to each
+// slice's first token) summed into one out give probs_times_values' bits.
+void add_probs_times_values(const double* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d,
+                            double* out);
 
 // The same two products in float32 arithmetic (Precision::float32), two to three times faster; the
 // probabilities come already rounded to float32 (AttentionScores::probs32, once per score set
@@ -31,6 +35,10 @@ inline constexpr int64_t kChain = 64;
 void logits_f32(const float* q, int64_t nq, const float* k, int64_t t, int64_t d, double scale, double* out);
 void probs_times_values_f32(const float* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d,
                             double* out);
+// The same added to out; slices that start on a multiple of kChain tokens (each chain then falls
+// inside one slice) summed in order give probs_times_values_f32's bits.
+void add_probs_times_values_f32(const float* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d,
+                                double* out);
 
 // One query's logit errors of a quantized key cache against the reference: max |lq - lr|, the same
 // after removing the mean shift (softmax ignores it), and KL(p_ref || p_q) with log p = logit - norm.

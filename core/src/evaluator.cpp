@@ -143,6 +143,7 @@ void require_finite_logits(ConstMatrixView raw, const Scheme& scheme, const std:
 // (0.28-0.32 -> 0.25-0.27 µs per pair and token at T = 32 768, bench_evaluator).
 struct Workspace {
   std::vector<float, CacheLineAllocator<float>> cache;  // one round-tripped K or V cache at a time
+  std::vector<float, CacheLineAllocator<float>> slice;  // one round-tripped slice of V rows
   AttentionScores ref;
   std::vector<AttentionScores> k_scores;
   std::vector<double> ref_out, outs;
@@ -151,7 +152,25 @@ struct Workspace {
     cache.resize(static_cast<size_t>(x.size()));
     return {cache.data(), x.rows, x.cols};
   }
+  MatrixView slice_of(int64_t rows, int64_t cols) {
+    slice.resize(static_cast<size_t>(rows * cols));
+    return {slice.data(), rows, cols};
+  }
 };
+
+// Rows per slice when the values are round-tripped a few rows at a time: each slice's round trip
+// and its products then meet in L2, where the whole cache's round trip went out to memory and was
+// read back (bench_evaluator, one pair at T = 131 072: see docs/performance.md). 0: the whole cache
+// at once, for a scheme whose rows depend on each other, a backend whose every call costs a
+// transfer, a cache of one slice or less, or a slice shape the scheme refuses.
+int64_t value_slice_rows(const Scheme& scheme, const EvalBackend& backend, int64_t tokens, int64_t d) {
+  if (!backend.roundtrips_slices_cheaply() || !scheme.traits().rows_independent) return 0;
+  constexpr int64_t kSliceBytes = 256 * 1024;
+  const int64_t rows = std::max<int64_t>(1, kSliceBytes / (d * int64_t(sizeof(float))) / kSliceAlignment) * kSliceAlignment;
+  if (rows >= tokens) return 0;
+  const int64_t last = tokens % rows == 0 ? rows : tokens % rows;
+  return scheme.check_shape(rows, d).empty() && scheme.check_shape(last, d).empty() ? rows : 0;
+}
 
 Workspace& thread_workspace() {
   thread_local Workspace w;
@@ -202,7 +221,6 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
   const AttentionScores& ref = ws.ref;
   attention_scores(c.queries, c.keys, ws.ref, plan.precision);
   const int64_t d = c.values.cols(), nq = ref.queries;
-  ws.ref_out = attention_output(ref, c.values, plan.precision);
   const int64_t k = std::min(plan.topk, ref.tokens);
   ReferenceRanks ranks;
   for (int64_t i = 0; i < nq; ++i) ranks.push_back(top_indices(ref.prob_row(i), ref.tokens, k));
@@ -223,6 +241,7 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
   // Per V configuration one pass over its round-tripped values serves the stacked probabilities of
   // every K configuration paired with it.
   std::vector<CaseSamples> out(plan.pairs.size());
+  bool reference_done = false;
   for (size_t v = 0; v < plan.v_schemes.size(); ++v) {
     std::vector<size_t> ks;  // K configurations paired with v, each once, in plan order
     for (const EvalPair& pair : plan.pairs) {
@@ -233,27 +252,49 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
       continue;
     }
     const SchemePtr v_run = calibrated(plan.v_schemes[v], c, Role::value);
-    const MatrixView values = ws.cache_like(c.values);
-    backend.roundtrip(*v_run, c.values, vctx, values);
     // The probability rows of every K configuration paired with v, stacked: float32 ones (rounded
     // once per K configuration, probs32) for float32 products.
-    const auto stacked = [&](auto row_of) {
-      std::vector<decltype(row_of(ws.k_scores[0], 0))> rows;
-      for (size_t kk : ks) {
-        for (int64_t i = 0; i < nq; ++i) rows.push_back(row_of(ws.k_scores[kk], i));
+    const bool f32 = plan.precision == Precision::float32;
+    std::vector<const float*> rows32, ref32;
+    std::vector<const double*> rows64, ref64;
+    for (int64_t i = 0; i < nq; ++i) f32 ? ref32.push_back(ref.prob32_row(i)) : ref64.push_back(ref.prob_row(i));
+    for (size_t kk : ks) {
+      for (int64_t i = 0; i < nq; ++i) {
+        f32 ? rows32.push_back(ws.k_scores[kk].prob32_row(i)) : rows64.push_back(ws.k_scores[kk].prob_row(i));
       }
-      return rows;
-    };
-    ws.outs.resize(ks.size() * size_t(nq * d));
-    if (plan.precision == Precision::float32) {
-      attention_outputs(stacked([](const AttentionScores& s, int64_t i) { return s.prob32_row(i); }), values,
-                        ws.outs.data());
-    } else {
-      attention_outputs(stacked([](const AttentionScores& s, int64_t i) { return s.prob_row(i); }), values,
-                        ws.outs.data());
     }
-    // p · inf and 0 · inf are both non-finite: a non-finite value always reaches the outputs.
+    ws.outs.assign(ks.size() * size_t(nq * d), 0.0);
+    // The reference output (exact values, reference probabilities) comes with the first V
+    // configuration's pass, from each slice of values while the round trip has it in cache.
+    const bool with_reference = !reference_done;
+    if (with_reference) ws.ref_out.assign(size_t(nq * d), 0.0);
+    const auto add_products = [&](int64_t first, ConstMatrixView exact, ConstMatrixView part) {
+      if (with_reference) {
+        f32 ? add_attention_outputs(ref32, first, exact, ws.ref_out.data())
+            : add_attention_outputs(ref64, first, exact, ws.ref_out.data());
+      }
+      f32 ? add_attention_outputs(rows32, first, part, ws.outs.data())
+          : add_attention_outputs(rows64, first, part, ws.outs.data());
+    };
+    const int64_t t = c.values.rows();
+    if (const int64_t slice = value_slice_rows(*v_run, backend, t, d); slice > 0) {
+      for (int64_t first = 0; first < t; first += slice) {
+        const MatrixView part = ws.slice_of(std::min(slice, t - first), d);
+        const ConstMatrixView exact = c.values.view().row_range(first, part.rows);
+        backend.roundtrip(*v_run, exact, rows_context(vctx, first, part.rows), part);
+        add_products(first, exact, part);
+      }
+    } else {
+      const MatrixView values = ws.cache_like(c.values);
+      backend.roundtrip(*v_run, c.values, vctx, values);
+      add_products(0, c.values, values);
+    }
+    reference_done = true;
+    // p · inf and 0 · inf are both non-finite: a non-finite value always reaches the outputs. The
+    // whole round trip again names it (a slice's first row is not the cache's).
     if (!kernels::all_finite(ws.outs.data(), int64_t(ws.outs.size()))) {
+      const MatrixView values = ws.cache_like(c.values);
+      backend.roundtrip(*v_run, c.values, vctx, values);
       require_finite_roundtrip(c.values, values, *v_run, Role::value, c.values_file);
     }
 

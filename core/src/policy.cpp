@@ -20,14 +20,6 @@ using rotation_kernels::rotate_rows_random;
 std::string rotation_spec(const CachePolicy& policy);
 std::string with_suffix(const std::string& inner, const std::string& suffix);
 
-// The context of rows first .. first + rows: their own positions, so position-aware inner
-// schemes see where the rows sit.
-QuantContext rows_ctx(const QuantContext& ctx, int64_t first, int64_t rows) {
-  QuantContext c = ctx;
-  if (static_cast<int64_t>(ctx.positions.size()) >= first + rows) c.positions = ctx.positions.subspan(first, rows);
-  return c;
-}
-
 class RotatedScheme final : public Scheme {
  public:
   RotatedScheme(SchemePtr inner, CachePolicy policy) : inner_(std::move(inner)), policy_(policy) {}
@@ -168,7 +160,7 @@ class RotatedScheme final : public Scheme {
     if (scratch.size() < 2 * floats) scratch.resize(2 * floats);
     for (int64_t r0 = 0; r0 < x.rows; r0 += tile) {
       const int64_t rows = std::min(tile, x.rows - r0);
-      const QuantContext tile_ctx = rows_ctx(ctx, r0, rows);
+      const QuantContext tile_ctx = rows_context(ctx, r0, rows);
       const MatrixView rotated{scratch.data(), rows, x.cols}, back{scratch.data() + floats, rows, x.cols};
       rotate_tile(x.row_range(r0, rows), rotated, false);
       inner_->roundtrip(rotated, tile_ctx, back);
@@ -255,7 +247,7 @@ class TokenPolicyScheme final : public Scheme {
     append_f16(packed, x.row_range(0, l.first));
     for (int64_t b = 0; b < l.blocks; ++b) {
       const int64_t r0 = l.first + b * l.block;
-      const QuantContext bctx = rows_ctx(ctx, r0, l.block);
+      const QuantContext bctx = rows_context(ctx, r0, l.block);
       with_stage(x.row_range(r0, l.block), bctx, [&](ConstMatrixView rows) {
         const std::vector<std::byte> block = inner_->quantize(rows, bctx);
         packed.insert(packed.end(), block.begin(), block.end());
@@ -273,7 +265,7 @@ class TokenPolicyScheme final : public Scheme {
     const size_t block_bytes = inner_->footprint(l.block, out.cols);
     for (int64_t b = 0; b < l.blocks; ++b) {
       const int64_t r0 = l.first + b * l.block;
-      const QuantContext bctx = rows_ctx(ctx, r0, l.block);
+      const QuantContext bctx = rows_context(ctx, r0, l.block);
       const MatrixView rows{out.row(r0), l.block, out.cols};
       inner_->dequantize(packed.subspan(at, block_bytes), bctx, rows);
       from_stage(rows, bctx);
@@ -290,7 +282,7 @@ class TokenPolicyScheme final : public Scheme {
     half_kernels::round_to_f16(x.data, out.data, l.first * x.cols);
     for (int64_t b = 0; b < l.blocks; ++b) {
       const int64_t r0 = l.first + b * l.block;
-      const QuantContext bctx = rows_ctx(ctx, r0, l.block);
+      const QuantContext bctx = rows_context(ctx, r0, l.block);
       const MatrixView rows{out.row(r0), l.block, x.cols};
       with_stage(x.row_range(r0, l.block), bctx, [&](ConstMatrixView in) { inner_->roundtrip(in, bctx, rows); });
       from_stage(rows, bctx);
@@ -343,7 +335,7 @@ class TokenPolicyScheme final : public Scheme {
     Matrix part(queries.rows, l.block);
     for (int64_t b = 0; b < l.blocks; ++b, at += block_bytes) {
       const int64_t r0 = l.first + b * l.block;
-      inner_->logits(queries, packed.subspan(at, block_bytes), l.block, rows_ctx(ctx, r0, l.block), part);
+      inner_->logits(queries, packed.subspan(at, block_bytes), l.block, rows_context(ctx, r0, l.block), part);
       for (int64_t i = 0; i < queries.rows; ++i) std::copy(part.row(i), part.row(i) + l.block, out.row(i) + r0);
     }
     exact_rows(tail, tokens - tail, at);

@@ -8,6 +8,12 @@ namespace kvtune {
 
 const char* role_name(Role role) { return role == Role::key ? "k" : "v"; }
 
+QuantContext rows_context(const QuantContext& ctx, int64_t first, int64_t rows) {
+  QuantContext c = ctx;
+  if (static_cast<int64_t>(ctx.positions.size()) >= first + rows) c.positions = ctx.positions.subspan(first, rows);
+  return c;
+}
+
 std::string ParamDomain::describe() const {
   switch (kind) {
     case Kind::integer:

@@ -64,6 +64,16 @@ void attention_outputs(std::span<const double* const> prob_rows, ConstMatrixView
 // float64 rows they were rounded from with Precision::float32.
 void attention_outputs(std::span<const float* const> prob_rows32, ConstMatrixView values, double* out);
 
+// Adds Σ_j prob_rows[r][first + j] · values[j, :] to out[r, :]: the product over a slice of the
+// tokens, values holding rows first .. first + values.rows of the cache. Slices of one cache added
+// in order, each starting on a multiple of kSliceAlignment tokens, give attention_outputs' bits, so
+// a caller may round-trip a cache a few rows at a time and use each slice while it is in cache.
+inline constexpr int64_t kSliceAlignment = 64;
+void add_attention_outputs(std::span<const double* const> prob_rows, int64_t first, ConstMatrixView values,
+                           double* out);
+void add_attention_outputs(std::span<const float* const> prob_rows32, int64_t first, ConstMatrixView values,
+                           double* out);
+
 // out [Nq, D] = probs · values (from probs32 with float32 when the scores have it).
 std::vector<double> attention_output(const AttentionScores& scores, ConstMatrixView values,
                                      Precision precision = Precision::float64);

@@ -25,6 +25,10 @@ class EvalBackend {
   // out = dequantize(quantize(x)) through `scheme`; must equal scheme.roundtrip bit for bit.
   // Called concurrently from the evaluator's threads.
   virtual void roundtrip(const Scheme& scheme, ConstMatrixView x, const QuantContext& ctx, MatrixView out) const = 0;
+  // True when round-tripping a block a few rows at a time costs no more than the whole block at once
+  // (host code): the evaluator then round-trips values that allow it (rows_independent) in slices
+  // and uses each slice while it is in cache. False where every call pays a transfer or a launch.
+  virtual bool roundtrips_slices_cheaply() const { return false; }
 
   // Kernel mode: the attention output [queries, head_dim] of the case's queries over keys and values
   // quantized by `k` and `v`, computed by a fused kernel from packed data (float64 for the

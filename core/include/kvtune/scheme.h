@@ -28,6 +28,10 @@ struct QuantContext {
   const RopeConfig* rope = nullptr;    // the RoPE the cached keys carry (rope_stage=pre undoes it)
 };
 
+// The context of rows first .. first + rows of a block: their own positions, so position-aware
+// schemes see where the rows sit (a caller that round-trips a block a few rows at a time).
+QuantContext rows_context(const QuantContext& ctx, int64_t first, int64_t rows);
+
 // One parameter of a family, enough for a sweep to enumerate and validate points up front.
 struct ParamDomain {
   enum class Kind { integer, choice, flag, real };

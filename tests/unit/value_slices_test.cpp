@@ -1,0 +1,161 @@
+// The evaluator round-trips values whose rows are independent (SchemeTraits::rows_independent) a
+// slice of rows at a time and forms the products from each slice while it is in cache, the
+// reference output within the first V configuration's pass (evaluator.cpp, value_slice_rows). Every
+// metric must keep the bits of the whole-cache path, which a backend that declines slices takes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <bit>
+#include <cmath>
+
+#include "builtin.h"
+#include "kvtune/attention.h"
+#include "kvtune/error.h"
+#include "kvtune/evaluator.h"
+#include "kvtune/scenario.h"
+#include "kvtune/workload.h"
+#include "test_support.h"
+
+namespace kvtune {
+namespace {
+
+// The CPU backend's round trips, counted, with or without slices.
+class CountingBackend final : public EvalBackend {
+ public:
+  explicit CountingBackend(bool slices) : slices_(slices) {}
+  std::string name() const override { return "cpu"; }
+  void roundtrip(const Scheme& scheme, ConstMatrixView x, const QuantContext& ctx, MatrixView out) const override {
+    ++calls;
+    scheme.roundtrip(x, ctx, out);
+  }
+  bool roundtrips_slices_cheaply() const override { return slices_; }
+  mutable std::atomic<int> calls{0};
+
+ private:
+  bool slices_;
+};
+
+// 1 300 tokens at head_dim 128: slices of 512, 512 and 276 rows (256 KiB each).
+WorkloadConfig sliced_workload() {
+  WorkloadConfig cfg;
+  cfg.tokens = 1300;
+  cfg.head_dim = 128;
+  cfg.queries = 4;
+  cfg.keys.outlier_count = 3;
+  cfg.keys.outlier_scale = 15;
+  cfg.rope.enabled = true;
+  cfg.needles.depths = {0.25, 0.75};
+  return cfg;
+}
+
+struct Paths {
+  EvalResult whole, sliced;
+  int whole_calls = 0, sliced_calls = 0;
+};
+
+Paths both_paths(const std::vector<PairRequest>& pairs, Precision precision) {
+  const WorkloadConfig cfg = sliced_workload();
+  Paths p;
+  for (bool slices : {false, true}) {
+    EvalPlan plan = build_plan(pairs, builtin_registry(), 8);
+    plan.precision = precision;
+    const auto backend = std::make_shared<CountingBackend>(slices);
+    plan.backend = backend;
+    EvalResult r = evaluate(plan, 2, [&](size_t i) { return generate_case(cfg, 40 + i); }, 1);
+    (slices ? p.sliced : p.whole) = std::move(r);
+    (slices ? p.sliced_calls : p.whole_calls) = backend->calls.load();
+  }
+  return p;
+}
+
+void expect_same_bits(const EvalResult& a, const EvalResult& b) {
+  ASSERT_EQ(a.pairs.size(), b.pairs.size());
+  for (size_t p = 0; p < a.pairs.size(); ++p) {
+    for (size_t m = 0; m < kMetricCount; ++m) {
+      const auto& x = a.pairs[p].samples[m];
+      const auto& y = b.pairs[p].samples[m];
+      ASSERT_EQ(x.size(), y.size()) << a.pairs[p].name << " " << metric_name(Metric(m));
+      for (size_t i = 0; i < x.size(); ++i) {
+        EXPECT_EQ(std::bit_cast<uint64_t>(x[i]), std::bit_cast<uint64_t>(y[i]))
+            << a.pairs[p].name << " " << metric_name(Metric(m)) << " sample " << i << ": " << x[i] << " whole, " << y[i]
+            << " sliced";
+      }
+    }
+  }
+}
+
+// rel_out_err of query 0 of case 40 through k and v, from the public products over whole caches, as
+// the evaluator forms it: the anchor that both paths are right, not merely alike.
+double rel_out_err_by_hand(const std::string& k, const std::string& v, Precision precision) {
+  const Case c = generate_case(sliced_workload(), 40);
+  Matrix kq(c.keys.rows(), c.keys.cols()), vq(c.values.rows(), c.values.cols());
+  testing::make_scheme(k)->roundtrip(c.keys, {Role::key, c.positions, c.seed, &c.rope}, kq);
+  testing::make_scheme(v)->roundtrip(c.values, {Role::value, c.positions, c.seed, &c.rope}, vq);
+  AttentionScores ref, got;
+  attention_scores(c.queries, c.keys, ref, precision);
+  attention_scores(c.queries, kq, got, precision);
+  const std::vector<double> o_ref = attention_output(ref, c.values, precision), o = attention_output(got, vq, precision);
+  double num = 0.0, den = 0.0;
+  for (int64_t e = 0; e < c.values.cols(); ++e) {
+    num += (o[size_t(e)] - o_ref[size_t(e)]) * (o[size_t(e)] - o_ref[size_t(e)]);
+    den += o_ref[size_t(e)] * o_ref[size_t(e)];
+  }
+  return std::sqrt(num / den);
+}
+
+// Row-independent V formats (int per token, with and without groups, q8_0, fp8 per token) beside
+// one whose rows depend on each other (int per channel). The first V configuration takes the
+// reference output: sliced in one plan, whole in the other.
+TEST(ValueSlices, EveryMetricKeepsTheWholeCachesBits) {
+  const std::vector<std::string> sliced_values = {"int:bits=4,axis=token", "q8_0",
+                                                  "int:bits=4,axis=token,group=32,scale=f16",
+                                                  "fp8:format=e4m3,scale=dynamic,granularity=token"};
+  const std::string whole_value = "int:bits=4,axis=channel";
+  ASSERT_FALSE(testing::make_scheme(whole_value)->traits().rows_independent);
+  for (const std::string& v : sliced_values) ASSERT_TRUE(testing::make_scheme(v)->traits().rows_independent) << v;
+  for (bool reference_sliced : {true, false}) {
+    std::vector<std::string> values = sliced_values;
+    values.insert(reference_sliced ? values.end() : values.begin(), whole_value);
+    std::vector<PairRequest> pairs;
+    for (const std::string k : {"int:bits=4,axis=channel", "q4_0"}) {
+      for (const std::string& v : values) pairs.push_back({k + " / " + v, k, v, ""});
+    }
+    for (Precision precision : {Precision::float64, Precision::float32}) {
+      SCOPED_TRACE(std::string(precision_name(precision)) + (reference_sliced ? ", reference sliced" : ", reference whole"));
+      const Paths p = both_paths(pairs, precision);
+      // Per case: 2 key round trips, then 1 per V configuration whole or 3 per sliced one.
+      EXPECT_EQ(p.whole_calls, 2 * (2 + 5));
+      EXPECT_EQ(p.sliced_calls, 2 * (2 + 1 + 4 * 3));
+      expect_same_bits(p.whole, p.sliced);
+      for (size_t i : {size_t(0), values.size() - 1}) {
+        EXPECT_EQ(p.sliced.pairs[i].samples[size_t(Metric::rel_out_err)][0],
+                  rel_out_err_by_hand(pairs[i].k, pairs[i].v, precision))
+            << pairs[i].name;
+      }
+    }
+  }
+}
+
+// A value beyond the scheme's range in the second slice is named at its place in the whole cache.
+TEST(ValueSlices, OutOfRangeErrorNamesTheRowInTheWholeCache) {
+  const WorkloadConfig cfg = sliced_workload();
+  Case c = generate_case(cfg, 3);
+  c.values(700, 9) = 1e38f;
+  c.values_file = "v.npy";
+  EvalPlan plan = build_plan({{"", "none", "q8_0", ""}}, builtin_registry(), 8);
+  const auto backend = std::make_shared<CountingBackend>(true);
+  plan.backend = backend;
+  try {
+    evaluate(plan, 1, [&](size_t) { return c; });
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "v.npy: values through 'q8_0' are not finite at [700, 0]: the input value 1e+38 at [700, 9] exceeds "
+              "the scheme's range");
+  }
+  EXPECT_EQ(backend->calls.load(), 1 + 3 + 1);  // the keys, three slices, the whole cache to name the value
+}
+
+}  // namespace
+}  // namespace kvtune
