@@ -7,11 +7,10 @@
 #include "attention_kernels.h"
 
 namespace kvtune {
-namespace {
 
 // Softmax per row: p = exp(l - max) / Σ, and log_norm = max + log Σ. One exp per element, eight at
 // a time (kernels::exp_shifted). For float32 products also p rounded to float32, while p is in cache.
-void finish_softmax(AttentionScores& s, Precision precision) {
+void finish_scores(AttentionScores& s, Precision precision) {
   s.probs.resize(s.logits.size());
   const bool narrow = precision == Precision::float32;
   s.probs32.resize(narrow ? s.logits.size() : 0);
@@ -26,20 +25,28 @@ void finish_softmax(AttentionScores& s, Precision precision) {
   }
 }
 
-}  // namespace
-
 void attention_scores(ConstMatrixView queries, ConstMatrixView keys, AttentionScores& out, Precision precision) {
-  out.queries = queries.rows;
-  out.tokens = keys.rows;
-  out.logits.resize(static_cast<size_t>(out.queries * out.tokens));
+  begin_scores(queries.rows, keys.rows, out);
+  add_logits(queries, 0, keys, out, precision);
+  finish_scores(out, precision);
+}
+
+void begin_scores(int64_t queries, int64_t tokens, AttentionScores& out) {
+  out.queries = queries;
+  out.tokens = tokens;
+  out.logits.resize(static_cast<size_t>(queries * tokens));
+}
+
+void add_logits(ConstMatrixView queries, int64_t first, ConstMatrixView keys, AttentionScores& out,
+                Precision precision) {
   const double scale = 1.0 / std::sqrt(double(queries.cols));
+  double* at = out.logits.data() + first;
   if (precision == Precision::float32) {
-    kernels::logits_f32(queries.data, queries.rows, keys.data, keys.rows, keys.cols, scale, out.logits.data());
+    kernels::logits_f32(queries.data, queries.rows, keys.data, keys.rows, keys.cols, scale, at, out.tokens);
   } else {
     const std::vector<double> q(queries.data, queries.data + queries.size());
-    kernels::logits(q.data(), queries.rows, keys.data, keys.rows, keys.cols, scale, out.logits.data());
+    kernels::logits(q.data(), queries.rows, keys.data, keys.rows, keys.cols, scale, at, out.tokens);
   }
-  finish_softmax(out, precision);
 }
 
 AttentionScores attention_scores(ConstMatrixView queries, ConstMatrixView keys) {
@@ -55,7 +62,7 @@ AttentionScores scores_from_raw_logits(ConstMatrixView raw, int64_t head_dim, Pr
   s.logits.resize(static_cast<size_t>(raw.size()));
   const double scale = 1.0 / std::sqrt(double(head_dim));
   for (int64_t i = 0; i < raw.size(); ++i) s.logits[i] = double(raw.data[i]) * scale;
-  finish_softmax(s, precision);
+  finish_scores(s, precision);
   return s;
 }
 

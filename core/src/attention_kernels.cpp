@@ -82,20 +82,20 @@ template <int Queries, int Keys, bool Tail>
 // eight of its 16 registers).
 template <int Keys, bool Tail>
 [[gnu::always_inline]] inline void logits_rows(const double* q, int64_t nq, const float* k, int64_t t, int64_t d,
-                                               double scale, double* out) {
+                                               double scale, double* out, int64_t stride) {
   constexpr int64_t kQueries = 4;
   int64_t j = 0;
   for (; j + Keys <= t; j += Keys) {
     int64_t i = 0;
     for (; i + kQueries <= nq; i += kQueries) {
-      dots<kQueries, Keys, Tail>(q + i * d, k + j * d, d, scale, out + i * t + j, t);
+      dots<kQueries, Keys, Tail>(q + i * d, k + j * d, d, scale, out + i * stride + j, stride);
     }
-    for (; i < nq; ++i) dots<1, Keys, Tail>(q + i * d, k + j * d, d, scale, out + i * t + j, t);
+    for (; i < nq; ++i) dots<1, Keys, Tail>(q + i * d, k + j * d, d, scale, out + i * stride + j, stride);
   }
   for (; j < t; ++j) {
     int64_t i = 0;
-    for (; i + kQueries <= nq; i += kQueries) dots<kQueries, 1, Tail>(q + i * d, k + j * d, d, scale, out + i * t + j, t);
-    for (; i < nq; ++i) dots<1, 1, Tail>(q + i * d, k + j * d, d, scale, out + i * t + j, t);
+    for (; i + kQueries <= nq; i += kQueries) dots<kQueries, 1, Tail>(q + i * d, k + j * d, d, scale, out + i * stride + j, stride);
+    for (; i < nq; ++i) dots<1, 1, Tail>(q + i * d, k + j * d, d, scale, out + i * stride + j, stride);
   }
 }
 
@@ -106,12 +106,13 @@ bool wide_vectors() { return cpu_has_avx512(); }
 }  // namespace
 
 KVTUNE_ATTENTION_CLONES
-void logits(const double* q, int64_t nq, const float* k, int64_t t, int64_t d, double scale, double* out) {
+void logits(const double* q, int64_t nq, const float* k, int64_t t, int64_t d, double scale, double* out,
+            int64_t stride) {
   const bool wide = wide_vectors();
   if (d % 8 == 0) {
-    wide ? logits_rows<2, false>(q, nq, k, t, d, scale, out) : logits_rows<1, false>(q, nq, k, t, d, scale, out);
+    wide ? logits_rows<2, false>(q, nq, k, t, d, scale, out, stride) : logits_rows<1, false>(q, nq, k, t, d, scale, out, stride);
   } else {
-    wide ? logits_rows<2, true>(q, nq, k, t, d, scale, out) : logits_rows<1, true>(q, nq, k, t, d, scale, out);
+    wide ? logits_rows<2, true>(q, nq, k, t, d, scale, out, stride) : logits_rows<1, true>(q, nq, k, t, d, scale, out, stride);
   }
 }
 
@@ -509,16 +510,16 @@ template <int D, bool Tail>
 
 template <int D, bool Tail>
 [[gnu::always_inline]] inline void logits32_all(const float* q, int64_t nq, const float* k, int64_t t, int64_t d,
-                                                double scale, double* out) {
+                                                double scale, double* out, int64_t stride) {
   const int64_t dd = D > 0 ? D : d;
   // Four queries at a time with AVX-512's 32 registers (24 live vectors); one at a time elsewhere.
   const int64_t grouped = wide_vectors() ? nq - nq % 4 : 0;
   int64_t j = 0;
   for (; j + 16 <= t; j += 16) {
     for (int64_t i = 0; i < grouped; i += 4) {
-      logits32_tile4<D, Tail>(q + i * dd, k + j * d, d, scale, out + i * t + j, t);
+      logits32_tile4<D, Tail>(q + i * dd, k + j * d, d, scale, out + i * stride + j, stride);
     }
-    logits32_tile<D, Tail>(q + grouped * dd, nq - grouped, k + j * d, d, scale, out + grouped * t + j, t);
+    logits32_tile<D, Tail>(q + grouped * dd, nq - grouped, k + j * d, d, scale, out + grouped * stride + j, stride);
   }
   if (j == t) return;
   // The last keys through the same tile, padded with zero rows, so every logit has the same chain.
@@ -527,19 +528,20 @@ template <int D, bool Tail>
   std::copy(k + j * d, k + t * d, pad.begin());
   std::vector<double> tile(size_t(nq * 16));
   logits32_tile<D, Tail>(q, nq, pad.data(), d, scale, tile.data(), 16);
-  for (int64_t i = 0; i < nq; ++i) std::copy(tile.data() + i * 16, tile.data() + i * 16 + left, out + i * t + j);
+  for (int64_t i = 0; i < nq; ++i) std::copy(tile.data() + i * 16, tile.data() + i * 16 + left, out + i * stride + j);
 }
 
 }  // namespace
 
 KVTUNE_ATTENTION_CLONES
-void logits_f32(const float* q, int64_t nq, const float* k, int64_t t, int64_t d, double scale, double* out) {
+void logits_f32(const float* q, int64_t nq, const float* k, int64_t t, int64_t d, double scale, double* out,
+                int64_t stride) {
   switch (d) {
-    case 64: return logits32_all<64, false>(q, nq, k, t, d, scale, out);
-    case 128: return logits32_all<128, false>(q, nq, k, t, d, scale, out);
-    case 256: return logits32_all<256, false>(q, nq, k, t, d, scale, out);
+    case 64: return logits32_all<64, false>(q, nq, k, t, d, scale, out, stride);
+    case 128: return logits32_all<128, false>(q, nq, k, t, d, scale, out, stride);
+    case 256: return logits32_all<256, false>(q, nq, k, t, d, scale, out, stride);
     default:
-      d % 16 == 0 ? logits32_all<0, false>(q, nq, k, t, d, scale, out) : logits32_all<0, true>(q, nq, k, t, d, scale, out);
+      d % 16 == 0 ? logits32_all<0, false>(q, nq, k, t, d, scale, out, stride) : logits32_all<0, true>(q, nq, k, t, d, scale, out, stride);
   }
 }
 

@@ -12,8 +12,11 @@
 
 namespace kvtune::kernels {
 
-// out[i * t + j] = scale · Σ_e q[i * d + e] · k[j * d + e]   (q already in float64, [nq, d])
-void logits(const double* q, int64_t nq, const float* k, int64_t t, int64_t d, double scale, double* out);
+// out[i * stride + j] = scale · Σ_e q[i * d + e] · k[j * d + e]   for j < t   (q already in float64,
+// [nq, d]); each logit is its own chain, so slices of the keys (stride the whole row) give the bits
+// of the whole.
+void logits(const double* q, int64_t nq, const float* k, int64_t t, int64_t d, double scale, double* out,
+            int64_t stride);
 
 // out[r * d + e] = Σ_j rows[r][j] · v[j * d + e]   for r < nrows   (v is [t, d])
 void probs_times_values(const double* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d, double* out);
@@ -32,7 +35,8 @@ void add_probs_times_values(const double* const* rows, int64_t nrows, const floa
 //                (p rounded to float32, float32 chains of kChain tokens, added in float64).
 // The float64 kernels above are within (⌈d/8⌉ + 4) · 2^-53 of the same sums.
 inline constexpr int64_t kChain = 64;
-void logits_f32(const float* q, int64_t nq, const float* k, int64_t t, int64_t d, double scale, double* out);
+void logits_f32(const float* q, int64_t nq, const float* k, int64_t t, int64_t d, double scale, double* out,
+                int64_t stride);
 void probs_times_values_f32(const float* const* rows, int64_t nrows, const float* v, int64_t t, int64_t d,
                             double* out);
 // The same added to out; slices that start on a multiple of kChain tokens (each chain then falls

@@ -158,12 +158,13 @@ struct Workspace {
   }
 };
 
-// Rows per slice when the values are round-tripped a few rows at a time: each slice's round trip
-// and its products then meet in L2, where the whole cache's round trip went out to memory and was
-// read back (bench_evaluator, one pair at T = 131 072: see docs/performance.md). 0: the whole cache
-// at once, for a scheme whose rows depend on each other, a backend whose every call costs a
-// transfer, a cache of one slice or less, or a slice shape the scheme refuses.
-int64_t value_slice_rows(const Scheme& scheme, const EvalBackend& backend, int64_t tokens, int64_t d) {
+// Rows per slice when a cache is round-tripped a few rows at a time: each slice's round trip and its
+// products (logits of keys, outputs of values) then meet in L2, where the whole cache's round trip
+// went out to memory and was read back (bench_evaluator, one pair at T = 131 072: see
+// docs/performance.md). 0: the whole cache at once, for a scheme whose rows depend on each other, a
+// backend whose every call costs a transfer, a cache of one slice or less, or a slice shape the
+// scheme refuses.
+int64_t slice_rows(const Scheme& scheme, const EvalBackend& backend, int64_t tokens, int64_t d) {
   if (!backend.roundtrips_slices_cheaply() || !scheme.traits().rows_independent) return 0;
   constexpr int64_t kSliceBytes = 256 * 1024;
   const int64_t rows = std::max<int64_t>(1, kSliceBytes / (d * int64_t(sizeof(float))) / kSliceAlignment) * kSliceAlignment;
@@ -177,21 +178,42 @@ Workspace& thread_workspace() {
   return w;
 }
 
+// The scores of keys through `scheme`, and when `reference` is given the exact keys' scores too:
+// from the same slices when the scheme goes a slice at a time.
 void key_scores(const Scheme& scheme, const Case& c, const QuantContext& ctx, const EvalBackend& backend,
-                Precision precision, Workspace& ws, AttentionScores& out) {
+                Precision precision, Workspace& ws, AttentionScores& out, AttentionScores* reference) {
+  const int64_t t = c.keys.rows(), d = c.keys.cols();
+  const int64_t slice = scheme.estimates_logits() ? 0 : slice_rows(scheme, backend, t, d);
+  if (reference && slice == 0) attention_scores(c.queries, c.keys, *reference, precision);
   if (scheme.estimates_logits()) {
     const auto packed = scheme.quantize(c.keys, ctx);
-    Matrix raw(c.queries.rows(), c.keys.rows());
-    scheme.logits(c.queries, packed, c.keys.rows(), ctx, raw);
+    Matrix raw(c.queries.rows(), t);
+    scheme.logits(c.queries, packed, t, ctx, raw);
     require_finite_logits(raw, scheme, c.keys_file);
-    out = scores_from_raw_logits(raw, c.keys.cols(), precision);
+    out = scores_from_raw_logits(raw, d, precision);
     return;
   }
-  const MatrixView keys = ws.cache_like(c.keys);
-  backend.roundtrip(scheme, c.keys, ctx, keys);
-  attention_scores(c.queries, keys, out, precision);
-  // A non-finite key makes its logits non-finite, so the [T, D] scan runs only to name it.
+  if (slice > 0) {
+    begin_scores(c.queries.rows(), t, out);
+    if (reference) begin_scores(c.queries.rows(), t, *reference);
+    for (int64_t first = 0; first < t; first += slice) {
+      const MatrixView part = ws.slice_of(std::min(slice, t - first), d);
+      const ConstMatrixView exact = c.keys.view().row_range(first, part.rows);
+      backend.roundtrip(scheme, exact, rows_context(ctx, first, part.rows), part);
+      if (reference) add_logits(c.queries, first, exact, *reference, precision);
+      add_logits(c.queries, first, part, out, precision);
+    }
+    if (reference) finish_scores(*reference, precision);
+    finish_scores(out, precision);
+  } else {
+    const MatrixView keys = ws.cache_like(c.keys);
+    backend.roundtrip(scheme, c.keys, ctx, keys);
+    attention_scores(c.queries, keys, out, precision);
+  }
+  // A non-finite key makes its logits non-finite, so the whole round trip runs again only to name it.
   if (!kernels::all_finite(out.logits.data(), int64_t(out.logits.size()))) {
+    const MatrixView keys = ws.cache_like(c.keys);
+    backend.roundtrip(scheme, c.keys, ctx, keys);
     require_finite_roundtrip(c.keys, keys, scheme, Role::key, c.keys_file);
   }
 }
@@ -219,11 +241,15 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
   const EvalBackend& backend = plan.backend ? *plan.backend : *cpu_backend();
   Workspace& ws = thread_workspace();
   const AttentionScores& ref = ws.ref;
-  attention_scores(c.queries, c.keys, ws.ref, plan.precision);
-  const int64_t d = c.values.cols(), nq = ref.queries;
-  const int64_t k = std::min(plan.topk, ref.tokens);
+  const int64_t d = c.values.cols(), nq = c.queries.rows();
+  const int64_t k = std::min(plan.topk, c.keys.rows());
   ReferenceRanks ranks;
-  for (int64_t i = 0; i < nq; ++i) ranks.push_back(top_indices(ref.prob_row(i), ref.tokens, k));
+  // The reference scores come with the first K configuration's pass (from its slices when it takes
+  // them), else on their own; the ranking once they are in.
+  if (plan.k_schemes.empty()) attention_scores(c.queries, c.keys, ws.ref, plan.precision);
+  const auto rank_reference = [&] {
+    for (int64_t i = 0; i < nq; ++i) ranks.push_back(top_indices(ref.prob_row(i), ref.tokens, k));
+  };
 
   QuantContext kctx{Role::key, c.positions, c.seed, &c.rope};
   QuantContext vctx{Role::value, c.positions, c.seed, &c.rope};
@@ -233,7 +259,8 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
   std::vector<CaseSamples> k_samples(plan.k_schemes.size());
   for (size_t i = 0; i < plan.k_schemes.size(); ++i) {
     k_run.push_back(calibrated(plan.k_schemes[i], c, Role::key));
-    key_scores(*k_run.back(), c, kctx, backend, plan.precision, ws, ws.k_scores[i]);
+    key_scores(*k_run.back(), c, kctx, backend, plan.precision, ws, ws.k_scores[i], i == 0 ? &ws.ref : nullptr);
+    if (i == 0) rank_reference();
     key_metrics(c, ref, ws.k_scores[i], plan.topk, ranks, k_samples[i]);
     if (plan.on_step) plan.on_step();
   }
@@ -277,7 +304,7 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
           : add_attention_outputs(rows64, first, part, ws.outs.data());
     };
     const int64_t t = c.values.rows();
-    if (const int64_t slice = value_slice_rows(*v_run, backend, t, d); slice > 0) {
+    if (const int64_t slice = slice_rows(*v_run, backend, t, d); slice > 0) {
       for (int64_t first = 0; first < t; first += slice) {
         const MatrixView part = ws.slice_of(std::min(slice, t - first), d);
         const ConstMatrixView exact = c.values.view().row_range(first, part.rows);

@@ -51,6 +51,15 @@ AttentionScores attention_scores(ConstMatrixView queries, ConstMatrixView keys);
 void attention_scores(ConstMatrixView queries, ConstMatrixView keys, AttentionScores& out,
                       Precision precision = Precision::float64);
 
+// The same scores built a slice of keys at a time: begin_scores sizes out for [queries, tokens],
+// add_logits writes the logits of `keys` holding rows first .. first + keys.rows of the cache, and
+// finish_scores takes the softmax once every slice is in. Each logit is its own chain, so any slices
+// give attention_scores' bits, and a caller may round-trip keys a few rows at a time.
+void begin_scores(int64_t queries, int64_t tokens, AttentionScores& out);
+void add_logits(ConstMatrixView queries, int64_t first, ConstMatrixView keys, AttentionScores& out,
+                Precision precision);
+void finish_scores(AttentionScores& out, Precision precision);
+
 // Scores from logits given without the 1/sqrt(D) factor (a scheme's logits estimator); probs32 as
 // attention_scores fills it for `precision`.
 AttentionScores scores_from_raw_logits(ConstMatrixView raw_logits, int64_t head_dim,

@@ -1,7 +1,8 @@
-// The evaluator round-trips values whose rows are independent (SchemeTraits::rows_independent) a
-// slice of rows at a time and forms the products from each slice while it is in cache, the
-// reference output within the first V configuration's pass (evaluator.cpp, value_slice_rows). Every
-// metric must keep the bits of the whole-cache path, which a backend that declines slices takes.
+// The evaluator round-trips keys and values whose rows are independent
+// (SchemeTraits::rows_independent) a slice of rows at a time and forms the products from each slice
+// while it is in cache: the reference scores within the first K configuration's pass, the reference
+// output within the first V configuration's (evaluator.cpp, slice_rows). Every metric must keep the
+// bits of the whole-cache path, which a backend that declines slices takes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -104,31 +105,34 @@ double rel_out_err_by_hand(const std::string& k, const std::string& v, Precision
   return std::sqrt(num / den);
 }
 
-// Row-independent V formats (int per token, with and without groups, q8_0, fp8 per token) beside
-// one whose rows depend on each other (int per channel). The first V configuration takes the
-// reference output: sliced in one plan, whole in the other.
-TEST(ValueSlices, EveryMetricKeepsTheWholeCachesBits) {
+// Row-independent formats (int per token, with and without groups, q8_0, q4_0, fp8 per token) beside
+// int per channel, whose rows depend on each other. The first K and the first V configuration take
+// the reference scores and output: sliced in one plan, whole in the other.
+TEST(CacheSlices, EveryMetricKeepsTheWholeCachesBits) {
+  const std::string whole = "int:bits=4,axis=channel";
   const std::vector<std::string> sliced_values = {"int:bits=4,axis=token", "q8_0",
                                                   "int:bits=4,axis=token,group=32,scale=f16",
                                                   "fp8:format=e4m3,scale=dynamic,granularity=token"};
-  const std::string whole_value = "int:bits=4,axis=channel";
-  ASSERT_FALSE(testing::make_scheme(whole_value)->traits().rows_independent);
+  const std::string sliced_key = "q4_0";
+  ASSERT_FALSE(testing::make_scheme(whole)->traits().rows_independent);
   for (const std::string& v : sliced_values) ASSERT_TRUE(testing::make_scheme(v)->traits().rows_independent) << v;
+  ASSERT_TRUE(testing::make_scheme(sliced_key)->traits().rows_independent);
   for (bool reference_sliced : {true, false}) {
-    std::vector<std::string> values = sliced_values;
-    values.insert(reference_sliced ? values.end() : values.begin(), whole_value);
+    std::vector<std::string> keys = {sliced_key}, values = sliced_values;
+    keys.insert(reference_sliced ? keys.end() : keys.begin(), whole);
+    values.insert(reference_sliced ? values.end() : values.begin(), whole);
     std::vector<PairRequest> pairs;
-    for (const std::string k : {"int:bits=4,axis=channel", "q4_0"}) {
+    for (const std::string& k : keys) {
       for (const std::string& v : values) pairs.push_back({k + " / " + v, k, v, ""});
     }
     for (Precision precision : {Precision::float64, Precision::float32}) {
       SCOPED_TRACE(std::string(precision_name(precision)) + (reference_sliced ? ", reference sliced" : ", reference whole"));
       const Paths p = both_paths(pairs, precision);
-      // Per case: 2 key round trips, then 1 per V configuration whole or 3 per sliced one.
+      // Per case and configuration one round trip whole, three sliced (512 + 512 + 276 rows).
       EXPECT_EQ(p.whole_calls, 2 * (2 + 5));
-      EXPECT_EQ(p.sliced_calls, 2 * (2 + 1 + 4 * 3));
+      EXPECT_EQ(p.sliced_calls, 2 * (1 + 3 + 1 + 4 * 3));
       expect_same_bits(p.whole, p.sliced);
-      for (size_t i : {size_t(0), values.size() - 1}) {
+      for (size_t i : {size_t(0), values.size() - 1, pairs.size() - 1}) {
         EXPECT_EQ(p.sliced.pairs[i].samples[size_t(Metric::rel_out_err)][0],
                   rel_out_err_by_hand(pairs[i].k, pairs[i].v, precision))
             << pairs[i].name;
@@ -137,24 +141,29 @@ TEST(ValueSlices, EveryMetricKeepsTheWholeCachesBits) {
   }
 }
 
-// A value beyond the scheme's range in the second slice is named at its place in the whole cache.
-TEST(ValueSlices, OutOfRangeErrorNamesTheRowInTheWholeCache) {
-  const WorkloadConfig cfg = sliced_workload();
-  Case c = generate_case(cfg, 3);
-  c.values(700, 9) = 1e38f;
-  c.values_file = "v.npy";
-  EvalPlan plan = build_plan({{"", "none", "q8_0", ""}}, builtin_registry(), 8);
-  const auto backend = std::make_shared<CountingBackend>(true);
-  plan.backend = backend;
-  try {
-    evaluate(plan, 1, [&](size_t) { return c; });
-    FAIL() << "no error";
-  } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "v.npy: values through 'q8_0' are not finite at [700, 0]: the input value 1e+38 at [700, 9] exceeds "
-              "the scheme's range");
+// A key or value beyond the scheme's range in the second slice is named at its place in the whole
+// cache.
+TEST(CacheSlices, OutOfRangeErrorNamesTheRowInTheWholeCache) {
+  for (Role role : {Role::key, Role::value}) {
+    Case c = generate_case(sliced_workload(), 3);
+    (role == Role::key ? c.keys : c.values)(700, 9) = 1e38f;
+    c.keys_file = "k.npy";
+    c.values_file = "v.npy";
+    const bool key = role == Role::key;
+    EvalPlan plan = build_plan({{"", key ? "q8_0" : "none", key ? "none" : "q8_0", ""}}, builtin_registry(), 8);
+    const auto backend = std::make_shared<CountingBackend>(true);
+    plan.backend = backend;
+    try {
+      evaluate(plan, 1, [&](size_t) { return c; });
+      ADD_FAILURE() << "no error";
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()), std::string(key ? "k.npy: keys" : "v.npy: values") +
+                                           " through 'q8_0' are not finite at [700, 0]: the input value 1e+38 at "
+                                           "[700, 9] exceeds the scheme's range");
+    }
+    // The keys' three slices, the values' three if the keys passed, the whole cache to name the value.
+    EXPECT_EQ(backend->calls.load(), key ? 3 + 1 : 3 + 3 + 1);
   }
-  EXPECT_EQ(backend->calls.load(), 1 + 3 + 1);  // the keys, three slices, the whole cache to name the value
 }
 
 }  // namespace
