@@ -158,19 +158,29 @@ struct Workspace {
   }
 };
 
-// Rows per slice when a cache is round-tripped a few rows at a time: each slice's round trip and its
-// products (logits of keys, outputs of values) then meet in L2, where the whole cache's round trip
-// went out to memory and was read back (bench_evaluator, one pair at T = 131 072: see
-// docs/performance.md). 0: the whole cache at once, for a scheme whose rows depend on each other, a
-// backend whose every call costs a transfer, a cache of one slice or less, or a slice shape the
-// scheme refuses.
-int64_t slice_rows(const Scheme& scheme, const EvalBackend& backend, int64_t tokens, int64_t d) {
-  if (!backend.roundtrips_slices_cheaply() || !scheme.traits().rows_independent) return 0;
+// How a cache is round-tripped: a slice of `rows` at a time through `scheme`, or the whole cache at
+// once (rows 0). Each slice's round trip and its products (logits of keys, outputs of values) then
+// meet in L2, where the whole cache's round trip went out to memory and was read back
+// (bench_evaluator at T = 131 072: see docs/performance.md).
+struct Slicing {
+  SchemePtr scheme;  // the scheme itself when its rows are independent, else its scales fixed on x
+  int64_t rows = 0;
+};
+
+// Slices of 256 KiB, a multiple of kSliceAlignment tokens; the whole cache for a backend whose every
+// call costs a transfer, a cache of one slice or less, a scheme that neither has independent rows
+// nor fixes its scales on x, or a slice shape the scheme refuses.
+Slicing slicing_for(const SchemePtr& scheme, ConstMatrixView x, const EvalBackend& backend) {
+  if (!backend.roundtrips_slices_cheaply() || scheme->estimates_logits()) return {};
   constexpr int64_t kSliceBytes = 256 * 1024;
-  const int64_t rows = std::max<int64_t>(1, kSliceBytes / (d * int64_t(sizeof(float))) / kSliceAlignment) * kSliceAlignment;
-  if (rows >= tokens) return 0;
-  const int64_t last = tokens % rows == 0 ? rows : tokens % rows;
-  return scheme.check_shape(rows, d).empty() && scheme.check_shape(last, d).empty() ? rows : 0;
+  const int64_t rows =
+      std::max<int64_t>(1, kSliceBytes / (x.cols * int64_t(sizeof(float))) / kSliceAlignment) * kSliceAlignment;
+  if (rows >= x.rows) return {};
+  const SchemePtr sliced = scheme->traits().rows_independent ? scheme : scheme->with_scales_fixed_on(x);
+  if (!sliced || !sliced->traits().rows_independent) return {};
+  const int64_t last = x.rows % rows == 0 ? rows : x.rows % rows;
+  if (!sliced->check_shape(rows, x.cols).empty() || !sliced->check_shape(last, x.cols).empty()) return {};
+  return {sliced, rows};
 }
 
 Workspace& thread_workspace() {
@@ -179,27 +189,27 @@ Workspace& thread_workspace() {
 }
 
 // The scores of keys through `scheme`, and when `reference` is given the exact keys' scores too:
-// from the same slices when the scheme goes a slice at a time.
-void key_scores(const Scheme& scheme, const Case& c, const QuantContext& ctx, const EvalBackend& backend,
+// from the same slices when the keys go a slice at a time.
+void key_scores(const SchemePtr& scheme, const Case& c, const QuantContext& ctx, const EvalBackend& backend,
                 Precision precision, Workspace& ws, AttentionScores& out, AttentionScores* reference) {
   const int64_t t = c.keys.rows(), d = c.keys.cols();
-  const int64_t slice = scheme.estimates_logits() ? 0 : slice_rows(scheme, backend, t, d);
-  if (reference && slice == 0) attention_scores(c.queries, c.keys, *reference, precision);
-  if (scheme.estimates_logits()) {
-    const auto packed = scheme.quantize(c.keys, ctx);
+  const Slicing slicing = slicing_for(scheme, c.keys, backend);
+  if (reference && slicing.rows == 0) attention_scores(c.queries, c.keys, *reference, precision);
+  if (scheme->estimates_logits()) {
+    const auto packed = scheme->quantize(c.keys, ctx);
     Matrix raw(c.queries.rows(), t);
-    scheme.logits(c.queries, packed, t, ctx, raw);
-    require_finite_logits(raw, scheme, c.keys_file);
+    scheme->logits(c.queries, packed, t, ctx, raw);
+    require_finite_logits(raw, *scheme, c.keys_file);
     out = scores_from_raw_logits(raw, d, precision);
     return;
   }
-  if (slice > 0) {
+  if (slicing.rows > 0) {
     begin_scores(c.queries.rows(), t, out);
     if (reference) begin_scores(c.queries.rows(), t, *reference);
-    for (int64_t first = 0; first < t; first += slice) {
-      const MatrixView part = ws.slice_of(std::min(slice, t - first), d);
+    for (int64_t first = 0; first < t; first += slicing.rows) {
+      const MatrixView part = ws.slice_of(std::min(slicing.rows, t - first), d);
       const ConstMatrixView exact = c.keys.view().row_range(first, part.rows);
-      backend.roundtrip(scheme, exact, rows_context(ctx, first, part.rows), part);
+      backend.roundtrip(*slicing.scheme, exact, rows_context(ctx, first, part.rows), part);
       if (reference) add_logits(c.queries, first, exact, *reference, precision);
       add_logits(c.queries, first, part, out, precision);
     }
@@ -207,14 +217,14 @@ void key_scores(const Scheme& scheme, const Case& c, const QuantContext& ctx, co
     finish_scores(out, precision);
   } else {
     const MatrixView keys = ws.cache_like(c.keys);
-    backend.roundtrip(scheme, c.keys, ctx, keys);
+    backend.roundtrip(*scheme, c.keys, ctx, keys);
     attention_scores(c.queries, keys, out, precision);
   }
   // A non-finite key makes its logits non-finite, so the whole round trip runs again only to name it.
   if (!kernels::all_finite(out.logits.data(), int64_t(out.logits.size()))) {
     const MatrixView keys = ws.cache_like(c.keys);
-    backend.roundtrip(scheme, c.keys, ctx, keys);
-    require_finite_roundtrip(c.keys, keys, scheme, Role::key, c.keys_file);
+    backend.roundtrip(*scheme, c.keys, ctx, keys);
+    require_finite_roundtrip(c.keys, keys, *scheme, Role::key, c.keys_file);
   }
 }
 
@@ -259,7 +269,7 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
   std::vector<CaseSamples> k_samples(plan.k_schemes.size());
   for (size_t i = 0; i < plan.k_schemes.size(); ++i) {
     k_run.push_back(calibrated(plan.k_schemes[i], c, Role::key));
-    key_scores(*k_run.back(), c, kctx, backend, plan.precision, ws, ws.k_scores[i], i == 0 ? &ws.ref : nullptr);
+    key_scores(k_run.back(), c, kctx, backend, plan.precision, ws, ws.k_scores[i], i == 0 ? &ws.ref : nullptr);
     if (i == 0) rank_reference();
     key_metrics(c, ref, ws.k_scores[i], plan.topk, ranks, k_samples[i]);
     if (plan.on_step) plan.on_step();
@@ -304,11 +314,11 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
           : add_attention_outputs(rows64, first, part, ws.outs.data());
     };
     const int64_t t = c.values.rows();
-    if (const int64_t slice = slice_rows(*v_run, backend, t, d); slice > 0) {
-      for (int64_t first = 0; first < t; first += slice) {
-        const MatrixView part = ws.slice_of(std::min(slice, t - first), d);
+    if (const Slicing slicing = slicing_for(v_run, c.values, backend); slicing.rows > 0) {
+      for (int64_t first = 0; first < t; first += slicing.rows) {
+        const MatrixView part = ws.slice_of(std::min(slicing.rows, t - first), d);
         const ConstMatrixView exact = c.values.view().row_range(first, part.rows);
-        backend.roundtrip(*v_run, exact, rows_context(vctx, first, part.rows), part);
+        backend.roundtrip(*slicing.scheme, exact, rows_context(vctx, first, part.rows), part);
         add_products(first, exact, part);
       }
     } else {

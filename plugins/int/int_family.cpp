@@ -120,11 +120,23 @@ class IntScheme final : public Scheme {
     }
   }
 
+  // Per tensor, or per channel with one group of tokens over the whole block: the block's one set of
+  // scales, fitted once, then every slice quantized against it.
+  std::shared_ptr<const Scheme> with_scales_fixed_on(ConstMatrixView block) const override {
+    if (format_.axis == GroupAxis::token || fixed_ || !check_shape(block.rows, block.cols).empty()) return nullptr;
+    const Tiling t = layout(block.rows, block.cols);
+    if (codec::token_tiles(t) != 1) return nullptr;
+    auto fixed = std::make_shared<BlockParams>(t, block.cols);
+    fit_block(block, t, 0, *fixed);
+    return std::shared_ptr<const Scheme>(new IntScheme(*this, std::move(fixed)));  // the constructor is private
+  }
+
   std::optional<DeviceFormat> device_format() const override { return format_; }
 
   SchemeTraits traits() const override {
     SchemeTraits t = Scheme::traits();
-    t.rows_independent = format_.axis == GroupAxis::token;  // a token's scales span only its channels
+    // A token's scales span only its channels; fixed scales span no tokens.
+    t.rows_independent = format_.axis == GroupAxis::token || fixed_;
     return t;
   }
 
@@ -158,10 +170,14 @@ class IntScheme final : public Scheme {
     bool all_reciprocals = true;  // every divisor has a finite reciprocal: the kernels may multiply
   };
 
-  // Fits the groups of token block `block` and returns its row range.
+  // Fits the groups of token block `block` (or takes the fixed ones) and returns its row range.
   std::pair<int64_t, int64_t> fit_block(ConstMatrixView x, const Tiling& t, int64_t block, BlockParams& p) const {
     const int64_t r0 = block * t.rows_per_tile;
     const int64_t r1 = std::min(x.rows, r0 + t.rows_per_tile);
+    if (fixed_) {
+      p = *fixed_;
+      return {r0, r1};
+    }
     if (t.cols_per_group == 1) {
       int_kernels::column_min_max(x.row(r0), r1 - r0, x.cols, p.lo.data(), p.hi.data());
     } else if (t.cols_per_group == x.cols) {  // rows are contiguous: one segment
@@ -244,8 +260,14 @@ class IntScheme final : public Scheme {
     }
   }
 
+  // A copy whose groups keep `fixed` whatever rows it is given (with_scales_fixed_on).
+  IntScheme(const IntScheme& base, std::shared_ptr<const BlockParams> fixed) : IntScheme(base) {
+    fixed_ = std::move(fixed);
+  }
+
   std::string spec_;
   DeviceFormat format_;  // the scheme's parameters: the one description of its layout
+  std::shared_ptr<const BlockParams> fixed_;  // with_scales_fixed_on: one token block's groups
 };
 
 SchemePtr make_int(const SchemeParams& p) {

@@ -4,6 +4,7 @@
 //
 //   BM_EvaluateContext/T   one K/V pair over one case at T = 4096, 32768, 131072; counter
 //                          `us_per_token` (roughly constant = linear in T) and a fitted O(N).
+//   BM_EvaluateContextQ8   the same for q8_0 keys and values, whose rows are independent.
 //   BM_GridVsPairs         an 8×8 K/V grid as one evaluate() against the same 64 pairs as 64
 //                          evaluate() calls, timed in the same process; counter `grid_over_pairs`
 //                          (issue #17's target: ≤ 0.08).
@@ -72,11 +73,10 @@ kvtune::Precision precision_arg(const benchmark::State& state) {
   return state.range(1) == 1 ? kvtune::Precision::float32 : kvtune::Precision::float64;
 }
 
-void BM_EvaluateContext(benchmark::State& state) {
+void evaluate_context(benchmark::State& state, const std::string& k, const std::string& v) {
   const int64_t tokens = state.range(0);
   const auto c = std::make_shared<const kvtune::Case>(make_case(tokens));
-  kvtune::EvalPlan plan = kvtune::build_plan(
-      {{"", "int:bits=4,axis=channel", "int:bits=4,axis=token", ""}}, kvtune::builtin_registry(), 8);
+  kvtune::EvalPlan plan = kvtune::build_plan({{"", k, v, ""}}, kvtune::builtin_registry(), 8);
   plan.precision = precision_arg(state);
   double total_s = 0.0;
   for (auto _ : state) {
@@ -91,11 +91,24 @@ void BM_EvaluateContext(benchmark::State& state) {
   // Plain microseconds (a nanosecond counter would print with an SI prefix, "3.1k").
   state.counters["us_per_token"] = 1e6 * total_s / double(state.iterations() * tokens);
 }
+// Keys per channel (their rows depend on each other: the whole cache at once), values per token
+// (a slice at a time).
+void BM_EvaluateContext(benchmark::State& state) {
+  evaluate_context(state, "int:bits=4,axis=channel", "int:bits=4,axis=token");
+}
 BENCHMARK(BM_EvaluateContext)
     ->ArgsProduct({{4096, 32768, 131072}, {0, 1}})
     ->ArgNames({"T", "f32"})
     ->UseManualTime()
     ->Complexity(benchmark::oN)
+    ->Unit(benchmark::kMillisecond);
+
+// llama.cpp's `-ctk q8_0 -ctv q8_0`: both caches a slice at a time.
+void BM_EvaluateContextQ8(benchmark::State& state) { evaluate_context(state, "q8_0", "q8_0"); }
+BENCHMARK(BM_EvaluateContextQ8)
+    ->ArgsProduct({{32768, 131072}, {1}})
+    ->ArgNames({"T", "f32"})
+    ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
 // Eight distinct K and eight distinct V configurations, all valid specs (`kvtune schemes`), spread

@@ -160,6 +160,75 @@ std::vector<std::string> rows_independent_specs() {
 INSTANTIATE_TEST_SUITE_P(DeclaredRowsIndependent, RowsIndependent, ::testing::ValuesIn(rows_independent_specs()),
                          spec_test_name);
 
+// A scheme that fixes its scales on a block (Scheme::with_scales_fixed_on) hands back one whose rows
+// are independent and whose slices round-trip to the bits the whole block has through the scheme
+// itself, by the fused path and by quantize + dequantize alike: the evaluator then goes a few rows
+// at a time. The first row alone and the rest together, in every accepted shape of two or more
+// tokens.
+class ScalesFixedOnABlock : public Conformance {};
+
+TEST_P(ScalesFixedOnABlock, SlicesRoundTripToTheWholeBlocksBits) {
+  const SchemePtr s = scheme();
+  int64_t slices = 0;
+  for (Shape shape : shapes()) {
+    if (shape.tokens < 2) continue;
+    const Matrix x = keys_like(shape, 12);
+    const SchemePtr fixed = s->with_scales_fixed_on(x);
+    if (!fixed) continue;
+    EXPECT_TRUE(fixed->traits().rows_independent);
+    EXPECT_EQ(fixed->spec(), s->spec());
+    const Matrix whole = roundtrip(*s, x);
+    for (const auto& [first, count] : {std::pair<int64_t, int64_t>{0, 1}, {1, shape.tokens - 1}}) {
+      const ConstMatrixView rows = x.view().row_range(first, count);
+      Matrix fused(count, shape.head_dim), unfused(count, shape.head_dim);
+      fixed->roundtrip(rows, {}, fused);
+      fixed->dequantize(fixed->quantize(rows, {}), {}, unfused);
+      ++slices;
+      for (int64_t i = 0; i < fused.size(); ++i) {
+        const float w = whole.data()[first * shape.head_dim + i];
+        ASSERT_EQ(float_bits(fused.data()[i]), float_bits(w))
+            << shape.tokens << "x" << shape.head_dim << ": rows " << first << ".." << first + count - 1
+            << ", element " << i << ": " << fused.data()[i] << " against " << w;
+        ASSERT_EQ(float_bits(unfused.data()[i]), float_bits(w))
+            << shape.tokens << "x" << shape.head_dim << ": rows " << first << ".." << first + count - 1
+            << " by quantize + dequantize, element " << i << ": " << unfused.data()[i] << " against " << w;
+      }
+    }
+  }
+  EXPECT_GT(slices, 0) << "no accepted shape has scales to fix";
+}
+
+std::vector<std::string> scales_fixed_specs() {
+  std::vector<std::string> out;
+  for (const std::string& spec : all_specs()) {
+    const SchemePtr s = builtin_registry().make(spec);
+    for (Shape shape : conformance::accepted_shapes(*s)) {
+      if (shape.tokens >= 2 && s->with_scales_fixed_on(conformance::keys_like(shape, 12))) {
+        out.push_back(spec);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(OffersScalesFixedOnABlock, ScalesFixedOnABlock, ::testing::ValuesIn(scales_fixed_specs()),
+                         spec_test_name);
+
+// Who offers it: int per tensor and per channel with one group of tokens over the block; not int in
+// groups of tokens (several sets of scales), nor a scheme whose rows are independent already.
+TEST(ConformanceCoverage, ScalesAreFixedOnABlockWhereOneSetSpansItsTokens) {
+  const Matrix x = conformance::keys_like({64, 128}, 12);
+  auto offers = [&](const char* spec) { return builtin_registry().make(spec)->with_scales_fixed_on(x) != nullptr; };
+  for (const char* spec : {"int:bits=4,axis=channel", "int:bits=8,axis=tensor", "int:bits=2,axis=channel,asym",
+                           "int:bits=4,axis=channel,group=64"}) {
+    EXPECT_TRUE(offers(spec)) << spec;
+  }
+  for (const char* spec : {"int:bits=4,axis=channel,group=32", "int:bits=4,axis=token", "q4_0", "fp8:scale=dynamic"}) {
+    EXPECT_FALSE(offers(spec)) << spec;
+  }
+}
+
 // Who declares it: ggml blocks, per-token int, fp8 with a per-token or given scale, the MX formats,
 // the float formats, and a rotation around any of them; not a scale over the block's tokens
 // (int per channel, fp8 and nvfp4 dynamic per tensor) nor a token policy (sinks are rows by index).

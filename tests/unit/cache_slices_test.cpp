@@ -105,20 +105,28 @@ double rel_out_err_by_hand(const std::string& k, const std::string& v, Precision
   return std::sqrt(num / den);
 }
 
-// Row-independent formats (int per token, with and without groups, q8_0, q4_0, fp8 per token) beside
-// int per channel, whose rows depend on each other. The first K and the first V configuration take
-// the reference scores and output: sliced in one plan, whole in the other.
+// Formats whose rows are independent (int per token, with and without groups, q8_0, q4_0, fp8 per
+// token) and int per channel, whose one set of column scales is fixed on the whole cache first,
+// beside int per channel in groups of 32 tokens, which goes whole. The first K and the first V
+// configuration take the reference scores and output: sliced in one plan, whole in the other.
 TEST(CacheSlices, EveryMetricKeepsTheWholeCachesBits) {
-  const std::string whole = "int:bits=4,axis=channel";
+  const Matrix sample = generate_case(sliced_workload(), 40).keys;
+  const std::string whole = "int:bits=4,axis=channel,group=32";
+  const std::vector<std::string> sliced_keys = {"q4_0", "int:bits=4,axis=channel"};
   const std::vector<std::string> sliced_values = {"int:bits=4,axis=token", "q8_0",
                                                   "int:bits=4,axis=token,group=32,scale=f16",
-                                                  "fp8:format=e4m3,scale=dynamic,granularity=token"};
-  const std::string sliced_key = "q4_0";
-  ASSERT_FALSE(testing::make_scheme(whole)->traits().rows_independent);
-  for (const std::string& v : sliced_values) ASSERT_TRUE(testing::make_scheme(v)->traits().rows_independent) << v;
-  ASSERT_TRUE(testing::make_scheme(sliced_key)->traits().rows_independent);
+                                                  "fp8:format=e4m3,scale=dynamic,granularity=token",
+                                                  "int:bits=4,axis=channel"};
+  const auto slices = [&](const std::string& spec) {
+    const SchemePtr s = testing::make_scheme(spec);
+    return s->traits().rows_independent || s->with_scales_fixed_on(sample) != nullptr;
+  };
+  ASSERT_FALSE(slices(whole));
+  for (const auto* list : {&sliced_keys, &sliced_values}) {
+    for (const std::string& spec : *list) ASSERT_TRUE(slices(spec)) << spec;
+  }
   for (bool reference_sliced : {true, false}) {
-    std::vector<std::string> keys = {sliced_key}, values = sliced_values;
+    std::vector<std::string> keys = sliced_keys, values = sliced_values;
     keys.insert(reference_sliced ? keys.end() : keys.begin(), whole);
     values.insert(reference_sliced ? values.end() : values.begin(), whole);
     std::vector<PairRequest> pairs;
@@ -129,10 +137,10 @@ TEST(CacheSlices, EveryMetricKeepsTheWholeCachesBits) {
       SCOPED_TRACE(std::string(precision_name(precision)) + (reference_sliced ? ", reference sliced" : ", reference whole"));
       const Paths p = both_paths(pairs, precision);
       // Per case and configuration one round trip whole, three sliced (512 + 512 + 276 rows).
-      EXPECT_EQ(p.whole_calls, 2 * (2 + 5));
-      EXPECT_EQ(p.sliced_calls, 2 * (1 + 3 + 1 + 4 * 3));
+      EXPECT_EQ(p.whole_calls, 2 * (3 + 6));
+      EXPECT_EQ(p.sliced_calls, 2 * (1 + 2 * 3 + 1 + 5 * 3));
       expect_same_bits(p.whole, p.sliced);
-      for (size_t i : {size_t(0), values.size() - 1, pairs.size() - 1}) {
+      for (size_t i : {size_t(0), values.size() - 1, pairs.size() - values.size(), pairs.size() - 1}) {
         EXPECT_EQ(p.sliced.pairs[i].samples[size_t(Metric::rel_out_err)][0],
                   rel_out_err_by_hand(pairs[i].k, pairs[i].v, precision))
             << pairs[i].name;

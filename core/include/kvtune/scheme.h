@@ -117,6 +117,13 @@ class Scheme : public std::enable_shared_from_this<Scheme> {
   // v_scale; nullptr for schemes without static scales (traits().static_scales false).
   virtual std::shared_ptr<const Scheme> with_static_scale(double /*scale*/) const { return nullptr; }
 
+  // The scheme with the scales it would fit on `block` held fixed, for a caller that round-trips the
+  // block a few rows at a time (the evaluator at long contexts): its round trip of any rows of
+  // `block` gives the bits this scheme's round trip of the whole block gives them, and its traits
+  // declare rows_independent. nullptr (the default) when the scheme offers none: its rows are
+  // independent already, or its scales are not one set over the block's tokens.
+  virtual std::shared_ptr<const Scheme> with_scales_fixed_on(ConstMatrixView /*block*/) const { return nullptr; }
+
   // Key schemes that estimate q·k without reconstructing k override both. logits is [Nq, T]:
   // logits(i, j) = q_i · k_j (no 1/sqrt(D) factor).
   virtual bool estimates_logits() const { return false; }
