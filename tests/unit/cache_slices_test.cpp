@@ -55,7 +55,7 @@ struct Paths {
   int whole_calls = 0, sliced_calls = 0;
 };
 
-Paths both_paths(const std::vector<PairRequest>& pairs, Precision precision) {
+Paths whole_and_sliced(const std::vector<PairRequest>& pairs, Precision precision) {
   const WorkloadConfig cfg = sliced_workload();
   Paths p;
   for (bool slices : {false, true}) {
@@ -70,7 +70,7 @@ Paths both_paths(const std::vector<PairRequest>& pairs, Precision precision) {
   return p;
 }
 
-void expect_same_bits(const EvalResult& a, const EvalResult& b) {
+void expect_equal_samples(const EvalResult& a, const EvalResult& b) {
   ASSERT_EQ(a.pairs.size(), b.pairs.size());
   for (size_t p = 0; p < a.pairs.size(); ++p) {
     for (size_t m = 0; m < kMetricCount; ++m) {
@@ -135,11 +135,11 @@ TEST(CacheSlices, EveryMetricKeepsTheWholeCachesBits) {
     }
     for (Precision precision : {Precision::float64, Precision::float32}) {
       SCOPED_TRACE(std::string(precision_name(precision)) + (reference_sliced ? ", reference sliced" : ", reference whole"));
-      const Paths p = both_paths(pairs, precision);
+      const Paths p = whole_and_sliced(pairs, precision);
       // Per case and configuration one round trip whole, three sliced (512 + 512 + 276 rows).
       EXPECT_EQ(p.whole_calls, 2 * (3 + 6));
       EXPECT_EQ(p.sliced_calls, 2 * (1 + 2 * 3 + 1 + 5 * 3));
-      expect_same_bits(p.whole, p.sliced);
+      expect_equal_samples(p.whole, p.sliced);
       for (size_t i : {size_t(0), values.size() - 1, pairs.size() - values.size(), pairs.size() - 1}) {
         EXPECT_EQ(p.sliced.pairs[i].samples[size_t(Metric::rel_out_err)][0],
                   rel_out_err_by_hand(pairs[i].k, pairs[i].v, precision))
