@@ -143,7 +143,7 @@ void require_finite_logits(ConstMatrixView raw, const Scheme& scheme, const std:
 // (0.28-0.32 -> 0.25-0.27 µs per pair and token at T = 32 768, bench_evaluator).
 struct Workspace {
   std::vector<float, CacheLineAllocator<float>> cache;  // one round-tripped K or V cache at a time
-  std::vector<float, CacheLineAllocator<float>> slice;  // one round-tripped slice of V rows
+  std::vector<float, CacheLineAllocator<float>> slice;  // one round-tripped slice of K or V rows
   AttentionScores ref;
   std::vector<AttentionScores> k_scores;
   std::vector<double> ref_out, outs;
@@ -188,38 +188,47 @@ Workspace& thread_workspace() {
   return w;
 }
 
-// The scores of keys through `scheme`, and when `reference` is given the exact keys' scores too:
-// from the same slices when the keys go a slice at a time.
+// Round-trips x through `scheme` and hands `use` the exact rows and their round trip (first row,
+// exact, round trip): a slice at a time, while both are in cache, when the scheme allows it
+// (slicing_for), else the whole cache at once.
+template <typename Use>
+void round_trip_then(const SchemePtr& scheme, ConstMatrixView x, const QuantContext& ctx, const EvalBackend& backend,
+                     Workspace& ws, Use use) {
+  const Slicing slicing = slicing_for(scheme, x, backend);
+  if (slicing.rows == 0) {
+    const MatrixView whole = ws.cache_like(x);
+    backend.roundtrip(*scheme, x, ctx, whole);
+    return use(0, x, whole);
+  }
+  for (int64_t first = 0; first < x.rows; first += slicing.rows) {
+    const MatrixView part = ws.slice_of(std::min(slicing.rows, x.rows - first), x.cols);
+    const ConstMatrixView exact = x.row_range(first, part.rows);
+    backend.roundtrip(*slicing.scheme, exact, rows_context(ctx, first, part.rows), part);
+    use(first, exact, part);
+  }
+}
+
+// The scores of keys through `scheme`, and when `reference` is given the exact keys' scores too,
+// from the same slices.
 void key_scores(const SchemePtr& scheme, const Case& c, const QuantContext& ctx, const EvalBackend& backend,
                 Precision precision, Workspace& ws, AttentionScores& out, AttentionScores* reference) {
-  const int64_t t = c.keys.rows(), d = c.keys.cols();
-  const Slicing slicing = slicing_for(scheme, c.keys, backend);
-  if (reference && slicing.rows == 0) attention_scores(c.queries, c.keys, *reference, precision);
   if (scheme->estimates_logits()) {
+    if (reference) attention_scores(c.queries, c.keys, *reference, precision);
     const auto packed = scheme->quantize(c.keys, ctx);
-    Matrix raw(c.queries.rows(), t);
-    scheme->logits(c.queries, packed, t, ctx, raw);
+    Matrix raw(c.queries.rows(), c.keys.rows());
+    scheme->logits(c.queries, packed, c.keys.rows(), ctx, raw);
     require_finite_logits(raw, *scheme, c.keys_file);
-    out = scores_from_raw_logits(raw, d, precision);
+    out = scores_from_raw_logits(raw, c.keys.cols(), precision);
     return;
   }
-  if (slicing.rows > 0) {
-    begin_scores(c.queries.rows(), t, out);
-    if (reference) begin_scores(c.queries.rows(), t, *reference);
-    for (int64_t first = 0; first < t; first += slicing.rows) {
-      const MatrixView part = ws.slice_of(std::min(slicing.rows, t - first), d);
-      const ConstMatrixView exact = c.keys.view().row_range(first, part.rows);
-      backend.roundtrip(*slicing.scheme, exact, rows_context(ctx, first, part.rows), part);
-      if (reference) add_logits(c.queries, first, exact, *reference, precision);
-      add_logits(c.queries, first, part, out, precision);
-    }
-    if (reference) finish_scores(*reference, precision);
-    finish_scores(out, precision);
-  } else {
-    const MatrixView keys = ws.cache_like(c.keys);
-    backend.roundtrip(*scheme, c.keys, ctx, keys);
-    attention_scores(c.queries, keys, out, precision);
-  }
+  begin_scores(c.queries.rows(), c.keys.rows(), out);
+  if (reference) begin_scores(c.queries.rows(), c.keys.rows(), *reference);
+  round_trip_then(scheme, c.keys, ctx, backend, ws, [&](int64_t first, ConstMatrixView exact, ConstMatrixView part) {
+    if (reference) add_logits(c.queries, first, exact, *reference, precision);
+    add_logits(c.queries, first, part, out, precision);
+  });
+  if (reference) finish_scores(*reference, precision);
+  finish_scores(out, precision);
   // A non-finite key makes its logits non-finite, so the whole round trip runs again only to name it.
   if (!kernels::all_finite(out.logits.data(), int64_t(out.logits.size()))) {
     const MatrixView keys = ws.cache_like(c.keys);
@@ -313,19 +322,7 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
       f32 ? add_attention_outputs(rows32, first, part, ws.outs.data())
           : add_attention_outputs(rows64, first, part, ws.outs.data());
     };
-    const int64_t t = c.values.rows();
-    if (const Slicing slicing = slicing_for(v_run, c.values, backend); slicing.rows > 0) {
-      for (int64_t first = 0; first < t; first += slicing.rows) {
-        const MatrixView part = ws.slice_of(std::min(slicing.rows, t - first), d);
-        const ConstMatrixView exact = c.values.view().row_range(first, part.rows);
-        backend.roundtrip(*slicing.scheme, exact, rows_context(vctx, first, part.rows), part);
-        add_products(first, exact, part);
-      }
-    } else {
-      const MatrixView values = ws.cache_like(c.values);
-      backend.roundtrip(*v_run, c.values, vctx, values);
-      add_products(0, c.values, values);
-    }
+    round_trip_then(v_run, c.values, vctx, backend, ws, add_products);
     reference_done = true;
     // p · inf and 0 · inf are both non-finite: a non-finite value always reaches the outputs. The
     // whole round trip again names it (a slice's first row is not the cache's).

@@ -149,6 +149,16 @@ TEST(CacheSlices, EveryMetricKeepsTheWholeCachesBits) {
   }
 }
 
+// Each thread slices into its own buffer: one thread or two give the same samples.
+TEST(CacheSlices, ResultsDoNotDependOnTheThreadCount) {
+  const WorkloadConfig cfg = sliced_workload();
+  EvalPlan plan = build_plan({{"", "int:bits=4,axis=channel", "q8_0", ""}, {"", "q4_0", "int:bits=4,axis=token", ""}},
+                             builtin_registry(), 8);
+  plan.precision = Precision::float32;
+  const auto source = [&](size_t i) { return generate_case(cfg, 60 + i); };
+  expect_equal_samples(evaluate(plan, 4, source, 1), evaluate(plan, 4, source, 2));
+}
+
 // A key or value beyond the scheme's range in the second slice is named at its place in the whole
 // cache.
 TEST(CacheSlices, OutOfRangeErrorNamesTheRowInTheWholeCache) {
