@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "attention_kernels.h"
 #include "kvtune/attention.h"
@@ -163,21 +164,25 @@ struct Workspace {
 // meet in L2, where the whole cache's round trip went out to memory and was read back
 // (bench_evaluator at T = 131 072: see docs/performance.md).
 struct Slicing {
-  SchemePtr scheme;  // the scheme itself when its rows are independent, else its scales fixed on x
+  SchemePtr scheme;  // the scheme itself when its rows (or row blocks) are independent, else its
+                     // scales fixed on x
   int64_t rows = 0;
 };
 
-// Slices of 256 KiB, a multiple of kSliceAlignment tokens; the whole cache for a backend whose every
-// call costs a transfer, a cache of one slice or less, a scheme that neither has independent rows
-// nor fixes its scales on x, or a slice shape the scheme refuses.
+// Slices of about 256 KiB, a multiple of kSliceAlignment tokens and of the scheme's row_block; the
+// whole cache for a backend whose every call costs a transfer, a cache of one slice or less, a
+// scheme whose rows depend on each other that does not fix its scales on x, or a slice shape the
+// scheme refuses.
 Slicing slicing_for(const SchemePtr& scheme, ConstMatrixView x, const EvalBackend& backend) {
   if (!backend.roundtrips_slices_cheaply() || scheme->estimates_logits()) return {};
+  const SchemeTraits traits = scheme->traits();
+  const int64_t block = traits.rows_independent ? 1 : traits.row_block;  // 0: neither
+  const int64_t unit = std::lcm(kSliceAlignment, std::max<int64_t>(block, 1));
   constexpr int64_t kSliceBytes = 256 * 1024;
-  const int64_t rows =
-      std::max<int64_t>(1, kSliceBytes / (x.cols * int64_t(sizeof(float))) / kSliceAlignment) * kSliceAlignment;
+  const int64_t rows = std::max<int64_t>(1, kSliceBytes / (x.cols * int64_t(sizeof(float))) / unit) * unit;
   if (rows >= x.rows) return {};
-  const SchemePtr sliced = scheme->traits().rows_independent ? scheme : scheme->with_scales_fixed_on(x);
-  if (!sliced || !sliced->traits().rows_independent) return {};
+  const SchemePtr sliced = block > 0 ? scheme : scheme->with_scales_fixed_on(x);
+  if (!sliced || (block == 0 && !sliced->traits().rows_independent)) return {};
   const int64_t last = x.rows % rows == 0 ? rows : x.rows % rows;
   if (!sliced->check_shape(rows, x.cols).empty() || !sliced->check_shape(last, x.cols).empty()) return {};
   return {sliced, rows};

@@ -306,6 +306,7 @@ class TokenPolicyScheme final : public Scheme {
     SchemeTraits t = inner_->traits();
     t.estimates_logits = estimates_logits();
     t.rows_independent = false;  // sinks and the recent window are rows by their index
+    t.row_block = 0;
     t.policy_wrapper = true;
     t.device_format = false;
     t.needs_positions |= policy_.pre_rope;

@@ -137,6 +137,8 @@ class IntScheme final : public Scheme {
     SchemeTraits t = Scheme::traits();
     // A token's scales span only its channels; fixed scales span no tokens.
     t.rows_independent = format_.axis == GroupAxis::token || fixed_;
+    // Per channel in groups of tokens: a group's scales span its own tokens only.
+    if (format_.axis == GroupAxis::channel && format_.group > 0 && !fixed_) t.row_block = format_.group;
     return t;
   }
 

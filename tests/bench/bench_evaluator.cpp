@@ -4,7 +4,8 @@
 //
 //   BM_EvaluateContext/T   one K/V pair over one case at T = 4096, 32768, 131072; counter
 //                          `us_per_token` (roughly constant = linear in T) and a fitted O(N).
-//   BM_EvaluateContextQ8   the same for q8_0 keys and values, whose rows are independent.
+//   BM_EvaluateContextQ8   the same for q8_0 keys and values, whose rows are independent;
+//   BM_EvaluateContextGrouped  for KIVI-style groups (keys per channel per 32 tokens).
 //   BM_GridVsPairs         an 8×8 K/V grid as one evaluate() against the same 64 pairs as 64
 //                          evaluate() calls, timed in the same process; counter `grid_over_pairs`
 //                          (issue #17's target: ≤ 0.08).
@@ -106,6 +107,17 @@ BENCHMARK(BM_EvaluateContext)
 // llama.cpp's `-ctk q8_0 -ctv q8_0`: both caches a slice at a time.
 void BM_EvaluateContextQ8(benchmark::State& state) { evaluate_context(state, "q8_0", "q8_0"); }
 BENCHMARK(BM_EvaluateContextQ8)
+    ->ArgsProduct({{32768, 131072}, {1}})
+    ->ArgNames({"T", "f32"})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// KIVI-style, as sweeps/recommend.toml grids them: keys per channel in groups of 32 tokens (slices of
+// whole groups), values per token in groups of 32 channels, f16 scales and minima.
+void BM_EvaluateContextGrouped(benchmark::State& state) {
+  evaluate_context(state, "int:bits=4,axis=channel,group=32,asym,scale=f16", "int:bits=4,axis=token,group=32,asym,scale=f16");
+}
+BENCHMARK(BM_EvaluateContextGrouped)
     ->ArgsProduct({{32768, 131072}, {1}})
     ->ArgNames({"T", "f32"})
     ->UseManualTime()

@@ -160,6 +160,57 @@ std::vector<std::string> rows_independent_specs() {
 INSTANTIATE_TEST_SUITE_P(DeclaredRowsIndependent, RowsIndependent, ::testing::ValuesIn(rows_independent_specs()),
                          spec_test_name);
 
+// A scheme that declares row_block (SchemeTraits) round-trips a slice of whole blocks, starting on a
+// multiple of it, to the bits those rows have inside the whole block: the evaluator then goes a
+// few blocks at a time. A cache of two and a half blocks, at the first accepted head size: the
+// first block alone, the second alone, and the rest from the second on (the last block partial).
+class RowBlocksIndependent : public Conformance {};
+
+TEST_P(RowBlocksIndependent, ASliceOfWholeBlocksRoundTripsToTheWholeBlocksBits) {
+  const SchemePtr s = scheme();
+  const int64_t block = s->traits().row_block;
+  ASSERT_GT(block, 0);
+  ASSERT_FALSE(s->traits().rows_independent);
+  const Shape shape{2 * block + block / 2 + 1, shapes().front().head_dim};
+  ASSERT_TRUE(s->check_shape(shape.tokens, shape.head_dim).empty()) << s->check_shape(shape.tokens, shape.head_dim);
+  const Matrix x = keys_like(shape, 13);
+  const Matrix whole = roundtrip(*s, x);
+  for (const auto& [first, count] :
+       {std::pair<int64_t, int64_t>{0, block}, {block, block}, {block, shape.tokens - block}}) {
+    Matrix part(count, shape.head_dim);
+    s->roundtrip(x.view().row_range(first, count), {}, part);
+    for (int64_t i = 0; i < part.size(); ++i) {
+      ASSERT_EQ(float_bits(part.data()[i]), float_bits(whole.data()[first * shape.head_dim + i]))
+          << shape.tokens << "x" << shape.head_dim << ": rows " << first << ".." << first + count - 1
+          << " alone, element " << i << ": " << part.data()[i] << " against " << whole.data()[first * shape.head_dim + i];
+    }
+  }
+}
+
+std::vector<std::string> row_block_specs() {
+  std::vector<std::string> out;
+  for (const std::string& spec : all_specs()) {
+    if (builtin_registry().make(spec)->traits().row_block > 0) out.push_back(spec);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(DeclaredRowBlocks, RowBlocksIndependent, ::testing::ValuesIn(row_block_specs()),
+                         spec_test_name);
+
+// Who declares it: int per channel in groups of tokens, and a rotation around it; not int per
+// channel over the whole block, nor a token policy around a grouped one.
+TEST(ConformanceCoverage, RowBlocksAreDeclaredWhereScalesSpanGroupsOfTokens) {
+  auto block = [](const char* spec) { return builtin_registry().make(spec)->traits().row_block; };
+  EXPECT_EQ(block("int:bits=4,axis=channel,group=32,asym"), 32);
+  EXPECT_EQ(block("int:bits=2,axis=channel,group=128"), 128);
+  EXPECT_EQ(block("int:bits=4,axis=channel,group=32,rotation=hadamard"), 32);
+  for (const char* spec : {"int:bits=4,axis=channel", "int:bits=4,axis=token,group=32", "q4_0",
+                           "int:bits=4,axis=channel,group=32,sink_tokens=4"}) {
+    EXPECT_EQ(block(spec), 0) << spec;
+  }
+}
+
 // A scheme that fixes its scales on a block (Scheme::with_scales_fixed_on) hands back one whose rows
 // are independent and whose slices round-trip to the bits the whole block has through the scheme
 // itself, by the fused path and by quantize + dequantize alike: the evaluator then goes a few rows

@@ -74,6 +74,11 @@ struct SchemeTraits {
                                   // blocks, fixed scales): a slice of rows round-trips to the bits
                                   // it has inside the whole block, so a wrapper may go a few rows
                                   // at a time (tests/conformance, suite RowsIndependent)
+  int64_t row_block = 0;          // > 0: its scales span blocks of this many tokens, numbered from
+                                  // the first row (int per channel in groups of tokens): a slice of
+                                  // whole blocks, from a multiple of it, round-trips to the bits it
+                                  // has inside the whole block (suite RowBlocksIndependent);
+                                  // rows_independent says so for every row
   bool policy_wrapper = false;    // a cache policy (policy.h) around an inner scheme
   bool device_format = false;     // device_format() describes its bytes to the CUDA kernels
   bool from_plugin = false;       // its code comes from a shared library (evaluated in a child process)
