@@ -104,6 +104,16 @@ class Fp8Scheme final : public Scheme {
     return make_fp8_scheme(fixed);
   }
 
+  // A scale fitted on the block (dynamic per tensor, or calibrated before calibrate()): that scale as
+  // a static one, which round-trips any rows with the block's bits.
+  std::shared_ptr<const Scheme> with_scales_fixed_on(ConstMatrixView block) const override {
+    if (traits().rows_independent || !check_shape(block.rows, block.cols).empty()) return nullptr;
+    Fp8Config fixed = config_;
+    fixed.scale = Fp8ScaleMode::fixed;
+    fixed.value = codec::fp8_fit_scale(fp8_kernels::abs_max(block.data, block.size()), config_.format);
+    return make_fp8_scheme(fixed);
+  }
+
   std::optional<double> static_scale() const override {
     if (config_.scale == Fp8ScaleMode::unit) return 1.0;
     if (config_.scale == Fp8ScaleMode::fixed) return config_.value;

@@ -106,11 +106,11 @@ double rel_out_err_by_hand(const std::string& k, const std::string& v, Precision
 }
 
 // Formats whose rows are independent (int per token, with and without groups, q8_0, q4_0, fp8 per
-// token), int per channel in groups of 32 tokens (row_block: slices of whole groups), and int per
-// channel, whose one set of column scales is fixed on the whole cache first, beside the same in
-// groups of 32 with the first 4 tokens kept exact (a token policy: the whole cache at once). The
-// first K and the first V configuration take the reference scores and output: sliced in one plan,
-// whole in the other.
+// token), int per channel in groups of 32 tokens (row_block: slices of whole groups), int per
+// channel and fp8 per tensor, whose scales are fixed on the whole cache first, beside int per
+// channel in groups of 32 with the first 4 tokens kept exact (a token policy: the whole cache at
+// once). The first K and the first V configuration take the reference scores and output: sliced in
+// one plan, whole in the other.
 TEST(CacheSlices, EveryMetricKeepsTheWholeCachesBits) {
   const Matrix sample = generate_case(sliced_workload(), 40).keys;
   const std::string whole = "int:bits=4,axis=channel,group=32,sink_tokens=4";
@@ -119,7 +119,7 @@ TEST(CacheSlices, EveryMetricKeepsTheWholeCachesBits) {
   const std::vector<std::string> sliced_values = {"int:bits=4,axis=token", "q8_0",
                                                   "int:bits=4,axis=token,group=32,scale=f16",
                                                   "fp8:format=e4m3,scale=dynamic,granularity=token",
-                                                  "int:bits=4,axis=channel"};
+                                                  "int:bits=4,axis=channel", "fp8:format=e4m3,scale=dynamic"};
   const auto slices = [&](const std::string& spec) {
     const SchemePtr s = testing::make_scheme(spec);
     return s->traits().rows_independent || s->traits().row_block > 0 || s->with_scales_fixed_on(sample) != nullptr;
@@ -140,8 +140,8 @@ TEST(CacheSlices, EveryMetricKeepsTheWholeCachesBits) {
       SCOPED_TRACE(std::string(precision_name(precision)) + (reference_sliced ? ", reference sliced" : ", reference whole"));
       const Paths p = whole_and_sliced(pairs, precision);
       // Per case and configuration one round trip whole, three sliced (512 + 512 + 276 rows).
-      EXPECT_EQ(p.whole_calls, 2 * (4 + 6));
-      EXPECT_EQ(p.sliced_calls, 2 * (1 + 3 * 3 + 1 + 5 * 3));
+      EXPECT_EQ(p.whole_calls, 2 * (4 + 7));
+      EXPECT_EQ(p.sliced_calls, 2 * (1 + 3 * 3 + 1 + 6 * 3));
       expect_equal_samples(p.whole, p.sliced);
       for (size_t i : {size_t(0), values.size() - 1, pairs.size() - values.size(), pairs.size() - 1}) {
         EXPECT_EQ(p.sliced.pairs[i].samples[size_t(Metric::rel_out_err)][0],

@@ -26,8 +26,9 @@ class EvalBackend {
   // Called concurrently from the evaluator's threads.
   virtual void roundtrip(const Scheme& scheme, ConstMatrixView x, const QuantContext& ctx, MatrixView out) const = 0;
   // True when round-tripping a block a few rows at a time costs no more than the whole block at once
-  // (host code): the evaluator then round-trips values that allow it (rows_independent) in slices
-  // and uses each slice while it is in cache. False where every call pays a transfer or a launch.
+  // (host code): the evaluator then round-trips the keys and values of schemes that allow it
+  // (rows_independent, row_block, with_scales_fixed_on) in slices and uses each slice while it is in
+  // cache. False where every call pays a transfer or a launch.
   virtual bool roundtrips_slices_cheaply() const { return false; }
 
   // Kernel mode: the attention output [queries, head_dim] of the case's queries over keys and values
