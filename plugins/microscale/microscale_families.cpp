@@ -144,10 +144,8 @@ class MicroScheme final : public Scheme {
     float global = 1.0f;
     if (nvfp4 && config_.scale == TensorScale::fixed) global = config_.value;
     if (nvfp4 && config_.scale != TensorScale::fixed) {
-      std::vector<float> amax(static_cast<size_t>(blocks));
-      microscale_kernels::block_abs_max(x.data, blocks, b, amax.data());
-      // The block maxima are >= +0 and never NaN, so their largest |a| (vectorized) is their maximum.
-      global = codec::nvfp4_global_scale(fp8_kernels::abs_max(amax.data(), blocks));
+      std::vector<float> amax;
+      global = fitted_tensor_scale(x, amax);
       for (int64_t k0 = 0; k0 < blocks; k0 += tile_blocks) {  // the scales of a tile stay in L1 (1.2x)
         roundtrip_blocks(x.data, k0, std::min(tile_blocks, blocks - k0), amax.data() + k0, e, global, 0, out.data);
       }
@@ -160,6 +158,15 @@ class MicroScheme final : public Scheme {
       const int64_t ahead = std::min(n, blocks - k0 - n);  // the next tile, read while this one runs
       roundtrip_blocks(x.data, k0, n, scale.data(), e, nvfp4 ? global : 0.0f, ahead, out.data);
     }
+  }
+
+  // nvfp4's per-tensor scale fitted on x, from its block maxima (left in amax).
+  float fitted_tensor_scale(ConstMatrixView x, std::vector<float>& amax) const {
+    const int64_t blocks = x.size() / config_.block;
+    amax.resize(static_cast<size_t>(blocks));
+    microscale_kernels::block_abs_max(x.data, blocks, config_.block, amax.data());
+    // The block maxima are >= +0 and never NaN, so their largest |a| (vectorized) is their maximum.
+    return codec::nvfp4_global_scale(fp8_kernels::abs_max(amax.data(), blocks));
   }
 
   // Blocks k0 .. k0 + n of x through their scales, from their amax (overwritten): `global` > 0 is
@@ -193,6 +200,17 @@ class MicroScheme final : public Scheme {
     fitted.scale = TensorScale::fixed;
     fitted.value = codec::nvfp4_global_scale(amax);
     return std::make_shared<MicroScheme>(fitted);
+  }
+
+  // nvfp4 with its per-tensor scale fitted on the block (dynamic, or calibrated before calibrate()):
+  // that scale as a static one, which round-trips any rows with the block's bits.
+  std::shared_ptr<const Scheme> with_scales_fixed_on(ConstMatrixView block) const override {
+    if (traits().rows_independent || !check_shape(block.rows, block.cols).empty()) return nullptr;
+    std::vector<float> amax;
+    MicroConfig fixed = config_;
+    fixed.scale = TensorScale::fixed;
+    fixed.value = fitted_tensor_scale(block, amax);
+    return std::make_shared<MicroScheme>(fixed);
   }
 
   std::optional<DeviceFormat> device_format() const override { return format_; }

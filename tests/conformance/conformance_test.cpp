@@ -265,18 +265,19 @@ std::vector<std::string> scales_fixed_specs() {
 INSTANTIATE_TEST_SUITE_P(OffersScalesFixedOnABlock, ScalesFixedOnABlock, ::testing::ValuesIn(scales_fixed_specs()),
                          spec_test_name);
 
-// Who offers it: int per tensor and per channel with one group of tokens over the block, fp8 with a
-// scale fitted on the block; not int in groups of tokens (several sets of scales), nor a scheme
-// whose rows are independent already.
+// Who offers it: int per tensor and per channel with one group of tokens over the block, fp8 and
+// nvfp4 with a scale fitted on the block; not int in groups of tokens (several sets of scales), nor
+// a scheme whose rows are independent already.
 TEST(ConformanceCoverage, ScalesAreFixedOnABlockWhereOneSetSpansItsTokens) {
   const Matrix x = conformance::keys_like({64, 128}, 12);
   auto offers = [&](const char* spec) { return builtin_registry().make(spec)->with_scales_fixed_on(x) != nullptr; };
   for (const char* spec : {"int:bits=4,axis=channel", "int:bits=8,axis=tensor", "int:bits=2,axis=channel,asym",
-                           "int:bits=4,axis=channel,group=64", "fp8:scale=dynamic", "fp8:format=e5m2,scale=calibrated"}) {
+                           "int:bits=4,axis=channel,group=64", "fp8:scale=dynamic", "fp8:format=e5m2,scale=calibrated",
+                           "nvfp4", "nvfp4:scale=calibrated"}) {
     EXPECT_TRUE(offers(spec)) << spec;
   }
   for (const char* spec : {"int:bits=4,axis=channel,group=32", "int:bits=4,axis=token", "q4_0",
-                           "fp8:scale=dynamic,granularity=token", "fp8:scale=static,value=0.5", "fp8"}) {
+                           "fp8:scale=dynamic,granularity=token", "fp8:scale=static,value=0.5", "fp8", "mxfp4"}) {
     EXPECT_FALSE(offers(spec)) << spec;
   }
 }
