@@ -92,7 +92,7 @@ class Fp8Scheme final : public Scheme {
     if (config_.scale != Fp8ScaleMode::calibrated) return shared_from_this();
     Fp8Config fitted = config_;
     fitted.scale = Fp8ScaleMode::fixed;
-    fitted.value = codec::fp8_fit_scale(fp8_kernels::abs_max(sample.data, sample.size()), config_.format);
+    fitted.value = fitted_scale(sample.data, sample.size());
     return make_fp8_scheme(fitted);
   }
 
@@ -110,7 +110,7 @@ class Fp8Scheme final : public Scheme {
     if (traits().rows_independent || !check_shape(block.rows, block.cols).empty()) return nullptr;
     Fp8Config fixed = config_;
     fixed.scale = Fp8ScaleMode::fixed;
-    fixed.value = codec::fp8_fit_scale(fp8_kernels::abs_max(block.data, block.size()), config_.format);
+    fixed.value = fitted_scale(block.data, block.size());
     return make_fp8_scheme(fixed);
   }
 
@@ -147,6 +147,11 @@ class Fp8Scheme final : public Scheme {
     return codec::packed_layout(format_, tokens, head_dim);
   }
 
+  // amax / max_finite of n floats: the scale a dynamic or calibrated scheme fits on them.
+  float fitted_scale(const float* x, int64_t n) const {
+    return codec::fp8_fit_scale(fp8_kernels::abs_max(x, n), config_.format);
+  }
+
   // Calls f(group, first row, end row, scale) for each group of rows sharing one scale. An
   // uncalibrated `calibrated` scheme fits its scale on the block it is given, like dynamic.
   template <class F>
@@ -159,9 +164,9 @@ class Fp8Scheme final : public Scheme {
       case Fp8ScaleMode::calibrated:
       case Fp8ScaleMode::dynamic:
         if (!per_token())
-          return f(0, 0, x.rows, codec::fp8_fit_scale(fp8_kernels::abs_max(x.data, x.size()), config_.format));
+          return f(0, 0, x.rows, fitted_scale(x.data, x.size()));
         for (int64_t r = 0; r < x.rows; ++r) {
-          f(r, r, r + 1, codec::fp8_fit_scale(fp8_kernels::abs_max(x.row(r), x.cols), config_.format));
+          f(r, r, r + 1, fitted_scale(x.row(r), x.cols));
         }
         return;
     }

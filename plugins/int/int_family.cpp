@@ -123,7 +123,7 @@ class IntScheme final : public Scheme {
   // Per tensor, or per channel with one group of tokens over the whole block: the block's one set of
   // scales, fitted once, then every slice quantized against it.
   std::shared_ptr<const Scheme> with_scales_fixed_on(ConstMatrixView block) const override {
-    if (format_.axis == GroupAxis::token || fixed_ || !check_shape(block.rows, block.cols).empty()) return nullptr;
+    if (traits().rows_independent || !check_shape(block.rows, block.cols).empty()) return nullptr;
     const Tiling t = layout(block.rows, block.cols);
     if (codec::token_tiles(t) != 1) return nullptr;
     auto fixed = std::make_shared<BlockParams>(t, block.cols);
