@@ -136,7 +136,7 @@ std::vector<const toml::table*> tables(TableReader& r, const std::string& key) {
   return out;
 }
 
-enum class Kind { profile, k_type, v_type, pair_rule, option, layer_exemption };
+enum class Kind { profile, k_type, v_type, pair_rule, option, layer_exemption, tensor_parallel };
 
 const char* kind_key(Kind k) {
   switch (k) {
@@ -146,6 +146,7 @@ const char* kind_key(Kind k) {
     case Kind::pair_rule: return "pair_rules";
     case Kind::option: return "options";
     case Kind::layer_exemption: return "layer_exemptions";
+    case Kind::tensor_parallel: return "tensor_parallel";
   }
   return "";
 }
@@ -197,6 +198,10 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
         }
       }
       break;
+    case Kind::tensor_parallel:
+      require(r, t, "name", path, "the setting that spreads the cache over GPUs, e.g. \"--tensor-parallel-size\"");
+      e.name = r.string("name", "");
+      break;
   }
   e.since = version(r, "since", scheme);
   e.until = version(r, "until", scheme);
@@ -227,6 +232,16 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
       throw InputError(e.origin + ": a [[layer_exemptions]] entry needs {layers}, {layers_space} or {layers_quoted} in "
                        "'cli' or 'python', where the exempt layer indices go");
     }
+  }
+  if (kind == Kind::tensor_parallel) {
+    const auto names_gpus = [](const std::string& x) { return x.find(kGpusPlaceholder) != std::string::npos; };
+    if (std::none_of(s.cli.begin(), s.cli.end(), names_gpus) && std::none_of(s.env.begin(), s.env.end(), names_gpus) &&
+        !names_gpus(s.python) && s.caveats.empty()) {
+      throw InputError(e.origin + ": a [[tensor_parallel]] entry needs {gpus} in 'cli', 'env' or 'python', where the "
+                       "GPU count goes, or 'caveats' saying how the runtime spreads the cache without a setting");
+    }
+  }
+  if (kind == Kind::layer_exemption || kind == Kind::tensor_parallel) {
     // Its python is keyword arguments joined into the option's own call, not a second call (two
     // LLM(...) snippets would build two engines, the second one unquantized).
     const size_t eq = s.python.find('=');
@@ -234,7 +249,7 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
                          std::all_of(s.python.begin(), s.python.begin() + static_cast<std::ptrdiff_t>(eq),
                                      [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
     if (!s.python.empty() && !keyword) {
-      r.fail(*r.node("python"), "a [[layer_exemptions]] python is keyword arguments for the option's call, "
+      r.fail(*r.node("python"), std::string("a [[") + path + "]] python is keyword arguments for the option's call, "
                                 "NAME=VALUE (found '" + s.python + "')");
     }
   }
@@ -294,16 +309,19 @@ void check_references(const RuntimeTable& t) {
       }
     }
   }
-  // An exemption's keyword arguments go before the closing parenthesis of an option's call.
-  const bool keywords = std::any_of(t.layer_exemptions.begin(), t.layer_exemptions.end(),
-                                    [](const RuntimeEntry& e) { return !e.settings.python.empty(); });
+  // An exemption's or a multi-GPU setting's keyword arguments go before the closing parenthesis of
+  // an option's call.
+  const auto has_python = [](const RuntimeEntry& e) { return !e.settings.python.empty(); };
+  const bool keywords = std::any_of(t.layer_exemptions.begin(), t.layer_exemptions.end(), has_python) ||
+                        std::any_of(t.tensor_parallel.begin(), t.tensor_parallel.end(), has_python);
   for (const std::vector<RuntimeEntry>* entries : {&t.options, &t.profiles, &t.k_types, &t.v_types, &t.pair_rules}) {
     for (const RuntimeEntry& e : *entries) {
       const std::string& py = e.settings.python;
       const size_t last = py.find_last_not_of(" \n");
       if (keywords && !py.empty() && (last == std::string::npos || py[last] != ')' || py.find('#') != std::string::npos)) {
         throw InputError(e.origin + ": 'python' must end with its call's ')', with no comment, where a "
-                         "[[layer_exemptions]] entry adds its keyword arguments (found '" + py + "')");
+                         "[[layer_exemptions]] or [[tensor_parallel]] entry adds its keyword arguments (found '" +
+                         py + "')");
       }
     }
   }
@@ -399,11 +417,13 @@ RuntimeTable parse_runtime_table(std::string_view text, const std::string& sourc
                                                                            {Kind::v_type, &t.v_types},
                                                                            {Kind::pair_rule, &t.pair_rules},
                                                                            {Kind::option, &t.options},
-                                                                           {Kind::layer_exemption, &t.layer_exemptions}};
+                                                                           {Kind::layer_exemption, &t.layer_exemptions},
+                                                                           {Kind::tensor_parallel, &t.tensor_parallel}};
   for (const auto& [kind, out] : kinds) {
     const std::vector<const toml::table*> entries = tables(r, kind_key(kind));
     // Joint runtimes have one dtype for both roles: per-role types and pair rules would be fiction.
-    if (!t.kv_independent && kind != Kind::option && kind != Kind::layer_exemption && !entries.empty()) {
+    if (!t.kv_independent && (kind == Kind::profile || kind == Kind::k_type || kind == Kind::v_type ||
+                              kind == Kind::pair_rule) && !entries.empty()) {
       r.fail(*r.node(kind_key(kind)), std::string("'") + kind_key(kind) +
                                           "' needs kv_independent = true; a runtime that sets K and V "
                                           "together lists [[options]]");
@@ -506,6 +526,9 @@ RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
       view.layer_exemption = RuntimeOption{e.name, e.k_spec, e.v_spec, e.settings, {e.origin}, e.attention_types};
     }
   }
+  for (const RuntimeEntry& e : t.tensor_parallel) {
+    if (is_active(e) && !view.tensor_parallel) view.tensor_parallel = RuntimeOption{e.name, "", "", e.settings, {e.origin}};
+  }
   return view;
 }
 
@@ -519,6 +542,19 @@ std::string format_layers(const std::vector<int64_t>& layers, std::string_view s
 }
 
 namespace {
+
+// Joins a setting's `extra` (placeholders filled) to `out`'s. Its python is keyword arguments that go
+// into the option's call, before its closing parenthesis; an option without a snippet gets none,
+// since the keywords alone would configure no cache type.
+void join_setting(RuntimeOption& out, RuntimeSettings extra, const std::vector<std::string>& origins) {
+  const std::string keywords = std::move(extra.python);
+  extra.python.clear();
+  merge(out.settings, extra);
+  if (const size_t close = out.settings.python.rfind(')'); !keywords.empty() && close != std::string::npos) {
+    out.settings.python.insert(close, ", " + keywords);
+  }
+  append_unique(out.origins, origins);
+}
 
 // `option` with the exemption's settings, its placeholders filled with `lists` (in
 // kLayersPlaceholders' order); `what` names the exempt layers in the option's name.
@@ -537,15 +573,8 @@ RuntimeOption with_exempt(const RuntimeOption& option, const RuntimeOption& exem
   out.name += " + " + what + " kept at " + exemption.k_spec + " (" + exemption.name + ")";
   RuntimeSettings extra = exemption.settings;
   for (std::string& c : extra.cli) c = fill(c);
-  // The exemption's keyword arguments go into the option's call (before its closing parenthesis);
-  // an option without a snippet gets none, since the exemption alone would configure no cache type.
-  const std::string keywords = fill(extra.python);
-  extra.python.clear();
-  merge(out.settings, extra);
-  if (const size_t close = out.settings.python.rfind(')'); !keywords.empty() && close != std::string::npos) {
-    out.settings.python.insert(close, ", " + keywords);
-  }
-  append_unique(out.origins, exemption.origins);
+  extra.python = fill(extra.python);
+  join_setting(out, extra, exemption.origins);
   return out;
 }
 
@@ -566,6 +595,24 @@ RuntimeOption with_exempt_attention_type(const RuntimeOption& option, const Runt
   }
   return with_exempt(option, exemption, {attention_type, attention_type, "\"" + attention_type + "\""},
                      attention_type + " layers");
+}
+
+RuntimeOption with_tensor_parallel(const RuntimeOption& option, const RuntimeOption& setting, int64_t gpus) {
+  const std::string count = std::to_string(gpus);
+  auto fill = [&](std::string& text) {
+    for (size_t at = text.find(kGpusPlaceholder); at != std::string::npos;
+         at = text.find(kGpusPlaceholder, at + count.size())) {
+      text.replace(at, kGpusPlaceholder.size(), count);
+    }
+  };
+  RuntimeSettings extra = setting.settings;
+  for (std::vector<std::string>* list : {&extra.cli, &extra.env, &extra.caveats, &extra.unsupported}) {
+    for (std::string& text : *list) fill(text);
+  }
+  fill(extra.python);
+  RuntimeOption out = option;
+  join_setting(out, std::move(extra), setting.origins);
+  return out;
 }
 
 }  // namespace kvtune

@@ -266,6 +266,15 @@ RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRec
     }
   }
 
+  // On several GPUs every option shown carries the runtime's setting for them.
+  choice.gpus = spec.budget.fit ? spec.budget.fit->tensor_parallel : 1;
+  if (choice.gpus > 1 && view != nullptr && view->tensor_parallel) {
+    for (std::optional<RuntimeOption>* o : {&choice.option, &choice.fallback_option, &choice.closest_option}) {
+      if (*o) *o = with_tensor_parallel(**o, *view->tensor_parallel, choice.gpus);
+    }
+  }
+  choice.gpus_unset = choice.gpus > 1 && (view == nullptr || !view->tensor_parallel);
+
   choice.gap.objective = objective;
   if (!analysis.best) {
     choice.gap.kind = Gap::Kind::no_best;

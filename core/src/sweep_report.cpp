@@ -305,6 +305,11 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
   if (view != nullptr && view->beyond_checked) {
     add(doc, Block::text, "this version is newer than the table was checked against: its options may be stale");
   }
+  if (c.gpus_unset) {
+    add(doc, Block::text, "the memory fit spreads the cache over " + std::to_string(c.gpus) +
+                              " GPUs, but this table has no [[tensor_parallel]] entry: no setting for them is "
+                              "printed, and how " + c.title + " spreads its cache was not checked");
+  }
   if (c.record && c.option) {
     const RuntimeOption& o = *c.option;
     add_option(doc, spec, records, analysis, "recommended", o, *c.record);
@@ -712,7 +717,9 @@ ordered_json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>&
                     {"version", c.version},
                     {"requested_version", c.target.version},
                     {"beyond_checked", view != nullptr && view->beyond_checked},
-                    {"meets_budget", c.record.has_value()}};
+                    {"meets_budget", c.record.has_value()},
+                    {"gpus", c.gpus},
+                    {"gpus_unset", c.gpus_unset}};
   if (c.record && c.option) {
     r["recommendation"] = {{"option", option_json(*c.option)},
                            {"point", point_json(spec, records, analysis, *c.record)}};

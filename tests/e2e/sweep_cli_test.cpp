@@ -257,12 +257,27 @@ TEST_F(SweepCli, RecommendConfidenceSetsOrRemovesTheIntervalJudgement) {
 }
 
 // --gpus N: the fit is per GPU. Llama-3.2-1B has 8 KV heads, so on 2 GPUs each holds 4: every
-// point's per-GPU bytes per sequence are half its total.
+// point's per-GPU bytes per sequence are half its total. Each runtime's settings say how to run on
+// the 2 GPUs (configs/runtimes/*.toml [[tensor_parallel]]).
 TEST_F(SweepCli, RecommendFitsEachGpuOfATensorParallelGroup) {
   const RunResult r = run({"recommend", "--model", "llama-3.2-1b", "--ctx", "4096", "--eval-ctx", "256",
-                           "--gpu-mem", "2x4GiB", "--gpus", "2", "--runtime", "ollama", "--out", out(), "--json"});
+                           "--gpu-mem", "2x4GiB", "--gpus", "2", "--runtime", "ollama", "--runtime", "vllm", "--out",
+                           out(), "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
   const json summary = json::parse(r.out);
+  ASSERT_EQ(summary["runtimes"].size(), 2u);
+  for (const json& rt : summary["runtimes"]) {
+    EXPECT_EQ(rt["gpus"], 2) << rt["name"];
+    EXPECT_EQ(rt["gpus_unset"], false) << rt["name"];
+    ASSERT_TRUE(rt["recommendation"].is_object()) << rt["name"];
+  }
+  const json& ollama = summary["runtimes"][0]["recommendation"]["option"]["settings"];
+  EXPECT_THAT(ollama["env"].get<std::vector<std::string>>(), ::testing::Contains("OLLAMA_SCHED_SPREAD=1"));
+  EXPECT_THAT(ollama["caveats"].dump(), HasSubstr("make exactly 2 GPUs visible"));
+  const json& vllm = summary["runtimes"][1]["recommendation"]["option"]["settings"];
+  EXPECT_THAT(vllm["cli"].get<std::vector<std::string>>(), ::testing::Contains("--tensor-parallel-size 2"));
+  EXPECT_THAT(vllm["python"].get<std::string>(), HasSubstr(", tensor_parallel_size=2)"));
+  EXPECT_THAT(read_text(path("out") / "report.md"), HasSubstr("--tensor-parallel-size 2"));
   EXPECT_EQ(summary["budget"]["fit"]["tensor_parallel"], 2);
   EXPECT_EQ(summary["budget"]["fit"]["gpu_mem"], uint64_t(4) << 30);
   ASSERT_TRUE(summary["best"].is_object());

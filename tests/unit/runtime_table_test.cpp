@@ -16,6 +16,7 @@ namespace kvtune {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using testing::any_contains;
 using testing::config_dir;
@@ -225,6 +226,76 @@ TEST(RuntimeTable, CrossReferencesAreChecked) {
               HasSubstr("'k_types' needs kv_independent = true"));
   EXPECT_THAT(parse_error(kJointHeader + "[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\nenv = [\"NOEQUALS\"]\n"),
               HasSubstr("rt.toml:9:8: 'env' entries must be NAME=VALUE"));
+}
+
+// [[tensor_parallel]]: the version's first active entry is its multi-GPU setting; with_tensor_parallel
+// fills {gpus} in its cli, env and caveats and joins its python keywords into the option's call.
+TEST(RuntimeTable, TensorParallelSettingsJoinTheOptionWithTheGpuCount) {
+  const RuntimeTable t = parse_runtime_table(kJointHeader + R"toml([[options]]
+name = "fp8"
+k = "fp8"
+v = "fp8"
+cli = ["--kv-cache-dtype fp8"]
+python = "LLM(model=..., kv_cache_dtype=\"fp8\")"
+[[tensor_parallel]]
+name = "--tp"
+cli = ["--tp {gpus}"]
+until = "2.0"
+[[tensor_parallel]]
+name = "--tensor-parallel-size"
+cli = ["--tensor-parallel-size {gpus}"]
+env = ["RANKS={gpus}"]
+python = "tensor_parallel_size={gpus}"
+caveats = ["heads over {gpus} GPUs, {gpus} ranks"]
+since = "2.0"
+)toml",
+                                             "rt.toml", "rt", builtin_registry());
+  const RuntimeView old = runtime_options(t, "1.5");
+  ASSERT_TRUE(old.tensor_parallel);
+  EXPECT_EQ(old.tensor_parallel->name, "--tp");
+  const RuntimeView now = runtime_options(t, "2.1");
+  ASSERT_TRUE(now.tensor_parallel);
+  EXPECT_EQ(now.tensor_parallel->origins, std::vector<std::string>{"rt.toml:15:1"});
+  const RuntimeOption o = with_tensor_parallel(now.options.at(0), *now.tensor_parallel, 8);
+  EXPECT_EQ(o.name, "fp8");
+  EXPECT_EQ(o.settings.cli, (std::vector<std::string>{"--kv-cache-dtype fp8", "--tensor-parallel-size 8"}));
+  EXPECT_EQ(o.settings.env, std::vector<std::string>{"RANKS=8"});
+  EXPECT_EQ(o.settings.python, "LLM(model=..., kv_cache_dtype=\"fp8\", tensor_parallel_size=8)");
+  EXPECT_EQ(o.settings.caveats, std::vector<std::string>{"heads over 8 GPUs, 8 ranks"});
+  EXPECT_EQ(o.origins, (std::vector<std::string>{"rt.toml:5:1", "rt.toml:15:1"}));
+  EXPECT_EQ(with_tensor_parallel(old.options.at(0), *old.tensor_parallel, 12).settings.cli,
+            (std::vector<std::string>{"--kv-cache-dtype fp8", "--tp 12"}));
+}
+
+TEST(RuntimeTable, TensorParallelEntriesAreChecked) {
+  const std::string option = "[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\n";
+  EXPECT_THAT(parse_error(kJointHeader + option + "[[tensor_parallel]]\ncli = [\"--tp {gpus}\"]\n"),
+              HasSubstr("rt.toml:9:1: missing key 'name' in [tensor_parallel]"));
+  EXPECT_THAT(parse_error(kJointHeader + option + "[[tensor_parallel]]\nname = \"--tp\"\ncli = [\"--tp 2\"]\n"),
+              HasSubstr("rt.toml:9:1: a [[tensor_parallel]] entry needs {gpus} in 'cli', 'env' or 'python'"));
+  EXPECT_THAT(parse_error(kJointHeader + option + "[[tensor_parallel]]\nname = \"--tp\"\npython = \"tp({gpus})\"\n"),
+              HasSubstr("rt.toml:11:10: a [[tensor_parallel]] python is keyword arguments for the option's call"));
+  EXPECT_THAT(parse_error(kJointHeader + option + "python = \"LLM(model=...)  # fp8\"\n" +
+                          "[[tensor_parallel]]\nname = \"--tp\"\npython = \"tp={gpus}\"\n"),
+              HasSubstr("rt.toml:5:1: 'python' must end with its call's ')', with no comment, where a "
+                        "[[layer_exemptions]] or [[tensor_parallel]] entry adds its keyword arguments"));
+  // Caveats alone: a runtime that spreads the cache without a setting says how.
+  EXPECT_EQ(parse_error(kJointHeader + option + "[[tensor_parallel]]\nname = \"layers\"\ncaveats = [\"x\"]\n"), "");
+}
+
+// Every shipped runtime says how it runs on several GPUs, with nothing left unfilled.
+TEST(RuntimeTable, EveryShippedRuntimeSaysHowItUsesSeveralGpus) {
+  for (const RuntimeTable& t : load_runtime_tables(config_dir(), builtin_registry())) {
+    const RuntimeView view = runtime_options(t, "latest");
+    ASSERT_TRUE(view.tensor_parallel) << t.name;
+    const RuntimeOption o = with_tensor_parallel(view.options.at(0), *view.tensor_parallel, 4);
+    const RuntimeSettings& s = o.settings;
+    for (const std::vector<std::string>* list : {&s.cli, &s.env, &s.caveats}) {
+      for (const std::string& text : *list) EXPECT_THAT(text, Not(HasSubstr("{gpus}"))) << t.name;
+    }
+    EXPECT_THAT(s.python, Not(HasSubstr("{gpus}"))) << t.name;
+    EXPECT_TRUE(any_contains(s.cli, " 4") || any_contains(s.caveats, " 4 GPUs")) << t.name;
+  }
 }
 
 }  // namespace

@@ -399,6 +399,62 @@ TEST(SweepReport, ConsoleSummaryPrintsSettingsToPasteAndNeverRecommendsTheInfeas
   EXPECT_THAT(tiny, Not(HasSubstr("--tiny-q4")));  // its settings are not offered to paste
 }
 
+// On a tensor-parallel fit every option shown carries the runtime's [[tensor_parallel]] setting
+// (the GPU count filled in, the keyword joined into the option's call); a runtime without one is
+// flagged, and a fit of one GPU changes nothing.
+TEST(SweepAnalysis, ATensorParallelFitPrintsEachRuntimesSettingForItsGpus) {
+  const std::vector<SweepRecord> records = {record("f16", "f16", 16, 16, 0.0001),
+                                            record("q8_0", "q4_0", 8.5, 4.5, 0.004)};
+  SweepSpec spec = llama70b_spec(records);
+  spec.budget.fit = MemoryFit{80 * GiB, 140000000000ull, 131072, 13, 8};
+  RuntimeView with;
+  with.title = "RT";
+  with.version = "1.0";
+  with.options = {option("f16", "f16", "f16"), option("q8_0/q4_0", "q8_0", "q4_0")};
+  with.options[1].settings.cli = {"--kv q8_0-q4_0"};
+  with.options[1].settings.python = "LLM(model=..., kv=\"q8_0-q4_0\")";
+  with.tensor_parallel = RuntimeOption{"--tp", "", "", {}, {"rt.toml:9:1"}};
+  with.tensor_parallel->settings.cli = {"--tp {gpus}"};
+  with.tensor_parallel->settings.python = "tp={gpus}";
+  with.tensor_parallel->settings.caveats = {"heads split over {gpus} GPUs"};
+  RuntimeView without = with;
+  without.title = "Bare";
+  without.tensor_parallel.reset();
+  spec.runtimes = {{"rt", "latest"}, {"bare", "latest"}};
+  spec.runtime_views = {with, without};
+
+  const SweepAnalysis a = analyze(spec, records);
+  const RuntimeChoice& c = a.runtimes[0];
+  ASSERT_TRUE(c.option);
+  EXPECT_EQ(c.option->name, "q8_0/q4_0");
+  EXPECT_EQ(c.gpus, 8);
+  EXPECT_FALSE(c.gpus_unset);
+  EXPECT_THAT(c.option->settings.cli, ElementsAre("--kv q8_0-q4_0", "--tp 8"));
+  EXPECT_EQ(c.option->settings.python, "LLM(model=..., kv=\"q8_0-q4_0\", tp=8)");
+  EXPECT_THAT(c.option->settings.caveats, ElementsAre("heads split over 8 GPUs"));
+  EXPECT_THAT(c.option->origins, ElementsAre("rt.toml:9:1"));
+  const RuntimeChoice& bare = a.runtimes[1];
+  ASSERT_TRUE(bare.option);
+  EXPECT_TRUE(bare.gpus_unset);
+  EXPECT_THAT(bare.option->settings.cli, ElementsAre("--kv q8_0-q4_0"));
+  const std::string text = summary(spec, records, a);
+  EXPECT_THAT(text, HasSubstr("--kv q8_0-q4_0 --tp 8"));
+  EXPECT_THAT(text, HasSubstr("the memory fit spreads the cache over 8 GPUs, but this table has no [[tensor_parallel]] "
+                              "entry: no setting for them is printed, and how Bare spreads its cache was not checked"));
+  const std::string json = sweep_summary_json(spec, records, a);
+  EXPECT_THAT(json, HasSubstr("\"gpus\": 8,\n      \"gpus_unset\": false"));
+  EXPECT_THAT(json, HasSubstr("\"gpus\": 8,\n      \"gpus_unset\": true"));
+
+  spec.budget.fit = MemoryFit{80 * GiB, 20 * GiB, 131072, 1, 1};
+  const SweepAnalysis one = analyze(spec, records);
+  ASSERT_TRUE(one.runtimes[0].option);
+  EXPECT_EQ(one.runtimes[0].gpus, 1);
+  EXPECT_THAT(one.runtimes[0].option->settings.cli, ElementsAre("--kv q8_0-q4_0"));
+  EXPECT_EQ(one.runtimes[0].option->settings.python, "LLM(model=..., kv=\"q8_0-q4_0\")");
+  EXPECT_FALSE(one.runtimes[1].gpus_unset);
+  EXPECT_THAT(summary(spec, records, one), Not(HasSubstr("[[tensor_parallel]]")));
+}
+
 // Two options of equal bits (fp8 with and without checkpoint scales): the lower error wins,
 // whichever comes first in the table.
 TEST(SweepAnalysis, EqualBitsAreBrokenByLowerErrorWhateverTheTableOrder) {

@@ -62,6 +62,10 @@ struct RuntimeTable {
   // --kv-cache-dtype-skip-layers); k_spec = v_spec = what those layers keep, the cli or python
   // carries one of kLayersPlaceholders where the layer indices go. Versioned like options.
   std::vector<RuntimeEntry> layer_exemptions;
+  // [[tensor_parallel]]: what spreads the cache over N GPUs (vLLM --tensor-parallel-size), its
+  // cli/env/python/caveats carrying kGpusPlaceholder; or, for a runtime that needs no setting, only
+  // caveats saying how it spreads the cache. Versioned like options.
+  std::vector<RuntimeEntry> tensor_parallel;
   std::vector<RuntimeNotEmulated> not_emulated;
 };
 
@@ -82,6 +86,8 @@ struct RuntimeView {
   std::vector<RuntimeNotEmulated> not_emulated;
   // The layer exemption this version offers (the first active [[layer_exemptions]] entry), if any.
   std::optional<RuntimeOption> layer_exemption;
+  // The multi-GPU setting this version offers (the first active [[tensor_parallel]] entry), if any.
+  std::optional<RuntimeOption> tensor_parallel;
 };
 
 // Where a [[layer_exemptions]] entry's cli/python takes the exempt layer indices: {layers} as
@@ -98,6 +104,13 @@ std::string format_layers(const std::vector<int64_t>& layers, std::string_view s
 // settings (with the layer list filled in) join the option's.
 RuntimeOption with_exempt_layers(const RuntimeOption& option, const RuntimeOption& exemption,
                                  const std::vector<int64_t>& layers);
+
+// Where a [[tensor_parallel]] entry's settings take the GPU count.
+inline constexpr std::string_view kGpusPlaceholder = "{gpus}";
+
+// `option` on `gpus` GPUs: the [[tensor_parallel]] setting's cli, env and caveats (the count filled
+// in) join the option's, and its python keyword arguments go into the option's call.
+RuntimeOption with_tensor_parallel(const RuntimeOption& option, const RuntimeOption& setting, int64_t gpus);
 
 // The attention-type names a [[layer_exemptions]] entry may take (kvtune can judge these).
 inline constexpr std::array<const char*, 1> kExemptAttentionTypes = {"sliding_window"};

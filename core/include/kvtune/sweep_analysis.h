@@ -94,6 +94,11 @@ struct RuntimeChoice {
   std::optional<size_t> fallback;
   std::optional<RuntimeOption> fallback_option;
   Gap gap;                           // to the unconstrained best (SweepAnalysis::best)
+  // The fit's GPU count (budget.fit tensor_parallel; 1 without a fit). Above 1 the options carry the
+  // version's [[tensor_parallel]] setting, or, where the table has none, gpus_unset says that no
+  // setting for the GPUs is printed.
+  int64_t gpus = 1;
+  bool gpus_unset = false;
 };
 
 struct SweepAnalysis {
