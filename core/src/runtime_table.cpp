@@ -353,15 +353,19 @@ void merge(RuntimeSettings& to, const RuntimeSettings& from) {
   to.verified = to.verified && from.verified;
 }
 
+// Every `key` in `text` replaced by `value` (a placeholder filled in).
+void replace_all(std::string& text, std::string_view key, std::string_view value) {
+  for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size())) {
+    text.replace(at, key.size(), value);
+  }
+}
+
 // {k} and {v} in an independent runtime's settings: the pair's K and V type values (a build flag
 // that lists the pair, such as llama.cpp's GGML_CUDA_FA_QUANTS="q8_0-q5_0").
 void fill_pair(RuntimeSettings& s, const std::string& k, const std::string& v) {
   auto fill = [&](std::string& text) {
-    for (const auto& [key, value] : {std::pair<std::string_view, const std::string&>{"{k}", k}, {"{v}", v}}) {
-      for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size())) {
-        text.replace(at, key.size(), value);
-      }
-    }
+    replace_all(text, "{k}", k);
+    replace_all(text, "{v}", v);
   };
   for (std::vector<std::string>* list : {&s.cli, &s.env, &s.build}) {
     for (std::string& text : *list) fill(text);
@@ -561,12 +565,7 @@ void join_setting(RuntimeOption& out, RuntimeSettings extra, const std::vector<s
 RuntimeOption with_exempt(const RuntimeOption& option, const RuntimeOption& exemption,
                           const std::array<std::string, 3>& lists, const std::string& what) {
   auto fill = [&](std::string text) {
-    for (size_t p = 0; p < kLayersPlaceholders.size(); ++p) {
-      const std::string_view key = kLayersPlaceholders[p];
-      for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + lists[p].size())) {
-        text.replace(at, key.size(), lists[p]);
-      }
-    }
+    for (size_t p = 0; p < kLayersPlaceholders.size(); ++p) replace_all(text, kLayersPlaceholders[p], lists[p]);
     return text;
   };
   RuntimeOption out = option;
@@ -599,17 +598,11 @@ RuntimeOption with_exempt_attention_type(const RuntimeOption& option, const Runt
 
 RuntimeOption with_tensor_parallel(const RuntimeOption& option, const RuntimeOption& setting, int64_t gpus) {
   const std::string count = std::to_string(gpus);
-  auto fill = [&](std::string& text) {
-    for (size_t at = text.find(kGpusPlaceholder); at != std::string::npos;
-         at = text.find(kGpusPlaceholder, at + count.size())) {
-      text.replace(at, kGpusPlaceholder.size(), count);
-    }
-  };
   RuntimeSettings extra = setting.settings;
   for (std::vector<std::string>* list : {&extra.cli, &extra.env, &extra.caveats, &extra.unsupported}) {
-    for (std::string& text : *list) fill(text);
+    for (std::string& text : *list) replace_all(text, kGpusPlaceholder, count);
   }
-  fill(extra.python);
+  replace_all(extra.python, kGpusPlaceholder, count);
   RuntimeOption out = option;
   join_setting(out, std::move(extra), setting.origins);
   return out;
