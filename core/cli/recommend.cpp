@@ -229,7 +229,8 @@ Runner add_recommend(CLI::App& app) {
   app.add_option("--min-needle-hit", o->min_needle_hit, "budget: min mean needle_hit")->check(CLI::Range(0.0, 1.0));
   app.add_option("--gpu-mem", o->gpu_mem,
                  "budget: GPU memory for weights + KV cache, e.g. 80GiB; NxSIZE (8x80GiB) for N GPUs of SIZE each");
-  app.add_option("--gpus", o->gpus, "tensor-parallel GPUs of --gpu-mem each: KV heads and weights split (default 1)")
+  app.add_option("--gpus", o->gpus, "tensor-parallel GPUs of --gpu-mem each: KV heads and weights split, and each runtime's "
+                 "setting for them printed (default 1)")
       ->check(CLI::Range(int64_t(1), kMaxGpus));
   app.add_option("--weights", o->weights, "weight bytes (default: the preset's parameters x 2, bf16)");
   app.add_option("--sequences", o->sequences, "sequences of --ctx tokens that must fit (with --gpu-mem)")
