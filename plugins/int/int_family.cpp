@@ -131,7 +131,10 @@ class IntScheme final : public Scheme {
     return std::shared_ptr<const Scheme>(new IntScheme(*this, std::move(fixed)));  // the constructor is private
   }
 
-  std::optional<DeviceFormat> device_format() const override { return format_; }
+  // A copy with scales fixed on a block has no device form: the kernels would fit their own.
+  std::optional<DeviceFormat> device_format() const override {
+    return fixed_ ? std::nullopt : std::optional<DeviceFormat>(format_);
+  }
 
   SchemeTraits traits() const override {
     SchemeTraits t = Scheme::traits();

@@ -227,6 +227,11 @@ TEST_P(ScalesFixedOnABlock, SlicesRoundTripToTheWholeBlocksBits) {
     const SchemePtr fixed = s->with_scales_fixed_on(x);
     if (!fixed) continue;
     EXPECT_TRUE(fixed->traits().rows_independent);
+    // A device form must carry the fixed scale (fp8's and nvfp4's copies: a static one), or the
+    // kernels would fit their own; int's copy has none.
+    if (const std::optional<DeviceFormat> f = fixed->device_format()) {
+      EXPECT_NE(f->static_scale, 0.0f) << "a device form without the fixed scale";
+    }
     const Matrix whole = roundtrip(*s, x);
     for (const auto& [first, count] : {std::pair<int64_t, int64_t>{0, 1}, {1, shape.tokens - 1}}) {
       const ConstMatrixView rows = x.view().row_range(first, count);
