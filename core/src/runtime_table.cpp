@@ -201,6 +201,14 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
     case Kind::tensor_parallel:
       require(r, t, "name", path, "the setting that spreads the cache over GPUs, e.g. \"--tensor-parallel-size\"");
       e.name = r.string("name", "");
+      e.divides = strings(r, "divides");
+      for (size_t i = 0; i < e.divides.size(); ++i) {
+        const auto is = [&](const char* k) { return e.divides[i] == k; };
+        if (std::none_of(kTensorParallelDivides.begin(), kTensorParallelDivides.end(), is)) {
+          r.fail(*r.node("divides")->as_array()->get(i),
+                 "'divides' entries must be one of: q_heads, kv_heads (found '" + e.divides[i] + "')");
+        }
+      }
       break;
   }
   e.since = version(r, "since", scheme);
@@ -531,7 +539,9 @@ RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
     }
   }
   for (const RuntimeEntry& e : t.tensor_parallel) {
-    if (is_active(e) && !view.tensor_parallel) view.tensor_parallel = RuntimeOption{e.name, "", "", e.settings, {e.origin}};
+    if (is_active(e) && !view.tensor_parallel) {
+      view.tensor_parallel = RuntimeOption{e.name, "", "", e.settings, {e.origin}, {}, e.divides};
+    }
   }
   return view;
 }
@@ -594,6 +604,16 @@ RuntimeOption with_exempt_attention_type(const RuntimeOption& option, const Runt
   }
   return with_exempt(option, exemption, {attention_type, attention_type, "\"" + attention_type + "\""},
                      attention_type + " layers");
+}
+
+std::vector<std::string> broken_gpu_divisions(const std::vector<std::string>& divides, int64_t q_heads,
+                                              int64_t kv_heads, int64_t gpus) {
+  std::vector<std::string> broken;
+  for (const std::string& d : divides) {
+    const bool fits = d == "q_heads" ? q_heads % gpus == 0 : kv_heads % gpus == 0 || gpus % kv_heads == 0;
+    if (!fits) broken.push_back(d);
+  }
+  return broken;
 }
 
 RuntimeOption with_tensor_parallel(const RuntimeOption& option, const RuntimeOption& setting, int64_t gpus) {

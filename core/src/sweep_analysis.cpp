@@ -274,6 +274,10 @@ RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRec
     }
   }
   choice.gpus_unset = choice.gpus > 1 && (view == nullptr || !view->tensor_parallel);
+  if (choice.gpus > 1 && view != nullptr && view->tensor_parallel && spec.model) {
+    choice.gpus_refused = broken_gpu_divisions(view->tensor_parallel->divides, spec.model->q_heads,
+                                               spec.model->shape.kv_heads, choice.gpus);
+  }
 
   choice.gap.objective = objective;
   if (!analysis.best) {

@@ -310,6 +310,17 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
                               " GPUs, but this table has no [[tensor_parallel]] entry: no setting for them is "
                               "printed, and how " + c.title + " spreads its cache was not checked");
   }
+  if (!c.gpus_refused.empty() && spec.model) {
+    std::vector<std::string> why;
+    for (const std::string& d : c.gpus_refused) {
+      why.push_back(d == "q_heads" ? std::to_string(c.gpus) + " does not divide its " +
+                                         std::to_string(spec.model->q_heads) + " attention heads"
+                                   : "its " + std::to_string(spec.model->shape.kv_heads) + " KV heads and " +
+                                         std::to_string(c.gpus) + " do not divide one into the other");
+    }
+    add(doc, Block::text, c.title + " cannot start " + spec.model->title + " on " + std::to_string(c.gpus) +
+                              " GPUs: " + join_with(why, "; ") + " (choose another GPU count)");
+  }
   if (c.record && c.option) {
     const RuntimeOption& o = *c.option;
     add_option(doc, spec, records, analysis, "recommended", o, *c.record);
@@ -719,7 +730,8 @@ ordered_json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>&
                     {"beyond_checked", view != nullptr && view->beyond_checked},
                     {"meets_budget", c.record.has_value()},
                     {"gpus", c.gpus},
-                    {"gpus_unset", c.gpus_unset}};
+                    {"gpus_unset", c.gpus_unset},
+                    {"gpus_refused", c.gpus_refused}};
   if (c.record && c.option) {
     r["recommendation"] = {{"option", option_json(*c.option)},
                            {"point", point_json(spec, records, analysis, *c.record)}};

@@ -279,8 +279,24 @@ TEST(RuntimeTable, TensorParallelEntriesAreChecked) {
                           "[[tensor_parallel]]\nname = \"--tp\"\npython = \"tp={gpus}\"\n"),
               HasSubstr("rt.toml:5:1: 'python' must end with its call's ')', with no comment, where a "
                         "[[layer_exemptions]] or [[tensor_parallel]] entry adds its keyword arguments"));
+  EXPECT_THAT(parse_error(kJointHeader + option + "[[tensor_parallel]]\nname = \"--tp\"\ncli = [\"--tp {gpus}\"]\n" +
+                          "divides = [\"kv_heads\", \"layers\"]\n"),
+              HasSubstr("rt.toml:12:24: 'divides' entries must be one of: q_heads, kv_heads (found 'layers')"));
   // Caveats alone: a runtime that spreads the cache without a setting says how.
   EXPECT_EQ(parse_error(kJointHeader + option + "[[tensor_parallel]]\nname = \"layers\"\ncaveats = [\"x\"]\n"), "");
+}
+
+// The head counts a runtime splits over its GPUs: the count divides the attention heads, and the
+// KV heads and the count divide one into the other (more GPUs than KV heads replicate them).
+TEST(RuntimeTable, GpuCountsARuntimeCannotSplitAModelInto) {
+  const std::vector<std::string> both = {"q_heads", "kv_heads"};
+  EXPECT_THAT(broken_gpu_divisions(both, 64, 8, 3), ::testing::ElementsAre("q_heads", "kv_heads"));
+  for (int64_t gpus : {2, 4, 8, 16, 32, 64}) EXPECT_THAT(broken_gpu_divisions(both, 64, 8, gpus), ::testing::IsEmpty()) << gpus;
+  EXPECT_THAT(broken_gpu_divisions(both, 64, 8, 128), ::testing::ElementsAre("q_heads"));
+  EXPECT_THAT(broken_gpu_divisions(both, 48, 12, 8), ::testing::ElementsAre("kv_heads"));  // 12 and 8
+  EXPECT_THAT(broken_gpu_divisions({"kv_heads"}, 48, 12, 24), ::testing::IsEmpty());       // 24 = 2 x 12
+  EXPECT_THAT(broken_gpu_divisions({}, 64, 8, 3), ::testing::IsEmpty());
+  EXPECT_EQ(runtime_options(shipped("vllm"), "latest").tensor_parallel->divides, both);
 }
 
 // Every shipped runtime says how it runs on several GPUs, with nothing left unfilled.

@@ -413,7 +413,7 @@ TEST(SweepAnalysis, ATensorParallelFitPrintsEachRuntimesSettingForItsGpus) {
   with.options = {option("f16", "f16", "f16"), option("q8_0/q4_0", "q8_0", "q4_0")};
   with.options[1].settings.cli = {"--kv q8_0-q4_0"};
   with.options[1].settings.python = "LLM(model=..., kv=\"q8_0-q4_0\")";
-  with.tensor_parallel = RuntimeOption{"--tp", "", "", {}, {"rt.toml:9:1"}};
+  with.tensor_parallel = RuntimeOption{"--tp", "", "", {}, {"rt.toml:9:1"}, {}, {"q_heads", "kv_heads"}};
   with.tensor_parallel->settings.cli = {"--tp {gpus}"};
   with.tensor_parallel->settings.python = "tp={gpus}";
   with.tensor_parallel->settings.caveats = {"heads split over {gpus} GPUs"};
@@ -433,6 +433,7 @@ TEST(SweepAnalysis, ATensorParallelFitPrintsEachRuntimesSettingForItsGpus) {
   EXPECT_EQ(c.option->settings.python, "LLM(model=..., kv=\"q8_0-q4_0\", tp=8)");
   EXPECT_THAT(c.option->settings.caveats, ElementsAre("heads split over 8 GPUs"));
   EXPECT_THAT(c.option->origins, ElementsAre("rt.toml:9:1"));
+  EXPECT_THAT(c.gpus_refused, IsEmpty());  // 8 divides the 64 attention heads and the 8 KV heads
   const RuntimeChoice& bare = a.runtimes[1];
   ASSERT_TRUE(bare.option);
   EXPECT_TRUE(bare.gpus_unset);
@@ -444,6 +445,17 @@ TEST(SweepAnalysis, ATensorParallelFitPrintsEachRuntimesSettingForItsGpus) {
   const std::string json = sweep_summary_json(spec, records, a);
   EXPECT_THAT(json, HasSubstr("\"gpus\": 8,\n      \"gpus_unset\": false"));
   EXPECT_THAT(json, HasSubstr("\"gpus\": 8,\n      \"gpus_unset\": true"));
+
+  // On 3 GPUs the runtime cannot split Llama-3.1-70B's heads: said, in the text and the JSON.
+  spec.budget.fit->tensor_parallel = 3;
+  spec.budget.fit->sequences = 1;
+  const SweepAnalysis three = analyze(spec, records);
+  EXPECT_THAT(three.runtimes[0].gpus_refused, ElementsAre("q_heads", "kv_heads"));
+  EXPECT_THAT(three.runtimes[1].gpus_refused, IsEmpty());  // no setting, no rule
+  EXPECT_THAT(summary(spec, records, three),
+              HasSubstr("RT cannot start Llama-3.1-70B on 3 GPUs: 3 does not divide its 64 attention heads; its 8 KV "
+                        "heads and 3 do not divide one into the other (choose another GPU count)"));
+  EXPECT_THAT(sweep_summary_json(spec, records, three), HasSubstr("\"gpus_refused\": [\n        \"q_heads\",\n        \"kv_heads\"\n      ]"));
 
   spec.budget.fit = MemoryFit{80 * GiB, 20 * GiB, 131072, 1, 1};
   const SweepAnalysis one = analyze(spec, records);

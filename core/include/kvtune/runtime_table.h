@@ -39,6 +39,7 @@ struct RuntimeEntry {
   std::vector<std::string> profiles;                     // k/v types: the profiles they belong to (empty = all)
   std::vector<std::string> match_k, match_v, except;     // pair rules: values (empty = any), "K/V" exemptions
   std::vector<std::string> attention_types;  // layer exemptions: names taken in place of indices ("sliding_window")
+  std::vector<std::string> divides;          // tensor parallel: kTensorParallelDivides the GPU count must meet
   RuntimeSettings settings;
   std::string origin;  // file:line:column of the entry
 };
@@ -76,6 +77,7 @@ struct RuntimeOption {
   RuntimeSettings settings;
   std::vector<std::string> origins;  // the entries it was made from, file:line:column
   std::vector<std::string> attention_types;  // a layer exemption's (RuntimeEntry::attention_types)
+  std::vector<std::string> divides;          // a [[tensor_parallel]] entry's (RuntimeEntry::divides)
 };
 
 struct RuntimeView {
@@ -107,6 +109,17 @@ RuntimeOption with_exempt_layers(const RuntimeOption& option, const RuntimeOptio
 
 // Where a [[tensor_parallel]] entry's settings take the GPU count.
 inline constexpr std::string_view kGpusPlaceholder = "{gpus}";
+
+// What a [[tensor_parallel]] entry's `divides` may name, the head counts a runtime splits over its
+// GPUs and so refuses to start on a GPU count that does not fit them: "q_heads", the count divides
+// the attention heads; "kv_heads", the KV heads and the count divide one into the other (replicated
+// KV heads when there are more GPUs than heads).
+inline constexpr std::array<const char*, 2> kTensorParallelDivides = {"q_heads", "kv_heads"};
+
+// The entries of `divides` that a model of `q_heads` attention and `kv_heads` KV heads breaks on
+// `gpus` GPUs (empty: the runtime can split it).
+std::vector<std::string> broken_gpu_divisions(const std::vector<std::string>& divides, int64_t q_heads,
+                                              int64_t kv_heads, int64_t gpus);
 
 // `option` on `gpus` GPUs: the [[tensor_parallel]] setting's cli, env and caveats (the count filled
 // in) join the option's, and its python keyword arguments go into the option's call.

@@ -99,6 +99,9 @@ struct RuntimeChoice {
   // setting for the GPUs is printed.
   int64_t gpus = 1;
   bool gpus_unset = false;
+  // The [[tensor_parallel]] divisions (kTensorParallelDivides) the workload's model breaks on `gpus`
+  // GPUs: the runtime would refuse to start it, whatever the option.
+  std::vector<std::string> gpus_refused;
 };
 
 struct SweepAnalysis {
