@@ -610,6 +610,7 @@ std::vector<std::string> broken_gpu_divisions(const std::vector<std::string>& di
                                               int64_t kv_heads, int64_t gpus) {
   std::vector<std::string> broken;
   for (const std::string& d : divides) {
+    if (gpus < 1 || (d == "q_heads" ? q_heads : kv_heads) < 1) continue;  // a count not known: nothing to judge
     const bool fits = d == "q_heads" ? q_heads % gpus == 0 : kv_heads % gpus == 0 || gpus % kv_heads == 0;
     if (!fits) broken.push_back(d);
   }

@@ -296,6 +296,7 @@ TEST(RuntimeTable, GpuCountsARuntimeCannotSplitAModelInto) {
   EXPECT_THAT(broken_gpu_divisions(both, 48, 12, 8), ::testing::ElementsAre("kv_heads"));  // 12 and 8
   EXPECT_THAT(broken_gpu_divisions({"kv_heads"}, 48, 12, 24), ::testing::IsEmpty());       // 24 = 2 x 12
   EXPECT_THAT(broken_gpu_divisions({}, 64, 8, 3), ::testing::IsEmpty());
+  EXPECT_THAT(broken_gpu_divisions(both, 0, 0, 3), ::testing::IsEmpty());  // counts not known
   EXPECT_EQ(runtime_options(shipped("vllm"), "latest").tensor_parallel->divides, both);
 }
 

@@ -117,7 +117,7 @@ inline constexpr std::string_view kGpusPlaceholder = "{gpus}";
 inline constexpr std::array<const char*, 2> kTensorParallelDivides = {"q_heads", "kv_heads"};
 
 // The entries of `divides` that a model of `q_heads` attention and `kv_heads` KV heads breaks on
-// `gpus` GPUs (empty: the runtime can split it).
+// `gpus` GPUs (empty: the runtime can split it; a count below 1 is not known and breaks nothing).
 std::vector<std::string> broken_gpu_divisions(const std::vector<std::string>& divides, int64_t q_heads,
                                               int64_t kv_heads, int64_t gpus);
 
