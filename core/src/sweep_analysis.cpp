@@ -266,17 +266,19 @@ RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRec
     }
   }
 
-  // On several GPUs every option shown carries the runtime's setting for them.
+  // On several GPUs every option shown carries the runtime's setting for them, and a GPU count the
+  // model's heads do not fit is named.
   choice.gpus = spec.budget.fit ? spec.budget.fit->tensor_parallel : 1;
-  if (choice.gpus > 1 && view != nullptr && view->tensor_parallel) {
+  const RuntimeOption* parallel = view != nullptr && view->tensor_parallel ? &*view->tensor_parallel : nullptr;
+  choice.gpus_unset = choice.gpus > 1 && parallel == nullptr;
+  if (choice.gpus > 1 && parallel != nullptr) {
     for (std::optional<RuntimeOption>* o : {&choice.option, &choice.fallback_option, &choice.closest_option}) {
-      if (*o) *o = with_tensor_parallel(**o, *view->tensor_parallel, choice.gpus);
+      if (*o) *o = with_tensor_parallel(**o, *parallel, choice.gpus);
     }
-  }
-  choice.gpus_unset = choice.gpus > 1 && (view == nullptr || !view->tensor_parallel);
-  if (choice.gpus > 1 && view != nullptr && view->tensor_parallel && spec.model) {
-    choice.gpus_refused = broken_gpu_divisions(view->tensor_parallel->divides, spec.model->q_heads,
-                                               spec.model->shape.kv_heads, choice.gpus);
+    if (spec.model) {
+      choice.gpus_refused =
+          broken_gpu_divisions(parallel->divides, spec.model->q_heads, spec.model->shape.kv_heads, choice.gpus);
+    }
   }
 
   choice.gap.objective = objective;
