@@ -136,7 +136,7 @@ std::vector<const toml::table*> tables(TableReader& r, const std::string& key) {
   return out;
 }
 
-enum class Kind { profile, k_type, v_type, pair_rule, option, layer_exemption, tensor_parallel };
+enum class Kind { profile, k_type, v_type, pair_rule, option, layer_exemption, tensor_parallel, context };
 
 const char* kind_key(Kind k) {
   switch (k) {
@@ -147,6 +147,7 @@ const char* kind_key(Kind k) {
     case Kind::option: return "options";
     case Kind::layer_exemption: return "layer_exemptions";
     case Kind::tensor_parallel: return "tensor_parallel";
+    case Kind::context: return "context";
   }
   return "";
 }
@@ -210,6 +211,10 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
         }
       }
       break;
+    case Kind::context:
+      require(r, t, "name", path, "the setting that sizes the cache for the sequences, e.g. \"--max-model-len\"");
+      e.name = r.string("name", "");
+      break;
   }
   e.since = version(r, "since", scheme);
   e.until = version(r, "until", scheme);
@@ -241,15 +246,24 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
                        "'cli' or 'python', where the exempt layer indices go");
     }
   }
-  if (kind == Kind::tensor_parallel) {
-    const auto names_gpus = [](const std::string& x) { return x.find(kGpusPlaceholder) != std::string::npos; };
-    if (std::none_of(s.cli.begin(), s.cli.end(), names_gpus) && std::none_of(s.env.begin(), s.env.end(), names_gpus) &&
-        !names_gpus(s.python) && s.caveats.empty()) {
-      throw InputError(e.origin + ": a [[tensor_parallel]] entry needs {gpus} in 'cli', 'env' or 'python', where the "
-                       "GPU count goes, or 'caveats' saying how the runtime spreads the cache without a setting");
+  if (kind == Kind::tensor_parallel || kind == Kind::context) {
+    const bool gpus = kind == Kind::tensor_parallel;
+    const auto names_value = [&](const std::string& x) {
+      if (gpus) return x.find(kGpusPlaceholder) != std::string::npos;
+      return std::any_of(kContextPlaceholders.begin(), kContextPlaceholders.end(),
+                         [&](const char* p) { return x.find(p) != std::string::npos; });
+    };
+    if (std::none_of(s.cli.begin(), s.cli.end(), names_value) &&
+        std::none_of(s.env.begin(), s.env.end(), names_value) && !names_value(s.python) && s.caveats.empty()) {
+      throw InputError(e.origin + (gpus ? ": a [[tensor_parallel]] entry needs {gpus} in 'cli', 'env' or 'python', "
+                                          "where the GPU count goes, or 'caveats' saying how the runtime spreads the "
+                                          "cache without a setting"
+                                        : ": a [[context]] entry needs {ctx}, {seqs} or {tokens} in 'cli', 'env' or "
+                                          "'python', where the serving shape goes, or 'caveats' saying why the "
+                                          "runtime needs no setting"));
     }
   }
-  if (kind == Kind::layer_exemption || kind == Kind::tensor_parallel) {
+  if (kind == Kind::layer_exemption || kind == Kind::tensor_parallel || kind == Kind::context) {
     // Its python is keyword arguments joined into the option's own call, not a second call (two
     // LLM(...) snippets would build two engines, the second one unquantized).
     const size_t eq = s.python.find('=');
@@ -321,14 +335,16 @@ void check_references(const RuntimeTable& t) {
   // an option's call.
   const auto has_python = [](const RuntimeEntry& e) { return !e.settings.python.empty(); };
   const bool keywords = std::any_of(t.layer_exemptions.begin(), t.layer_exemptions.end(), has_python) ||
-                        std::any_of(t.tensor_parallel.begin(), t.tensor_parallel.end(), has_python);
+                        std::any_of(t.tensor_parallel.begin(), t.tensor_parallel.end(), has_python) ||
+                        std::any_of(t.context.begin(), t.context.end(), has_python);
   for (const std::vector<RuntimeEntry>* entries : {&t.options, &t.profiles, &t.k_types, &t.v_types, &t.pair_rules}) {
     for (const RuntimeEntry& e : *entries) {
       const std::string& py = e.settings.python;
       const size_t last = py.find_last_not_of(" \n");
       if (keywords && !py.empty() && (last == std::string::npos || py[last] != ')' || py.find('#') != std::string::npos)) {
         throw InputError(e.origin + ": 'python' must end with its call's ')', with no comment, where a "
-                         "[[layer_exemptions]] or [[tensor_parallel]] entry adds its keyword arguments (found '" +
+                         "[[layer_exemptions]], [[tensor_parallel]] or [[context]] entry adds its keyword arguments "
+                         "(found '" +
                          py + "')");
       }
     }
@@ -430,7 +446,8 @@ RuntimeTable parse_runtime_table(std::string_view text, const std::string& sourc
                                                                            {Kind::pair_rule, &t.pair_rules},
                                                                            {Kind::option, &t.options},
                                                                            {Kind::layer_exemption, &t.layer_exemptions},
-                                                                           {Kind::tensor_parallel, &t.tensor_parallel}};
+                                                                           {Kind::tensor_parallel, &t.tensor_parallel},
+                                                                           {Kind::context, &t.context}};
   for (const auto& [kind, out] : kinds) {
     const std::vector<const toml::table*> entries = tables(r, kind_key(kind));
     // Joint runtimes have one dtype for both roles: per-role types and pair rules would be fiction.
@@ -543,6 +560,9 @@ RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
       view.tensor_parallel = RuntimeOption{e.name, "", "", e.settings, {e.origin}, {}, e.divides};
     }
   }
+  for (const RuntimeEntry& e : t.context) {
+    if (is_active(e) && !view.context) view.context = RuntimeOption{e.name, "", "", e.settings, {e.origin}};
+  }
   return view;
 }
 
@@ -617,16 +637,36 @@ std::vector<std::string> broken_gpu_divisions(const std::vector<std::string>& di
   return broken;
 }
 
-RuntimeOption with_tensor_parallel(const RuntimeOption& option, const RuntimeOption& setting, int64_t gpus) {
-  const std::string count = std::to_string(gpus);
+namespace {
+
+// `option` with `setting` joined, each (placeholder, value) of `values` filled in first.
+RuntimeOption with_filled_setting(const RuntimeOption& option, const RuntimeOption& setting,
+                                  const std::vector<std::pair<std::string_view, std::string>>& values) {
   RuntimeSettings extra = setting.settings;
+  const auto fill = [&](std::string& text) {
+    for (const auto& [key, value] : values) replace_all(text, key, value);
+  };
   for (std::vector<std::string>* list : {&extra.cli, &extra.env, &extra.caveats, &extra.unsupported}) {
-    for (std::string& text : *list) replace_all(text, kGpusPlaceholder, count);
+    for (std::string& text : *list) fill(text);
   }
-  replace_all(extra.python, kGpusPlaceholder, count);
+  fill(extra.python);
   RuntimeOption out = option;
   join_setting(out, std::move(extra), setting.origins);
   return out;
+}
+
+}  // namespace
+
+RuntimeOption with_tensor_parallel(const RuntimeOption& option, const RuntimeOption& setting, int64_t gpus) {
+  return with_filled_setting(option, setting, {{kGpusPlaceholder, std::to_string(gpus)}});
+}
+
+RuntimeOption with_context(const RuntimeOption& option, const RuntimeOption& setting, int64_t context,
+                           int64_t sequences) {
+  return with_filled_setting(option, setting,
+                             {{kContextPlaceholders[0], std::to_string(context)},
+                              {kContextPlaceholders[1], std::to_string(sequences)},
+                              {kContextPlaceholders[2], std::to_string(context * sequences)}});
 }
 
 }  // namespace kvtune

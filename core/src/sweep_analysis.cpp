@@ -281,6 +281,17 @@ RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRec
     }
   }
 
+  // With a memory fit every option shown also carries the runtime's setting for its sequences.
+  if (spec.budget.fit) {
+    choice.context = memory_context(spec);
+    choice.sequences = spec.budget.fit->sequences;
+    const RuntimeOption* context = view != nullptr && view->context ? &*view->context : nullptr;
+    choice.context_unset = context == nullptr;
+    for (std::optional<RuntimeOption>* o : {&choice.option, &choice.fallback_option, &choice.closest_option}) {
+      if (*o && context != nullptr) *o = with_context(**o, *context, choice.context, choice.sequences);
+    }
+  }
+
   choice.gap.objective = objective;
   if (!analysis.best) {
     choice.gap.kind = Gap::Kind::no_best;
@@ -360,19 +371,22 @@ std::vector<size_t> pareto_frontier(const std::vector<SweepRecord>& records,
   return frontier;
 }
 
+int64_t evaluated_context(const SweepSpec& spec) {
+  // Context 0 (a capture's whole samples): its shortest selected sample.
+  return spec.scenario.contexts.empty() || spec.scenario.contexts.front() == 0 ? spec.scenario.workload.tokens
+                                                                                : spec.scenario.contexts.front();
+}
+
+int64_t memory_context(const SweepSpec& spec) {
+  return spec.budget.fit && spec.budget.fit->ctx > 0 ? spec.budget.fit->ctx : evaluated_context(spec);
+}
+
 SweepAnalysis analyze_sweep(const SweepSpec& spec, const std::vector<SweepRecord>& records) {
   SweepAnalysis analysis;
   // Memory is reported whenever the workload names a model: at the fit context with a fit
   // budget, else at the evaluated context.
   std::optional<MemoryModel> memory;
-  if (spec.model) {
-    // A capture's whole samples (context 0) are counted at the shortest, as they are checked.
-    int64_t context = spec.scenario.contexts.empty() || spec.scenario.contexts.front() == 0
-                          ? spec.scenario.workload.tokens
-                          : spec.scenario.contexts.front();
-    if (spec.budget.fit && spec.budget.fit->ctx > 0) context = spec.budget.fit->ctx;
-    memory.emplace(spec.model->shape, context, spec);
-  }
+  if (spec.model) memory.emplace(spec.model->shape, memory_context(spec), spec);
   analysis.verdicts.reserve(records.size());
   for (const SweepRecord& r : records) analysis.verdicts.push_back(judge(spec, r, memory ? &*memory : nullptr));
 

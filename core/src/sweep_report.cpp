@@ -59,16 +59,6 @@ std::string join_with(const std::vector<std::string>& items, const std::string& 
 // Local, so the report does not depend on the spec parser's translation unit.
 const char* objective_text(Objective o) { return o == Objective::min_bits ? "min_bits" : "min_error"; }
 
-int64_t evaluated_context(const SweepSpec& spec) {
-  // Context 0 (a capture's whole samples): its shortest selected sample.
-  return spec.scenario.contexts.empty() || spec.scenario.contexts.front() == 0 ? spec.scenario.workload.tokens
-                                                                                : spec.scenario.contexts.front();
-}
-
-// The context the memory figures are for (analyze_sweep's choice).
-int64_t memory_context(const SweepSpec& spec) {
-  return spec.budget.fit && spec.budget.fit->ctx > 0 ? spec.budget.fit->ctx : evaluated_context(spec);
-}
 
 // Evaluated records and the layer exemptions derived from them, counted apart.
 struct Counts {
@@ -309,6 +299,11 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
     add(doc, Block::text, "the memory fit spreads the cache over " + std::to_string(c.gpus) +
                               " GPUs, but this table has no [[tensor_parallel]] entry: no setting for them is "
                               "printed, and how " + c.title + " spreads its cache was not checked");
+  }
+  if (c.context_unset) {
+    add(doc, Block::text, "the memory fit holds " + plural(size_t(c.sequences), "sequence") + " of " +
+                              std::to_string(c.context) + " tokens, but this table has no [[context]] entry: no "
+                              "setting for them is printed, and how " + c.title + " sizes its cache was not checked");
   }
   if (!c.gpus_refused.empty() && spec.model) {
     std::vector<std::string> why;
@@ -731,7 +726,10 @@ ordered_json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>&
                     {"meets_budget", c.record.has_value()},
                     {"gpus", c.gpus},
                     {"gpus_unset", c.gpus_unset},
-                    {"gpus_refused", c.gpus_refused}};
+                    {"gpus_refused", c.gpus_refused},
+                    {"context", c.context},
+                    {"sequences", c.sequences},
+                    {"context_unset", c.context_unset}};
   if (c.record && c.option) {
     r["recommendation"] = {{"option", option_json(*c.option)},
                            {"point", point_json(spec, records, analysis, *c.record)}};

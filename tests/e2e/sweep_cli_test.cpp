@@ -258,7 +258,7 @@ TEST_F(SweepCli, RecommendConfidenceSetsOrRemovesTheIntervalJudgement) {
 
 // --gpus N: the fit is per GPU. Llama-3.2-1B has 8 KV heads, so on 2 GPUs each holds 4: every
 // point's per-GPU bytes per sequence are half its total. Each runtime's settings say how to run on
-// the 2 GPUs (configs/runtimes/*.toml [[tensor_parallel]]).
+// the 2 GPUs (configs/runtimes/*.toml [[tensor_parallel]]) and how to hold its sequences ([[context]]).
 TEST_F(SweepCli, RecommendFitsEachGpuOfATensorParallelGroup) {
   const RunResult r = run({"recommend", "--model", "llama-3.2-1b", "--ctx", "4096", "--eval-ctx", "256",
                            "--gpu-mem", "2x4GiB", "--gpus", "2", "--runtime", "ollama", "--runtime", "vllm", "--out",
@@ -276,7 +276,16 @@ TEST_F(SweepCli, RecommendFitsEachGpuOfATensorParallelGroup) {
   EXPECT_THAT(ollama["caveats"].dump(), HasSubstr("make exactly 2 GPUs visible"));
   const json& vllm = summary["runtimes"][1]["recommendation"]["option"]["settings"];
   EXPECT_THAT(vllm["cli"].get<std::vector<std::string>>(), ::testing::Contains("--tensor-parallel-size 2"));
-  EXPECT_THAT(vllm["python"].get<std::string>(), HasSubstr(", tensor_parallel_size=2)"));
+  EXPECT_THAT(vllm["python"].get<std::string>(), HasSubstr(", tensor_parallel_size=2, max_model_len=4096)"));
+  // ... and how to hold the fit's one sequence of 4096 tokens ([[context]]).
+  for (const json& rt : summary["runtimes"]) {
+    EXPECT_EQ(rt["context"], 4096) << rt["name"];
+    EXPECT_EQ(rt["sequences"], 1) << rt["name"];
+    EXPECT_EQ(rt["context_unset"], false) << rt["name"];
+  }
+  EXPECT_THAT(ollama["env"].get<std::vector<std::string>>(),
+              ::testing::IsSupersetOf({"OLLAMA_CONTEXT_LENGTH=4096", "OLLAMA_NUM_PARALLEL=1"}));
+  EXPECT_THAT(vllm["cli"].get<std::vector<std::string>>(), ::testing::Contains("--max-model-len 4096"));
   EXPECT_THAT(read_text(path("out") / "report.md"), HasSubstr("--tensor-parallel-size 2"));
   EXPECT_EQ(summary["budget"]["fit"]["tensor_parallel"], 2);
   EXPECT_EQ(summary["budget"]["fit"]["gpu_mem"], uint64_t(4) << 30);

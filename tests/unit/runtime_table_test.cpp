@@ -278,7 +278,7 @@ TEST(RuntimeTable, TensorParallelEntriesAreChecked) {
   EXPECT_THAT(parse_error(kJointHeader + option + "python = \"LLM(model=...)  # fp8\"\n" +
                           "[[tensor_parallel]]\nname = \"--tp\"\npython = \"tp={gpus}\"\n"),
               HasSubstr("rt.toml:5:1: 'python' must end with its call's ')', with no comment, where a "
-                        "[[layer_exemptions]] or [[tensor_parallel]] entry adds its keyword arguments"));
+                        "[[layer_exemptions]], [[tensor_parallel]] or [[context]] entry adds its keyword arguments"));
   EXPECT_THAT(parse_error(kJointHeader + option + "[[tensor_parallel]]\nname = \"--tp\"\ncli = [\"--tp {gpus}\"]\n" +
                           "divides = [\"kv_heads\", \"layers\"]\n"),
               HasSubstr("rt.toml:12:24: 'divides' entries must be one of: q_heads, kv_heads (found 'layers')"));
@@ -313,6 +313,95 @@ TEST(RuntimeTable, EveryShippedRuntimeSaysHowItUsesSeveralGpus) {
     EXPECT_THAT(s.python, Not(HasSubstr("{gpus}"))) << t.name;
     EXPECT_TRUE(any_contains(s.cli, " 4") || any_contains(s.caveats, " 4 GPUs")) << t.name;
   }
+}
+
+// [[context]]: the version's first active entry sizes the cache for the fit's sequences; with_context
+// fills {ctx}, {seqs} and {tokens} (their product) and joins its python keywords into the option's call.
+TEST(RuntimeTable, ContextSettingsFillTheServingShape) {
+  const RuntimeTable t = parse_runtime_table(kJointHeader + R"toml([[options]]
+name = "fp8"
+k = "fp8"
+v = "fp8"
+cli = ["--kv-cache-dtype fp8"]
+python = "LLM(model=..., kv_cache_dtype=\"fp8\")"
+[[context]]
+name = "num_ctx"
+caveats = ["set num_ctx {ctx} for {seqs} sequences"]
+until = "2.0"
+[[context]]
+name = "-c / -np"
+cli = ["-c {tokens}", "-np {seqs}"]
+env = ["CONTEXT={ctx}"]
+python = "max_model_len={ctx}"
+caveats = ["{seqs} slots of {ctx} tokens, {tokens} in all"]
+since = "2.0"
+)toml",
+                                             "rt.toml", "rt", builtin_registry());
+  const RuntimeView old = runtime_options(t, "1.5");
+  ASSERT_TRUE(old.context);
+  EXPECT_EQ(old.context->name, "num_ctx");
+  const RuntimeView now = runtime_options(t, "2.1");
+  ASSERT_TRUE(now.context);
+  EXPECT_EQ(now.context->origins, std::vector<std::string>{"rt.toml:15:1"});
+  const RuntimeOption o = with_context(now.options.at(0), *now.context, 32768, 3);
+  EXPECT_EQ(o.name, "fp8");
+  EXPECT_EQ(o.settings.cli, (std::vector<std::string>{"--kv-cache-dtype fp8", "-c 98304", "-np 3"}));
+  EXPECT_EQ(o.settings.env, std::vector<std::string>{"CONTEXT=32768"});
+  EXPECT_EQ(o.settings.python, "LLM(model=..., kv_cache_dtype=\"fp8\", max_model_len=32768)");
+  EXPECT_EQ(o.settings.caveats, std::vector<std::string>{"3 slots of 32768 tokens, 98304 in all"});
+  EXPECT_EQ(o.origins, (std::vector<std::string>{"rt.toml:5:1", "rt.toml:15:1"}));
+  const RuntimeOption before = with_context(old.options.at(0), *old.context, 131072, 1);
+  EXPECT_EQ(before.settings.cli, std::vector<std::string>{"--kv-cache-dtype fp8"});
+  EXPECT_EQ(before.settings.caveats, std::vector<std::string>{"set num_ctx 131072 for 1 sequences"});
+}
+
+TEST(RuntimeTable, ContextEntriesAreChecked) {
+  const std::string option = "[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\n";
+  EXPECT_THAT(parse_error(kJointHeader + option + "[[context]]\ncli = [\"-c {tokens}\"]\n"),
+              HasSubstr("rt.toml:9:1: missing key 'name' in [context]"));
+  EXPECT_THAT(parse_error(kJointHeader + option + "[[context]]\nname = \"-c\"\ncli = [\"-c 4096\"]\n"),
+              HasSubstr("rt.toml:9:1: a [[context]] entry needs {ctx}, {seqs} or {tokens} in 'cli', 'env' or "
+                        "'python'"));
+  EXPECT_THAT(parse_error(kJointHeader + option + "[[context]]\nname = \"-c\"\ncli = [\"-c {gpus}\"]\n"),
+              HasSubstr("rt.toml:9:1: a [[context]] entry needs {ctx}, {seqs} or {tokens}"));
+  EXPECT_THAT(parse_error(kJointHeader + option + "[[context]]\nname = \"len\"\npython = \"Config({ctx})\"\n"),
+              HasSubstr("rt.toml:11:10: a [[context]] python is keyword arguments for the option's call"));
+  EXPECT_THAT(parse_error(kJointHeader + option + "python = \"LLM(model=...)  # f16\"\n" +
+                          "[[context]]\nname = \"len\"\npython = \"max_model_len={ctx}\"\n"),
+              HasSubstr("rt.toml:5:1: 'python' must end with its call's ')', with no comment"));
+  EXPECT_THAT(parse_error(kJointHeader + option + "[[context]]\nname = \"len\"\ncli = [\"-c {ctx}\"]\ndivides = [\"q_heads\"]\n"),
+              HasSubstr("rt.toml:12:1: unknown key 'divides' in [context]"));
+  // Caveats alone: a runtime whose cache grows says so.
+  EXPECT_EQ(parse_error(kJointHeader + option + "[[context]]\nname = \"grows\"\ncaveats = [\"x\"]\n"), "");
+}
+
+// Every shipped runtime says how it holds the fit's sequences, with nothing left unfilled.
+TEST(RuntimeTable, EveryShippedRuntimeSaysHowItHoldsTheSequences) {
+  for (const RuntimeTable& t : load_runtime_tables(config_dir(), builtin_registry())) {
+    for (const std::string& version : {std::string("latest"), t.oldest.empty() ? std::string("latest") : t.oldest}) {
+      const RuntimeView view = runtime_options(t, version);
+      ASSERT_TRUE(view.context) << t.name << " " << version;
+      const RuntimeOption o = with_context(view.options.at(0), *view.context, 32768, 3);
+      const RuntimeSettings& s = o.settings;
+      for (const std::vector<std::string>* list : {&s.cli, &s.env, &s.caveats}) {
+        for (const std::string& text : *list) {
+          for (const char* p : kContextPlaceholders) EXPECT_THAT(text, Not(HasSubstr(p))) << t.name;
+        }
+      }
+      for (const char* p : kContextPlaceholders) EXPECT_THAT(s.python, Not(HasSubstr(p))) << t.name;
+      EXPECT_TRUE(any_contains(s.cli, "32768") || any_contains(s.env, "32768") || any_contains(s.caveats, "32768"))
+          << t.name;
+    }
+  }
+  // The runtimes that allocate slots up front are told the whole: llama-server's -c is all slots' tokens.
+  const RuntimeView llama = runtime_options(shipped("llama-cpp"), "latest");
+  EXPECT_THAT(with_context(llama.options.at(0), *llama.context, 32768, 3).settings.cli,
+              ::testing::IsSupersetOf({"-c 98304", "-np 3"}));
+  const RuntimeView ollama = runtime_options(shipped("ollama"), "latest");
+  EXPECT_THAT(with_context(ollama.options.at(0), *ollama.context, 32768, 3).settings.env,
+              ::testing::IsSupersetOf({"OLLAMA_CONTEXT_LENGTH=32768", "OLLAMA_NUM_PARALLEL=3"}));
+  EXPECT_EQ(runtime_options(shipped("ollama"), "0.5.12").context->settings.env,
+            std::vector<std::string>{"OLLAMA_NUM_PARALLEL={seqs}"});
 }
 
 }  // namespace

@@ -467,6 +467,67 @@ TEST(SweepAnalysis, ATensorParallelFitPrintsEachRuntimesSettingForItsGpus) {
   EXPECT_THAT(summary(spec, records, one), Not(HasSubstr("[[tensor_parallel]]")));
 }
 
+// With a memory fit every option shown carries the runtime's [[context]] setting (the fit's
+// sequences and context filled in, the keyword joined into the option's call); a runtime without one
+// is flagged, and without a fit nothing is added.
+TEST(SweepAnalysis, AFitPrintsEachRuntimesSettingForItsSequences) {
+  const std::vector<SweepRecord> records = {record("f16", "f16", 16, 16, 0.0001),
+                                            record("q8_0", "q4_0", 8.5, 4.5, 0.004)};
+  SweepSpec spec = llama70b_spec(records);
+  spec.budget.fit = MemoryFit{80 * GiB, 140000000000ull, 131072, 13, 8};
+  RuntimeView with;
+  with.title = "RT";
+  with.version = "1.0";
+  with.options = {option("f16", "f16", "f16"), option("q8_0/q4_0", "q8_0", "q4_0")};
+  with.options[1].settings.cli = {"--kv q8_0-q4_0"};
+  with.options[1].settings.python = "LLM(model=..., kv=\"q8_0-q4_0\")";
+  with.context = RuntimeOption{"-c", "", "", {}, {"rt.toml:12:1"}};
+  with.context->settings.cli = {"-c {tokens}", "-np {seqs}"};
+  with.context->settings.python = "max_len={ctx}";
+  RuntimeView without = with;
+  without.title = "Bare";
+  without.context.reset();
+  spec.runtimes = {{"rt", "latest"}, {"bare", "latest"}};
+  spec.runtime_views = {with, without};
+
+  const SweepAnalysis a = analyze(spec, records);
+  const RuntimeChoice& c = a.runtimes[0];
+  ASSERT_TRUE(c.option);
+  EXPECT_EQ(c.option->name, "q8_0/q4_0");
+  EXPECT_EQ(c.context, 131072);
+  EXPECT_EQ(c.sequences, 13);
+  EXPECT_FALSE(c.context_unset);
+  EXPECT_THAT(c.option->settings.cli, ElementsAre("--kv q8_0-q4_0", "-c 1703936", "-np 13"));
+  EXPECT_EQ(c.option->settings.python, "LLM(model=..., kv=\"q8_0-q4_0\", max_len=131072)");
+  EXPECT_THAT(c.option->origins, ElementsAre("rt.toml:12:1"));
+  const RuntimeChoice& bare = a.runtimes[1];
+  ASSERT_TRUE(bare.option);
+  EXPECT_TRUE(bare.context_unset);
+  EXPECT_THAT(bare.option->settings.cli, ElementsAre("--kv q8_0-q4_0"));
+  const std::string text = summary(spec, records, a);
+  EXPECT_THAT(text, HasSubstr("--kv q8_0-q4_0 -c 1703936 -np 13"));
+  EXPECT_THAT(text, HasSubstr("the memory fit holds 13 sequences of 131072 tokens, but this table has no [[context]] "
+                              "entry: no setting for them is printed, and how Bare sizes its cache was not checked"));
+  const std::string json = sweep_summary_json(spec, records, a);
+  EXPECT_THAT(json, HasSubstr("\"context\": 131072,\n      \"sequences\": 13,\n      \"context_unset\": false"));
+  EXPECT_THAT(json, HasSubstr("\"context\": 131072,\n      \"sequences\": 13,\n      \"context_unset\": true"));
+
+  // Nothing fails the budget here: the closest option of an infeasible fit carries the setting too.
+  spec.budget.fit->sequences = 100;
+  const SweepAnalysis tight = analyze(spec, records);
+  ASSERT_TRUE(tight.runtimes[0].closest_option);
+  EXPECT_THAT(tight.runtimes[0].closest_option->settings.cli, ::testing::Contains("-np 100"));
+
+  spec.budget.fit.reset();
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.05}};
+  const SweepAnalysis none = analyze(spec, records);
+  ASSERT_TRUE(none.runtimes[0].option);
+  EXPECT_EQ(none.runtimes[0].context, 0);
+  EXPECT_FALSE(none.runtimes[1].context_unset);
+  EXPECT_THAT(none.runtimes[0].option->settings.cli, ElementsAre("--kv q8_0-q4_0"));
+  EXPECT_THAT(summary(spec, records, none), Not(HasSubstr("[[context]]")));
+}
+
 // Two options of equal bits (fp8 with and without checkpoint scales): the lower error wins,
 // whichever comes first in the table.
 TEST(SweepAnalysis, EqualBitsAreBrokenByLowerErrorWhateverTheTableOrder) {

@@ -67,6 +67,11 @@ struct RuntimeTable {
   // cli/env/python/caveats carrying kGpusPlaceholder; or, for a runtime that needs no setting, only
   // caveats saying how it spreads the cache. Versioned like options.
   std::vector<RuntimeEntry> tensor_parallel;
+  // [[context]]: what makes the runtime take sequences of a context length and hold a number of
+  // them at once (vLLM --max-model-len, llama-server -c/-np), its cli/env/python/caveats carrying
+  // kContextPlaceholders; or only caveats for a runtime whose cache needs no setting. Versioned like
+  // options.
+  std::vector<RuntimeEntry> context;
   std::vector<RuntimeNotEmulated> not_emulated;
 };
 
@@ -90,6 +95,8 @@ struct RuntimeView {
   std::optional<RuntimeOption> layer_exemption;
   // The multi-GPU setting this version offers (the first active [[tensor_parallel]] entry), if any.
   std::optional<RuntimeOption> tensor_parallel;
+  // The context and sequence setting this version offers (the first active [[context]] entry), if any.
+  std::optional<RuntimeOption> context;
 };
 
 // Where a [[layer_exemptions]] entry's cli/python takes the exempt layer indices: {layers} as
@@ -124,6 +131,17 @@ std::vector<std::string> broken_gpu_divisions(const std::vector<std::string>& di
 // `option` on `gpus` GPUs: the [[tensor_parallel]] setting's cli, env and caveats (the count filled
 // in) join the option's, and its python keyword arguments go into the option's call.
 RuntimeOption with_tensor_parallel(const RuntimeOption& option, const RuntimeOption& setting, int64_t gpus);
+
+// Where a [[context]] entry's settings take the serving shape: {ctx} the tokens of one sequence,
+// {seqs} the sequences held at once, {tokens} their product (a cache sized in total tokens, such as
+// llama-server's -c).
+inline constexpr std::array<const char*, 3> kContextPlaceholders = {"{ctx}", "{seqs}", "{tokens}"};
+
+// `option` serving `sequences` sequences of `context` tokens: the [[context]] setting's cli, env and
+// caveats (placeholders filled in) join the option's, and its python keyword arguments go into the
+// option's call.
+RuntimeOption with_context(const RuntimeOption& option, const RuntimeOption& setting, int64_t context,
+                           int64_t sequences);
 
 // The attention-type names a [[layer_exemptions]] entry may take (kvtune can judge these).
 inline constexpr std::array<const char*, 1> kExemptAttentionTypes = {"sliding_window"};

@@ -102,6 +102,11 @@ struct RuntimeChoice {
   // The [[tensor_parallel]] divisions (kTensorParallelDivides) the workload's model breaks on `gpus`
   // GPUs: the runtime would refuse to start it, whatever the option.
   std::vector<std::string> gpus_refused;
+  // With a memory fit, the sequences of `context` tokens it asks for (both 0 without a fit): the
+  // options carry the version's [[context]] setting for them, or, where the table has none,
+  // context_unset says that no setting for them is printed.
+  int64_t context = 0, sequences = 0;
+  bool context_unset = false;
 };
 
 struct SweepAnalysis {
@@ -111,6 +116,11 @@ struct SweepAnalysis {
   std::optional<size_t> closest;        // nothing feasible: the ok record with the smallest excess
   std::vector<RuntimeChoice> runtimes;  // one per spec.runtimes
 };
+
+// The context the sweep evaluates (a capture's whole samples, context 0: its shortest sample).
+int64_t evaluated_context(const SweepSpec& spec);
+// The context the memory figures are for: the fit's with a fit budget, else the evaluated one.
+int64_t memory_context(const SweepSpec& spec);
 
 // Memory comes from the spec's own schemes (SweepSpec::scheme).
 SweepAnalysis analyze_sweep(const SweepSpec& spec, const std::vector<SweepRecord>& records);
