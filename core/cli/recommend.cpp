@@ -233,7 +233,8 @@ Runner add_recommend(CLI::App& app) {
                  "setting for them printed (default 1)")
       ->check(CLI::Range(int64_t(1), kMaxGpus));
   app.add_option("--weights", o->weights, "weight bytes (default: the preset's parameters x 2, bf16)");
-  app.add_option("--sequences", o->sequences, "sequences of --ctx tokens that must fit (with --gpu-mem)")
+  app.add_option("--sequences", o->sequences, "sequences of --ctx tokens that must fit (with --gpu-mem; default 1), and each runtime's "
+                 "setting for them printed")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   app.add_option("--runtime", o->runtimes, "target runtime NAME[@VERSION], repeatable (default: all in configs/runtimes)");
   app.add_option("--eval-ctx", o->eval_ctx, "context to simulate (default: min(--ctx, 131072))")
