@@ -127,8 +127,14 @@ Line pair_line(const std::string& lead, const SweepRecord& r) {
 
 // The damage of each sampled layer (the exemption metric's mean) for the best configuration and
 // the runtimes' picks; a derived record's exempt layers are marked with '*'.
-std::optional<Table> layer_table(const SweepSpec& spec, const std::vector<SweepRecord>& records,
-                                 const SweepAnalysis& analysis) {
+// The damage-per-layer table, and which kinds of exempt layer its rows mark (each gets a footnote).
+struct LayerTable {
+  Table table;
+  bool counted = false, sliding = false;
+};
+
+std::optional<LayerTable> layer_table(const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                                      const SweepAnalysis& analysis) {
   std::vector<std::pair<std::string, size_t>> rows;
   auto want = [&](const std::string& who, std::optional<size_t> i) {
     if (i && !records[*i].layers.empty()) rows.emplace_back(who, *i);
@@ -137,7 +143,8 @@ std::optional<Table> layer_table(const SweepSpec& spec, const std::vector<SweepR
   for (const RuntimeChoice& c : analysis.runtimes) want(c.title, c.record ? c.record : c.closest);
   if (rows.empty()) return std::nullopt;
   const size_t m = static_cast<size_t>(exemption_metric(spec.budget));
-  Table t;
+  LayerTable out;
+  Table& t = out.table;
   t.header = {"for", "k", "v"};
   for (const LayerSummary& l : records[rows.front().second].layers) t.header.push_back("layer " + std::to_string(l.layer));
   t.text_columns = 3;
@@ -146,6 +153,7 @@ std::optional<Table> layer_table(const SweepSpec& spec, const std::vector<SweepR
     std::vector<std::string> row = {who, r.k, r.v};
     for (const LayerSummary& l : r.layers) {
       const bool exempt = std::find(r.exempt_layers.begin(), r.exempt_layers.end(), l.layer) != r.exempt_layers.end();
+      (r.exempt_pattern.empty() ? out.counted : out.sliding) |= exempt;
       const Summary& layer_metric = l.metrics[m];
       row.push_back(layer_metric.count ? fmt(layer_metric.mean) + interval_text(layer_metric, layer_metric.mean_ci, "%.3g") +
                                              (exempt ? "*" : "")
@@ -154,7 +162,7 @@ std::optional<Table> layer_table(const SweepSpec& spec, const std::vector<SweepR
     row.resize(t.header.size(), "-");
     t.rows.push_back(std::move(row));
   }
-  return t;
+  return out;
 }
 
 // A point's figures, each mean and p95 followed by its confidence interval when the record has one.
@@ -410,16 +418,16 @@ Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& record
     }
   }
 
-  if (std::optional<Table> layers = layer_table(spec, records, analysis)) {
+  if (std::optional<LayerTable> layers = layer_table(spec, records, analysis)) {
     add(doc, Block::heading2, "Damage per layer (" + std::string(metric_name(exemption_metric(spec.budget))) + " mean)");
-    doc.push_back({Block::table, {}, {}, std::move(*layers)});
-    if (!spec.exemption.counts.empty()) {
+    doc.push_back({Block::table, {}, {}, std::move(layers->table)});
+    if (layers->counted) {
       add(doc, Block::text,
           "* an exempt layer (kept at " + spec.exemption.spec + " for one model layer of the " +
               fmt(double(model_layer_count(spec)) / double(spec.scenario.layers.size())) +
               " it stands for; derived p95 values are bounds)");
     }
-    if (spec.exemption.sliding_window) {
+    if (layers->sliding) {
       add(doc, Block::text,
           "* with sliding_window: a sampled sliding-window layer, kept at " + spec.exemption.spec +
               " with every sliding layer of the model");

@@ -238,6 +238,8 @@ TEST(LayerExemption, ARuntimeRecommendsTheExemptionWhenItIsTheCheapestWayToMeetT
   ASSERT_EQ(a.runtimes.size(), 1u);
   ASSERT_TRUE(a.runtimes[0].option);
   EXPECT_EQ(a.runtimes[0].option->name, "q8");
+  // No row of its damage-per-layer table is exempt, so the footnote on exempt layers is left out.
+  EXPECT_THAT(sweep_report_md(spec, records, a), ::testing::Not(HasSubstr("an exempt layer")));
 
   // Without q8_0 the exemption is the only way: recommended with the flag filled in.
   view.options = {table_option("q4", "q4_0", "q4_0"), table_option("f16", "f16", "f16")};
@@ -253,6 +255,8 @@ TEST(LayerExemption, ARuntimeRecommendsTheExemptionWhenItIsTheCheapestWayToMeetT
   const std::string md = sweep_report_md(spec, records, b);
   EXPECT_THAT(md, HasSubstr("## Damage per layer"));
   EXPECT_THAT(md, HasSubstr("| `RT` | `q4_0` | `q4_0` | 0.01\\* | 0.1 |"));  // layer 0 exempt, marked
+  EXPECT_THAT(md, HasSubstr("an exempt layer (kept at f16 for one model layer of the"));
+  EXPECT_THAT(md, ::testing::Not(HasSubstr("with sliding\\_window")));
   EXPECT_THAT(md, HasSubstr("3 of 3 points evaluated, 0 failed, 2 feasible; 2 layer exemptions derived, 2 feasible"));
 }
 
@@ -337,6 +341,9 @@ TEST(LayerExemption, SlidingWindowLayersKeptAtTheBaselineForGemma2) {
   const SweepAnalysis named_pick = analyze_sweep(spec, all);
   ASSERT_TRUE(named_pick.runtimes[0].option);
   EXPECT_THAT(named_pick.runtimes[0].option->settings.cli, ElementsAre("--kv q", "--skip sliding_window"));
+  const std::string md = sweep_report_md(spec, all, named_pick);
+  EXPECT_THAT(md, HasSubstr("with sliding\\_window: a sampled sliding-window layer, kept at f16 with every sliding"));
+  EXPECT_THAT(md, ::testing::Not(HasSubstr("an exempt layer")));
   view.layer_exemption->attention_types.clear();
   spec.runtime_views = {view};
   const SweepAnalysis indexed = analyze_sweep(spec, all);
