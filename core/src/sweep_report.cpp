@@ -59,7 +59,6 @@ std::string join_with(const std::vector<std::string>& items, const std::string& 
 // Local, so the report does not depend on the spec parser's translation unit.
 const char* objective_text(Objective o) { return o == Objective::min_bits ? "min_bits" : "min_error"; }
 
-
 // Evaluated records and the layer exemptions derived from them, counted apart.
 struct Counts {
   size_t evaluated = 0, ok = 0, failed = 0, feasible = 0, undecided = 0;
@@ -125,14 +124,14 @@ Line pair_line(const std::string& lead, const SweepRecord& r) {
   return line;
 }
 
-// The damage of each sampled layer (the exemption metric's mean) for the best configuration and
-// the runtimes' picks; a derived record's exempt layers are marked with '*'.
 // The damage-per-layer table, and which kinds of exempt layer its rows mark (each gets a footnote).
 struct LayerTable {
   Table table;
   bool counted = false, sliding = false;
 };
 
+// The damage of each sampled layer (the exemption metric's mean) for the best configuration and
+// the runtimes' picks; a derived record's exempt layers are marked with '*'.
 std::optional<LayerTable> layer_table(const SweepSpec& spec, const std::vector<SweepRecord>& records,
                                       const SweepAnalysis& analysis) {
   std::vector<std::pair<std::string, size_t>> rows;
