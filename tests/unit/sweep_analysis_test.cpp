@@ -399,6 +399,17 @@ TEST(SweepReport, ConsoleSummaryPrintsSettingsToPasteAndNeverRecommendsTheInfeas
   EXPECT_THAT(tiny, Not(HasSubstr("--tiny-q4")));  // its settings are not offered to paste
 }
 
+// Runtime "RT" 1.0 with an f16 option and a q8_0/q4_0 one that has a flag and a Python call.
+RuntimeView rt_view() {
+  RuntimeView view;
+  view.title = "RT";
+  view.version = "1.0";
+  view.options = {option("f16", "f16", "f16"), option("q8_0/q4_0", "q8_0", "q4_0")};
+  view.options[1].settings.cli = {"--kv q8_0-q4_0"};
+  view.options[1].settings.python = "LLM(model=..., kv=\"q8_0-q4_0\")";
+  return view;
+}
+
 // On a tensor-parallel fit every option shown carries the runtime's [[tensor_parallel]] setting
 // (the GPU count filled in, the keyword joined into the option's call); a runtime without one is
 // flagged, and a fit of one GPU changes nothing.
@@ -407,12 +418,7 @@ TEST(SweepAnalysis, ATensorParallelFitPrintsEachRuntimesSettingForItsGpus) {
                                             record("q8_0", "q4_0", 8.5, 4.5, 0.004)};
   SweepSpec spec = llama70b_spec(records);
   spec.budget.fit = MemoryFit{80 * GiB, 140000000000ull, 131072, 13, 8};
-  RuntimeView with;
-  with.title = "RT";
-  with.version = "1.0";
-  with.options = {option("f16", "f16", "f16"), option("q8_0/q4_0", "q8_0", "q4_0")};
-  with.options[1].settings.cli = {"--kv q8_0-q4_0"};
-  with.options[1].settings.python = "LLM(model=..., kv=\"q8_0-q4_0\")";
+  RuntimeView with = rt_view();
   with.tensor_parallel = RuntimeOption{"--tp", "", "", {}, {"rt.toml:9:1"}, {}, {"q_heads", "kv_heads"}};
   with.tensor_parallel->settings.cli = {"--tp {gpus}"};
   with.tensor_parallel->settings.python = "tp={gpus}";
@@ -475,12 +481,7 @@ TEST(SweepAnalysis, AFitPrintsEachRuntimesSettingForItsSequences) {
                                             record("q8_0", "q4_0", 8.5, 4.5, 0.004)};
   SweepSpec spec = llama70b_spec(records);
   spec.budget.fit = MemoryFit{80 * GiB, 140000000000ull, 131072, 13, 8};
-  RuntimeView with;
-  with.title = "RT";
-  with.version = "1.0";
-  with.options = {option("f16", "f16", "f16"), option("q8_0/q4_0", "q8_0", "q4_0")};
-  with.options[1].settings.cli = {"--kv q8_0-q4_0"};
-  with.options[1].settings.python = "LLM(model=..., kv=\"q8_0-q4_0\")";
+  RuntimeView with = rt_view();
   with.context = RuntimeOption{"-c", "", "", {}, {"rt.toml:12:1"}};
   with.context->settings.cli = {"-c {tokens}", "-np {seqs}"};
   with.context->settings.python = "max_len={ctx}";
