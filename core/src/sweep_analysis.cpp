@@ -381,6 +381,10 @@ int64_t memory_context(const SweepSpec& spec) {
   return spec.budget.fit && spec.budget.fit->ctx > 0 ? spec.budget.fit->ctx : evaluated_context(spec);
 }
 
+bool fit_beyond_model_context(const SweepSpec& spec) {
+  return spec.budget.fit && spec.model && spec.model->max_context > 0 && memory_context(spec) > spec.model->max_context;
+}
+
 SweepAnalysis analyze_sweep(const SweepSpec& spec, const std::vector<SweepRecord>& records) {
   SweepAnalysis analysis;
   // Memory is reported whenever the workload names a model: at the fit context with a fit

@@ -465,8 +465,7 @@ ChartSpec split_chart(const SweepSpec& spec, const std::vector<SweepRecord>& rec
 std::optional<ChartSpec> memory_chart(const SweepSpec& spec, const std::vector<SweepRecord>& records,
                                       const SweepAnalysis& analysis) {
   if (!spec.model) return std::nullopt;
-  const int64_t evaluated = spec.scenario.contexts.empty() ? 0 : spec.scenario.contexts.front();
-  const int64_t fit_ctx = spec.budget.fit && spec.budget.fit->ctx > 0 ? spec.budget.fit->ctx : evaluated;
+  const int64_t evaluated = evaluated_context(spec), fit_ctx = memory_context(spec);
   const int64_t last = std::max<int64_t>(2 * std::max(evaluated, fit_ctx), 4096);
   std::vector<int64_t> contexts;
   for (int64_t c = 1024; c <= last; c *= 2) contexts.push_back(c);

@@ -109,6 +109,10 @@ std::vector<std::string> budget_terms(const SweepSpec& spec) {
     } else {
       text += format_bytes(double(f.gpu_mem), 2) + " with " + format_bytes(double(f.weights), 2) + " of weights";
     }
+    if (fit_beyond_model_context(spec)) {
+      text += " (beyond " + spec.model->title + "'s context of " + std::to_string(spec.model->max_context) +
+              " tokens: runtimes refuse or cap longer sequences unless its rope scaling is set up for them)";
+    }
     terms.push_back(text);
   }
   return terms;
@@ -897,7 +901,8 @@ ordered_json detail::summary_document(const SweepSpec& spec, const std::vector<S
                                        {"weights", b.fit->weights},
                                        {"ctx", memory_context(spec)},
                                        {"sequences", b.fit->sequences},
-                                       {"tensor_parallel", b.fit->tensor_parallel}}
+                                       {"tensor_parallel", b.fit->tensor_parallel},
+                                       {"beyond_model_context", fit_beyond_model_context(spec)}}
                         : ordered_json(nullptr);
 
   ordered_json doc = {{"name", spec.name}, {"source", spec.source}, {"spec_hash", hash_hex(spec.hash)}};

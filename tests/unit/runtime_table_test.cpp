@@ -391,6 +391,8 @@ TEST(RuntimeTable, EveryShippedRuntimeSaysHowItHoldsTheSequences) {
       for (const char* p : kContextPlaceholders) EXPECT_THAT(s.python, Not(HasSubstr(p))) << t.name;
       EXPECT_TRUE(any_contains(s.cli, "32768") || any_contains(s.env, "32768") || any_contains(s.caveats, "32768"))
           << t.name;
+      // The sequences' setting casts no doubt on the option's emulation.
+      EXPECT_EQ(s.verified, view.options.at(0).settings.verified) << t.name;
     }
   }
   // The runtimes that allocate slots up front are told the whole: llama-server's -c is all slots' tokens.
@@ -402,6 +404,13 @@ TEST(RuntimeTable, EveryShippedRuntimeSaysHowItHoldsTheSequences) {
               ::testing::IsSupersetOf({"OLLAMA_CONTEXT_LENGTH=32768", "OLLAMA_NUM_PARALLEL=3"}));
   EXPECT_EQ(runtime_options(shipped("ollama"), "0.5.12").context->settings.env,
             std::vector<std::string>{"OLLAMA_NUM_PARALLEL={seqs}"});
+  EXPECT_THAT(runtime_options(shipped("ollama"), "0.1.20").context->settings.env, ::testing::IsEmpty());
+  // A keyword lands in the outer call of a nested snippet (TensorRT-LLM's KvCacheConfig).
+  const RuntimeView trt = runtime_options(shipped("tensorrt-llm"), "latest");
+  const RuntimeOption* fp8 = find(trt, "fp8, checkpoint without KV scales");
+  ASSERT_NE(fp8, nullptr);
+  EXPECT_THAT(with_context(*fp8, *trt.context, 32768, 3).settings.python,
+              ::testing::EndsWith("kv_cache_config=KvCacheConfig(dtype='fp8'), max_seq_len=32768)"));
 }
 
 }  // namespace

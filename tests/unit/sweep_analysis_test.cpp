@@ -513,11 +513,29 @@ TEST(SweepAnalysis, AFitPrintsEachRuntimesSettingForItsSequences) {
   EXPECT_THAT(json, HasSubstr("\"context\": 131072,\n      \"sequences\": 13,\n      \"context_unset\": false"));
   EXPECT_THAT(json, HasSubstr("\"context\": 131072,\n      \"sequences\": 13,\n      \"context_unset\": true"));
 
-  // Nothing fails the budget here: the closest option of an infeasible fit carries the setting too.
+  // Nothing meets the budget here: the closest option of an infeasible fit carries the setting too.
   spec.budget.fit->sequences = 100;
   const SweepAnalysis tight = analyze(spec, records);
   ASSERT_TRUE(tight.runtimes[0].closest_option);
   EXPECT_THAT(tight.runtimes[0].closest_option->settings.cli, ::testing::Contains("-np 100"));
+
+  // The option that needs nothing, shown beside one that needs something, carries it as well.
+  spec.budget.fit->sequences = 12;
+  spec.runtime_views[0].options[1].settings.needs = {"a calibrated checkpoint"};
+  const SweepAnalysis needs = analyze(spec, records);
+  ASSERT_TRUE(needs.runtimes[0].fallback_option);
+  EXPECT_EQ(needs.runtimes[0].fallback_option->name, "f16");
+  EXPECT_THAT(needs.runtimes[0].fallback_option->settings.cli, ElementsAre("-c 1572864", "-np 12"));
+  EXPECT_THAT(summary(spec, records, needs), Not(HasSubstr("beyond Llama-3.1-70B's context")));
+  EXPECT_THAT(sweep_summary_json(spec, records, needs), HasSubstr("\"beyond_model_context\": false"));
+
+  // Sequences longer than the model's context (its preset's max_context) are said to be.
+  spec.budget.fit->ctx = 262144;
+  const SweepAnalysis longer = analyze(spec, records);
+  EXPECT_THAT(summary(spec, records, longer),
+              HasSubstr("(beyond Llama-3.1-70B's context of 131072 tokens: runtimes refuse or cap longer sequences "
+                        "unless its rope scaling is set up for them)"));
+  EXPECT_THAT(sweep_summary_json(spec, records, longer), HasSubstr("\"beyond_model_context\": true"));
 
   spec.budget.fit.reset();
   spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.05}};
