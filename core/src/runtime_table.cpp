@@ -214,6 +214,12 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
     case Kind::context:
       require(r, t, "name", path, "the setting that sizes the cache for the sequences, e.g. \"--max-model-len\"");
       e.name = r.string("name", "");
+      if (r.has("cache_share") || r.has("share_of")) {
+        require(r, t, "cache_share", path, "the share of memory the runtime gives its cache by default, e.g. 0.9");
+        require(r, t, "share_of", path, "what cache_share is a share of: \"gpu\" or \"free\" (after the weights)");
+        e.cache_share = CacheShare{r.real("cache_share", 1.0, 0.01, 1.0),
+                                   r.required_choice("share_of", {"gpu", "free"}) == "free"};
+      }
       break;
   }
   e.since = version(r, "since", scheme);
@@ -561,7 +567,9 @@ RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
     }
   }
   for (const RuntimeEntry& e : t.context) {
-    if (is_active(e) && !view.context) view.context = RuntimeOption{e.name, "", "", e.settings, {e.origin}};
+    if (is_active(e) && !view.context) {
+      view.context = RuntimeOption{e.name, "", "", e.settings, {e.origin}, {}, {}, e.cache_share};
+    }
   }
   return view;
 }

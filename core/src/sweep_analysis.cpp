@@ -197,6 +197,14 @@ bool better(Objective objective, const SweepRecord& a, size_t ia, const SweepRec
   return ia < ib;
 }
 
+// The cache one GPU of the fit gets under a runtime's default share: `share` of the GPU less the
+// weights, or `share` of what the weights leave (activations not counted).
+uint64_t share_cache_bytes(const MemoryFit& f, const CacheShare& c) {
+  const double gpu = double(f.gpu_mem), weights = double(weights_per_gpu(f.weights, f.tensor_parallel));
+  const double bytes = c.of_free ? c.share * (gpu - weights) : c.share * gpu - weights;
+  return bytes > 0.0 ? static_cast<uint64_t>(bytes) : 0;
+}
+
 RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRecord>& records,
                      const SweepAnalysis& analysis,
                      const std::map<std::pair<std::string, std::string>, size_t>& index) {
@@ -289,6 +297,15 @@ RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRec
     choice.context_unset = context == nullptr;
     for (std::optional<RuntimeOption>* o : {&choice.option, &choice.fallback_option, &choice.closest_option}) {
       if (*o && context != nullptr) *o = with_context(**o, *context, choice.context, choice.sequences);
+    }
+    const std::optional<size_t> shown = choice.record ? choice.record : choice.closest;
+    if (context != nullptr && context->cache_share) {
+      choice.cache_share = context->cache_share;
+      const std::optional<uint64_t>& per_sequence = shown ? analysis.verdicts[*shown].bytes_per_sequence_per_gpu
+                                                          : std::optional<uint64_t>();
+      if (per_sequence && *per_sequence > 0) {
+        choice.sequences_in_share = share_cache_bytes(*spec.budget.fit, *context->cache_share) / *per_sequence;
+      }
     }
   }
 

@@ -298,6 +298,20 @@ void add_fallback(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord
   add_option(doc, spec, records, analysis, "without that", *c.fallback_option, *c.fallback);
 }
 
+// How many sequences the shown option fits under the runtime's own default share for its cache.
+void add_cache_share(Doc& doc, const SweepSpec& spec, const RuntimeChoice& c) {
+  if (!c.cache_share || !c.sequences_in_share || !spec.budget.fit) return;
+  std::string text = "with " + c.title + "'s default cache share (" + fmt(c.cache_share->share) + " of " +
+                     (c.cache_share->of_free ? "the memory the weights leave" : "each GPU's memory, weights included") +
+                     "; activations not counted) at most " + plural(size_t(*c.sequences_in_share), "sequence") +
+                     " fit";
+  if (*c.sequences_in_share < uint64_t(spec.budget.fit->sequences)) {
+    text += ", fewer than the " + std::to_string(spec.budget.fit->sequences) +
+            " the budget asks: raise the share (the caveats name its setting)";
+  }
+  add(doc, Block::text, text);
+}
+
 void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>& records,
                  const SweepAnalysis& analysis, size_t index) {
   const RuntimeChoice& c = analysis.runtimes[index];
@@ -330,6 +344,7 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
   if (c.record && c.option) {
     const RuntimeOption& o = *c.option;
     add_option(doc, spec, records, analysis, "recommended", o, *c.record);
+    add_cache_share(doc, spec, c);
     if (!o.origins.empty()) add(doc, Block::text, "from: " + join_with(o.origins, ", "));
     if (!o.settings.needs.empty()) add_fallback(doc, spec, records, analysis, c);
     const std::string gap = gap_text(records, analysis, c);
@@ -345,6 +360,7 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
       head.push_back({")"});
       add(doc, Block::text, head);
       if (records[*c.closest].ok) describe_point(doc, spec, records, analysis, *c.closest);
+      add_cache_share(doc, spec, c);
       add_violations(doc, analysis.verdicts[*c.closest]);
       add_excess(doc, analysis.verdicts[*c.closest]);
     }
@@ -740,7 +756,13 @@ ordered_json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>&
                     {"gpus_refused", c.gpus_refused},
                     {"context", c.context},
                     {"sequences", c.sequences},
-                    {"context_unset", c.context_unset}};
+                    {"context_unset", c.context_unset},
+                    {"cache_share", c.cache_share ? ordered_json{{"share", c.cache_share->share},
+                                                                 {"of", c.cache_share->of_free ? "free" : "gpu"},
+                                                                 {"sequences", c.sequences_in_share
+                                                                                   ? ordered_json(*c.sequences_in_share)
+                                                                                   : ordered_json(nullptr)}}
+                                                  : ordered_json(nullptr)}};
   if (c.record && c.option) {
     r["recommendation"] = {{"option", option_json(*c.option)},
                            {"point", point_json(spec, records, analysis, *c.record)}};

@@ -330,6 +330,8 @@ caveats = ["set num_ctx {ctx} for {seqs} sequences"]
 until = "2.0"
 [[context]]
 name = "-c / -np"
+cache_share = 0.9
+share_of = "free"
 cli = ["-c {tokens}", "-np {seqs}"]
 env = ["CONTEXT={ctx}"]
 python = "max_model_len={ctx}"
@@ -340,8 +342,12 @@ since = "2.0"
   const RuntimeView old = runtime_options(t, "1.5");
   ASSERT_TRUE(old.context);
   EXPECT_EQ(old.context->name, "num_ctx");
+  EXPECT_FALSE(old.context->cache_share);
   const RuntimeView now = runtime_options(t, "2.1");
   ASSERT_TRUE(now.context);
+  ASSERT_TRUE(now.context->cache_share);
+  EXPECT_DOUBLE_EQ(now.context->cache_share->share, 0.9);
+  EXPECT_TRUE(now.context->cache_share->of_free);
   EXPECT_EQ(now.context->origins, std::vector<std::string>{"rt.toml:15:1"});
   const RuntimeOption o = with_context(now.options.at(0), *now.context, 32768, 3);
   EXPECT_EQ(o.name, "fp8");
@@ -371,6 +377,19 @@ TEST(RuntimeTable, ContextEntriesAreChecked) {
               HasSubstr("rt.toml:5:1: 'python' must end with its call's ')', with no comment"));
   EXPECT_THAT(parse_error(kJointHeader + option + "[[context]]\nname = \"len\"\ncli = [\"-c {ctx}\"]\ndivides = [\"q_heads\"]\n"),
               HasSubstr("rt.toml:12:1: unknown key 'divides' in [context]"));
+  const std::string share = "[[context]]\nname = \"len\"\ncli = [\"-c {ctx}\"]\n";
+  EXPECT_THAT(parse_error(kJointHeader + option + share + "cache_share = 0.9\n"),
+              HasSubstr("rt.toml:9:1: missing key 'share_of' in [context] (what cache_share is a share of: \"gpu\" or "
+                        "\"free\" (after the weights))"));
+  EXPECT_THAT(parse_error(kJointHeader + option + share + "share_of = \"gpu\"\n"),
+              HasSubstr("rt.toml:9:1: missing key 'cache_share' in [context]"));
+  EXPECT_THAT(parse_error(kJointHeader + option + share + "cache_share = 1.5\nshare_of = \"gpu\"\n"),
+              HasSubstr("rt.toml:12:15: 'cache_share' must be a number in 0.01..1"));
+  EXPECT_THAT(parse_error(kJointHeader + option + share + "cache_share = 0.9\nshare_of = \"total\"\n"),
+              HasSubstr("rt.toml:13:12: 'share_of' must be one of: gpu, free"));
+  EXPECT_THAT(parse_error(kJointHeader + option + "[[tensor_parallel]]\nname = \"--tp\"\ncli = [\"--tp {gpus}\"]\n" +
+                          "cache_share = 0.9\n"),
+              HasSubstr("rt.toml:12:1: unknown key 'cache_share' in [tensor_parallel]"));
   // Caveats alone: a runtime whose cache grows says so.
   EXPECT_EQ(parse_error(kJointHeader + option + "[[context]]\nname = \"grows\"\ncaveats = [\"x\"]\n"), "");
 }
@@ -405,6 +424,15 @@ TEST(RuntimeTable, EveryShippedRuntimeSaysHowItHoldsTheSequences) {
   EXPECT_EQ(runtime_options(shipped("ollama"), "0.5.12").context->settings.env,
             std::vector<std::string>{"OLLAMA_NUM_PARALLEL={seqs}"});
   EXPECT_THAT(runtime_options(shipped("ollama"), "0.1.20").context->settings.env, ::testing::IsEmpty());
+  // The runtimes that keep memory back from the cache by default say how much.
+  for (const auto& [name, share, of_free] : {std::tuple{"vllm", 0.92, false}, std::tuple{"tensorrt-llm", 0.9, true},
+                                             std::tuple{"lmdeploy", 0.8, true}}) {
+    const std::optional<CacheShare> c = runtime_options(shipped(name), "latest").context->cache_share;
+    ASSERT_TRUE(c) << name;
+    EXPECT_DOUBLE_EQ(c->share, share) << name;
+    EXPECT_EQ(c->of_free, of_free) << name;
+  }
+  EXPECT_FALSE(llama.context->cache_share);
   // A keyword lands in the outer call of a nested snippet (TensorRT-LLM's KvCacheConfig).
   const RuntimeView trt = runtime_options(shipped("tensorrt-llm"), "latest");
   const RuntimeOption* fp8 = find(trt, "fp8, checkpoint without KV scales");

@@ -483,6 +483,7 @@ TEST(SweepAnalysis, AFitPrintsEachRuntimesSettingForItsSequences) {
   spec.budget.fit = MemoryFit{80 * GiB, 140000000000ull, 131072, 13, 8};
   RuntimeView with = rt_view();
   with.context = RuntimeOption{"-c", "", "", {}, {"rt.toml:12:1"}};
+  with.context->cache_share = CacheShare{0.9, false};
   with.context->settings.cli = {"-c {tokens}", "-np {seqs}"};
   with.context->settings.python = "max_len={ctx}";
   RuntimeView without = with;
@@ -501,16 +502,23 @@ TEST(SweepAnalysis, AFitPrintsEachRuntimesSettingForItsSequences) {
   EXPECT_THAT(c.option->settings.cli, ElementsAre("--kv q8_0-q4_0", "-c 1703936", "-np 13"));
   EXPECT_EQ(c.option->settings.python, "LLM(model=..., kv=\"q8_0-q4_0\", max_len=131072)");
   EXPECT_THAT(c.option->origins, ElementsAre("rt.toml:12:1"));
+  // 0.9 of each 80 GiB GPU less 17.5 GB of weights holds 27 of q8_0/q4_0's 2 181 038 080 bytes per GPU.
+  EXPECT_EQ(c.sequences_in_share, 27u);
   const RuntimeChoice& bare = a.runtimes[1];
   ASSERT_TRUE(bare.option);
   EXPECT_TRUE(bare.context_unset);
+  EXPECT_FALSE(bare.sequences_in_share);
   EXPECT_THAT(bare.option->settings.cli, ElementsAre("--kv q8_0-q4_0"));
   const std::string text = summary(spec, records, a);
   EXPECT_THAT(text, HasSubstr("--kv q8_0-q4_0 -c 1703936 -np 13"));
+  EXPECT_THAT(text, HasSubstr("with RT's default cache share (0.9 of each GPU's memory, weights included; activations "
+                              "not counted) at most 27 sequences fit\n"));
   EXPECT_THAT(text, HasSubstr("the memory fit holds 13 sequences of 131072 tokens, but this table has no [[context]] "
                               "entry: no setting for them is printed, and how Bare sizes its cache was not checked"));
   const std::string json = sweep_summary_json(spec, records, a);
-  EXPECT_THAT(json, HasSubstr("\"context\": 131072,\n      \"sequences\": 13,\n      \"context_unset\": false"));
+  EXPECT_THAT(json, HasSubstr("\"context\": 131072,\n      \"sequences\": 13,\n      \"context_unset\": false,\n"
+                              "      \"cache_share\": {\n        \"share\": 0.9,\n        \"of\": \"gpu\",\n"
+                              "        \"sequences\": 27\n      }"));
   EXPECT_THAT(json, HasSubstr("\"context\": 131072,\n      \"sequences\": 13,\n      \"context_unset\": true"));
 
   // Nothing meets the budget here: the closest option of an infeasible fit carries the setting too.
@@ -518,6 +526,15 @@ TEST(SweepAnalysis, AFitPrintsEachRuntimesSettingForItsSequences) {
   const SweepAnalysis tight = analyze(spec, records);
   ASSERT_TRUE(tight.runtimes[0].closest_option);
   EXPECT_THAT(tight.runtimes[0].closest_option->settings.cli, ::testing::Contains("-np 100"));
+  // A share of what the weights leave: 0.8 of 68 399 345 920 bytes holds 25; fewer than asked is said.
+  spec.runtime_views[0].context->cache_share = CacheShare{0.8, true};
+  const SweepAnalysis free_share = analyze(spec, records);
+  EXPECT_EQ(free_share.runtimes[0].sequences_in_share, 25u);
+  EXPECT_THAT(summary(spec, records, free_share),
+              HasSubstr("with RT's default cache share (0.8 of the memory the weights leave; activations not counted) "
+                        "at most 25 sequences fit, fewer than the 100 the budget asks: raise the share (the caveats "
+                        "name its setting)"));
+  spec.runtime_views[0].context->cache_share = CacheShare{0.9, false};
 
   // The option that needs nothing, shown beside one that needs something, carries it as well.
   spec.budget.fit->sequences = 12;

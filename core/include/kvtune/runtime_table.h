@@ -31,6 +31,15 @@ struct RuntimeSettings {
   bool verified = true;  // false: a fact behind it could not be checked against the runtime's sources
 };
 
+// What a runtime gives its KV cache by default ([[context]] cache_share and share_of): `share` of
+// each GPU's memory, which the weights, activations and cache then divide (vLLM's
+// gpu_memory_utilization), or, with `of_free`, of the memory the weights leave (TensorRT-LLM's
+// free_gpu_memory_fraction, LMDeploy's cache_max_entry_count).
+struct CacheShare {
+  double share = 1.0;
+  bool of_free = false;
+};
+
 // One [[profiles]], [[k_types]], [[v_types]], [[pair_rules]] or [[options]] entry, as read.
 struct RuntimeEntry {
   std::string name;            // option name, cache type value or profile name
@@ -40,6 +49,7 @@ struct RuntimeEntry {
   std::vector<std::string> match_k, match_v, except;     // pair rules: values (empty = any), "K/V" exemptions
   std::vector<std::string> attention_types;  // layer exemptions: names taken in place of indices ("sliding_window")
   std::vector<std::string> divides;          // tensor parallel: kTensorParallelDivides the GPU count must meet
+  std::optional<CacheShare> cache_share;     // context: the runtime's default share for its cache
   RuntimeSettings settings;
   std::string origin;  // file:line:column of the entry
 };
@@ -83,6 +93,7 @@ struct RuntimeOption {
   std::vector<std::string> origins;  // the entries it was made from, file:line:column
   std::vector<std::string> attention_types;  // a layer exemption's (RuntimeEntry::attention_types)
   std::vector<std::string> divides;          // a [[tensor_parallel]] entry's (RuntimeEntry::divides)
+  std::optional<CacheShare> cache_share;     // a [[context]] entry's (RuntimeEntry::cache_share)
 };
 
 struct RuntimeView {

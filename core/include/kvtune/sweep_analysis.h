@@ -107,6 +107,11 @@ struct RuntimeChoice {
   // context_unset says that no setting for them is printed.
   int64_t context = 0, sequences = 0;
   bool context_unset = false;
+  // The [[context]] entry's default cache share, and how many sequences of the shown option (the
+  // recommended one, else the closest) fit each GPU under it: the fit's count with the runtime's
+  // own reserve (activations still not counted, so an upper bound).
+  std::optional<CacheShare> cache_share;
+  std::optional<uint64_t> sequences_in_share;
 };
 
 struct SweepAnalysis {
