@@ -301,10 +301,11 @@ void add_fallback(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord
 // How many sequences the shown option fits under the runtime's own default share for its cache.
 void add_cache_share(Doc& doc, const SweepSpec& spec, const RuntimeChoice& c) {
   if (!c.cache_share || !c.sequences_in_share || !spec.budget.fit) return;
-  std::string text = "with " + c.title + "'s default cache share (" + fmt(c.cache_share->share) + " of " +
-                     (c.cache_share->of_free ? "the memory the weights leave" : "each GPU's memory, weights included") +
-                     "; activations not counted) at most " + plural(size_t(*c.sequences_in_share), "sequence") +
-                     " fit";
+  // The fit's memory may already be what the user gives the runtime, so the reading is said.
+  std::string text = "if " + format_bytes(double(spec.budget.fit->gpu_mem), 2) + " is the whole GPU, " + c.title +
+                     "'s default cache share (" + fmt(c.cache_share->share) + " of " +
+                     (c.cache_share->of_free ? "what the weights leave" : "it, weights included") +
+                     "; activations not counted) holds at most " + plural(size_t(*c.sequences_in_share), "sequence");
   if (*c.sequences_in_share < uint64_t(spec.budget.fit->sequences)) {
     text += ", fewer than the " + std::to_string(spec.budget.fit->sequences) +
             " the budget asks: raise the share (the caveats name its setting)";

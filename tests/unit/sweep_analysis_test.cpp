@@ -511,8 +511,8 @@ TEST(SweepAnalysis, AFitPrintsEachRuntimesSettingForItsSequences) {
   EXPECT_THAT(bare.option->settings.cli, ElementsAre("--kv q8_0-q4_0"));
   const std::string text = summary(spec, records, a);
   EXPECT_THAT(text, HasSubstr("--kv q8_0-q4_0 -c 1703936 -np 13"));
-  EXPECT_THAT(text, HasSubstr("with RT's default cache share (0.9 of each GPU's memory, weights included; activations "
-                              "not counted) at most 27 sequences fit\n"));
+  EXPECT_THAT(text, HasSubstr("if 80.00 GiB is the whole GPU, RT's default cache share (0.9 of it, weights included; "
+                              "activations not counted) holds at most 27 sequences\n"));
   EXPECT_THAT(text, HasSubstr("the memory fit holds 13 sequences of 131072 tokens, but this table has no [[context]] "
                               "entry: no setting for them is printed, and how Bare sizes its cache was not checked"));
   const std::string json = sweep_summary_json(spec, records, a);
@@ -531,9 +531,9 @@ TEST(SweepAnalysis, AFitPrintsEachRuntimesSettingForItsSequences) {
   const SweepAnalysis free_share = analyze(spec, records);
   EXPECT_EQ(free_share.runtimes[0].sequences_in_share, 25u);
   EXPECT_THAT(summary(spec, records, free_share),
-              HasSubstr("with RT's default cache share (0.8 of the memory the weights leave; activations not counted) "
-                        "at most 25 sequences fit, fewer than the 100 the budget asks: raise the share (the caveats "
-                        "name its setting)"));
+              HasSubstr("if 80.00 GiB is the whole GPU, RT's default cache share (0.8 of what the weights leave; "
+                        "activations not counted) holds at most 25 sequences, fewer than the 100 the budget asks: raise "
+                        "the share (the caveats name its setting)"));
   spec.runtime_views[0].context->cache_share = CacheShare{0.9, false};
 
   // The option that needs nothing, shown beside one that needs something, carries it as well.
