@@ -298,11 +298,11 @@ RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRec
     for (std::optional<RuntimeOption>* o : {&choice.option, &choice.fallback_option, &choice.closest_option}) {
       if (*o && context != nullptr) *o = with_context(**o, *context, choice.context, choice.sequences);
     }
-    const std::optional<size_t> shown = choice.record ? choice.record : choice.closest;
     if (context != nullptr && context->cache_share) {
       choice.cache_share = context->cache_share;
-      const std::optional<uint64_t>& per_sequence = shown ? analysis.verdicts[*shown].bytes_per_sequence_per_gpu
-                                                          : std::optional<uint64_t>();
+      const std::optional<size_t> shown = choice.record ? choice.record : choice.closest;
+      const std::optional<uint64_t> per_sequence =
+          shown ? analysis.verdicts[*shown].bytes_per_sequence_per_gpu : std::nullopt;
       if (per_sequence && *per_sequence > 0) {
         choice.sequences_in_share = share_cache_bytes(*spec.budget.fit, *context->cache_share) / *per_sequence;
       }
