@@ -242,11 +242,15 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
   s.needs = strings(r, "needs");
   s.needs_flash_attention = boolean(r, "needs_flash_attention", false);
   s.verified = boolean(r, "verified", true);
-  if (kind == Kind::layer_exemption) {
-    const auto names_layers = [](const std::string& x) {
-      return std::any_of(kLayersPlaceholders.begin(), kLayersPlaceholders.end(),
-                         [&](const char* p) { return x.find(p) != std::string::npos; });
+  // Whether a setting's text takes a value: it holds one of the kind's placeholders.
+  const auto names_one_of = [](const auto& placeholders) {
+    return [&placeholders](const std::string& x) {
+      return std::any_of(placeholders.begin(), placeholders.end(),
+                         [&](std::string_view p) { return x.find(p) != std::string::npos; });
     };
+  };
+  if (kind == Kind::layer_exemption) {
+    const auto names_layers = names_one_of(kLayersPlaceholders);
     if (std::none_of(s.cli.begin(), s.cli.end(), names_layers) && !names_layers(s.python)) {
       throw InputError(e.origin + ": a [[layer_exemptions]] entry needs {layers}, {layers_space} or {layers_quoted} in "
                        "'cli' or 'python', where the exempt layer indices go");
@@ -254,11 +258,10 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
   }
   if (kind == Kind::tensor_parallel || kind == Kind::context) {
     const bool gpus = kind == Kind::tensor_parallel;
-    const auto names_value = [&](const std::string& x) {
-      if (gpus) return x.find(kGpusPlaceholder) != std::string::npos;
-      return std::any_of(kContextPlaceholders.begin(), kContextPlaceholders.end(),
-                         [&](const char* p) { return x.find(p) != std::string::npos; });
-    };
+    const std::vector<std::string_view> placeholders =
+        gpus ? std::vector<std::string_view>{kGpusPlaceholder}
+             : std::vector<std::string_view>(kContextPlaceholders.begin(), kContextPlaceholders.end());
+    const auto names_value = names_one_of(placeholders);
     if (std::none_of(s.cli.begin(), s.cli.end(), names_value) &&
         std::none_of(s.env.begin(), s.env.end(), names_value) && !names_value(s.python) && s.caveats.empty()) {
       throw InputError(e.origin + (gpus ? ": a [[tensor_parallel]] entry needs {gpus} in 'cli', 'env' or 'python', "
@@ -556,20 +559,19 @@ RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
   for (const RuntimeNotEmulated& n : t.not_emulated) {
     if (active(scheme, n.since, n.until, v)) view.not_emulated.push_back(n);
   }
-  for (const RuntimeEntry& e : t.layer_exemptions) {
-    if (is_active(e) && !view.layer_exemption) {
-      view.layer_exemption = RuntimeOption{e.name, e.k_spec, e.v_spec, e.settings, {e.origin}, e.attention_types};
-    }
+  // A version's exemption, multi-GPU and sequence settings: the first active entry of each.
+  const auto first_active = [&](const std::vector<RuntimeEntry>& entries) -> const RuntimeEntry* {
+    const auto it = std::find_if(entries.begin(), entries.end(), is_active);
+    return it == entries.end() ? nullptr : &*it;
+  };
+  if (const RuntimeEntry* e = first_active(t.layer_exemptions)) {
+    view.layer_exemption = RuntimeOption{e->name, e->k_spec, e->v_spec, e->settings, {e->origin}, e->attention_types};
   }
-  for (const RuntimeEntry& e : t.tensor_parallel) {
-    if (is_active(e) && !view.tensor_parallel) {
-      view.tensor_parallel = RuntimeOption{e.name, "", "", e.settings, {e.origin}, {}, e.divides};
-    }
+  if (const RuntimeEntry* e = first_active(t.tensor_parallel)) {
+    view.tensor_parallel = RuntimeOption{e->name, "", "", e->settings, {e->origin}, {}, e->divides};
   }
-  for (const RuntimeEntry& e : t.context) {
-    if (is_active(e) && !view.context) {
-      view.context = RuntimeOption{e.name, "", "", e.settings, {e.origin}, {}, {}, e.cache_share};
-    }
+  if (const RuntimeEntry* e = first_active(t.context)) {
+    view.context = RuntimeOption{e->name, "", "", e->settings, {e->origin}, {}, {}, e->cache_share};
   }
   return view;
 }
