@@ -114,6 +114,7 @@ SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& prese
     if (!o.profile.empty()) ov.profile = o.profile;
     ov.tokens = o.eval_ctx.value_or(std::min(o.ctx, kDefaultEvalContext));
   }
+  ov.serve_ctx = o.ctx;  // memory is counted at --ctx wherever the simulation runs
   std::vector<int64_t> layers = {candidates.front()};
   const size_t last = candidates.size() - 1;
   for (size_t i : {last / 2, last}) {
@@ -205,10 +206,12 @@ int recommend(const RecommendOptions& o) {
   const std::optional<std::vector<SweepRecord>> records = run_interruptible(spec, run, resume_command(o), progress);
   if (!records) return kInterruptedStatus;
   if (!o.json && spec.scenario.workload.tokens < o.ctx) {
-    // Memory is counted at --ctx only with a memory budget (MemoryFit::ctx); else where simulated.
+    // Memory is counted at --ctx (serve_ctx); the report's serving line says so.
     std::cout << "simulated at " << spec.scenario.workload.tokens
-              << (capture ? " tokens (the capture's samples)" : " tokens (--eval-ctx)")
-              << (spec.budget.fit ? "; memory at " + std::to_string(o.ctx) + " tokens" : std::string()) << "\n";
+              << (capture       ? " tokens (the capture's samples)"
+                  : o.eval_ctx  ? " tokens (--eval-ctx)"
+                                : " tokens (the default limit; --eval-ctx sets it)")
+              << "\n";
   }
   report(spec, *records, o.out, o.json, scripts);
   return 0;

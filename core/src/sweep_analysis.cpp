@@ -395,17 +395,19 @@ int64_t evaluated_context(const SweepSpec& spec) {
 }
 
 int64_t memory_context(const SweepSpec& spec) {
+  if (spec.serve_ctx > 0) return spec.serve_ctx;
   return spec.budget.fit && spec.budget.fit->ctx > 0 ? spec.budget.fit->ctx : evaluated_context(spec);
 }
 
-bool fit_beyond_model_context(const SweepSpec& spec) {
-  return spec.budget.fit && spec.model && spec.model->max_context > 0 && memory_context(spec) > spec.model->max_context;
+bool served_beyond_model_context(const SweepSpec& spec) {
+  return (spec.budget.fit || spec.serve_ctx > 0) && spec.model && spec.model->max_context > 0 &&
+         memory_context(spec) > spec.model->max_context;
 }
 
 SweepAnalysis analyze_sweep(const SweepSpec& spec, const std::vector<SweepRecord>& records) {
   SweepAnalysis analysis;
-  // Memory is reported whenever the workload names a model: at the fit context with a fit
-  // budget, else at the evaluated context.
+  // Memory is reported whenever the workload names a model: at the served context (serve_ctx or
+  // the fit's), else at the evaluated one.
   std::optional<MemoryModel> memory;
   if (spec.model) memory.emplace(spec.model->shape, memory_context(spec), spec);
   analysis.verdicts.reserve(records.size());

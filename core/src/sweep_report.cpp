@@ -109,13 +109,24 @@ std::vector<std::string> budget_terms(const SweepSpec& spec) {
     } else {
       text += format_bytes(double(f.gpu_mem), 2) + " with " + format_bytes(double(f.weights), 2) + " of weights";
     }
-    if (fit_beyond_model_context(spec)) {
-      text += " (beyond " + spec.model->title + "'s context of " + std::to_string(spec.model->max_context) +
-              " tokens: runtimes refuse or cap longer sequences unless its rope scaling is set up for them)";
-    }
     terms.push_back(text);
   }
   return terms;
+}
+
+// Where the served context is not the simulated one, or is longer than the model's: what memory is
+// counted at, and the warning. Empty otherwise.
+std::string serving_text(const SweepSpec& spec) {
+  const int64_t served = memory_context(spec), evaluated = evaluated_context(spec);
+  const bool beyond = served_beyond_model_context(spec);
+  if (served == evaluated && !beyond) return {};
+  std::string text = "serving: " + std::to_string(served) + " tokens per sequence";
+  if (served != evaluated) text += " (memory is counted there; simulated at " + std::to_string(evaluated) + ")";
+  if (beyond) {
+    text += "; beyond " + spec.model->title + "'s context of " + std::to_string(spec.model->max_context) +
+            " tokens: runtimes refuse or cap longer sequences unless its rope scaling is set up for them";
+  }
+  return text;
 }
 
 Line pair_line(const std::string& lead, const SweepRecord& r) {
@@ -409,6 +420,7 @@ Doc build_document(const SweepSpec& spec, const std::vector<SweepRecord>& record
                                 std::to_string(n.derived_feasible) + " feasible" +
                                 (spec.budget.confidence ? ", " + std::to_string(n.derived_undecided) + " undecided"
                                                         : std::string())));
+  if (const std::string s = serving_text(spec); !s.empty()) add(doc, Block::text, s);
   add(doc, Block::text, intervals_text(spec));
   if (const std::string p = precision_text(spec); !p.empty()) add(doc, Block::text, p);
   const std::vector<std::string> terms = budget_terms(spec);
@@ -925,7 +937,7 @@ ordered_json detail::summary_document(const SweepSpec& spec, const std::vector<S
                                        {"ctx", memory_context(spec)},
                                        {"sequences", b.fit->sequences},
                                        {"tensor_parallel", b.fit->tensor_parallel},
-                                       {"beyond_model_context", fit_beyond_model_context(spec)}}
+                                       {"beyond_model_context", served_beyond_model_context(spec)}}
                         : ordered_json(nullptr);
 
   ordered_json doc = {{"name", spec.name}, {"source", spec.source}, {"spec_hash", hash_hex(spec.hash)}};
@@ -936,6 +948,9 @@ ordered_json detail::summary_document(const SweepSpec& spec, const std::vector<S
                      {"tokens", evaluated_context(spec)},
                      {"cases", scenario_cases(spec.scenario).size()},
                      {"precision", precision_name(spec.scenario.precision)}};
+  doc["serving"] = spec.model ? ordered_json{{"ctx", memory_context(spec)},
+                                              {"beyond_model_context", served_beyond_model_context(spec)}}
+                              : ordered_json(nullptr);
   doc["objective"] = objective_text(b.objective);
   doc["budget"] = std::move(budget);
   doc["counts"] = {

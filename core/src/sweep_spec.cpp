@@ -596,7 +596,11 @@ SweepBudget read_budget(TableReader b, const SweepSpec& spec) {
                                 " GPUs leave nothing of each GPU's 'gpu_mem' for the cache");
       }
     }
-    m.ctx = f.integer("ctx", spec.scenario.contexts.front(), 1, int64_t(1) << 24);
+    m.ctx = f.integer("ctx", spec.serve_ctx > 0 ? spec.serve_ctx : spec.scenario.contexts.front(), 1, int64_t(1) << 24);
+    if (spec.serve_ctx > 0 && m.ctx != spec.serve_ctx) {
+      f.fail(*f.node("ctx"), "'ctx' " + std::to_string(m.ctx) + " differs from serve_ctx " +
+                                 std::to_string(spec.serve_ctx) + " (give one of them)");
+    }
     m.sequences = f.integer("sequences", 1, 1, int64_t(1) << 20);
     f.finish();
     out.fit = m;
@@ -948,6 +952,10 @@ bool apply_overrides(toml::table& root, const SweepOverrides& o) {
                            {"tensor_parallel", o.fit->tensor_parallel}});
     changed = true;
   }
+  if (o.serve_ctx) {
+    root.insert_or_assign("serve_ctx", *o.serve_ctx);
+    changed = true;
+  }
   if (o.runtimes) {
     toml::array runtimes;
     for (const RuntimeTarget& t : *o.runtimes) runtimes.push_back(t.version == "latest" ? t.name : t.name + "@" + t.version);
@@ -1119,6 +1127,13 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   }
   search.finish();
 
+  if (const toml::node* serve = top.node("serve_ctx")) {
+    if (!spec.model) {
+      top.fail(*serve, "'serve_ctx' needs [workload] model = \"NAME\" (or a capture): memory is counted from the "
+                       "model's layers and heads");
+    }
+    spec.serve_ctx = top.integer("serve_ctx", 0, 1, int64_t(1) << 24);
+  }
   spec.budget = read_budget(top.table("budget"), spec);
   const std::vector<Target> targets = read_targets(top);
   top.finish();

@@ -219,6 +219,15 @@ TEST_F(SweepCli, RecommendAnswersTheCommonQuestion) {
   const json& point = summary["best"].is_object() ? summary["best"] : summary["runtimes"][0]["closest"]["point"];
   EXPECT_EQ(point["metrics"]["needle_hit"]["count"], 120);
   EXPECT_EQ(point["metrics"]["needle_hit"]["mean_ci_method"], "wilson");
+  // Simulated at 256 tokens, served at 4096 without a memory budget: memory counted at --ctx.
+  EXPECT_EQ(summary["workload"]["tokens"], 256);
+  EXPECT_EQ(summary["serving"]["ctx"], 4096);
+  EXPECT_EQ(summary["serving"]["beyond_model_context"], false);
+  EXPECT_EQ(point["memory"]["context"], 4096);
+  EXPECT_EQ(point["memory"]["total_bytes"].get<double>(), point["memory"]["bytes_per_token"].get<double>() * 4096);
+  EXPECT_THAT(read_text(path("out") / "sweep.toml"), HasSubstr("serve_ctx = 4096"));
+  EXPECT_THAT(read_text(path("out") / "report.md"),
+              HasSubstr("serving: 4096 tokens per sequence (memory is counted there; simulated at 256)"));
 
   const RunResult no_budget = run({"recommend", "--model", "llama-3.2-1b", "--ctx", "4096", "--out", out("x")});
   EXPECT_EQ(no_budget.status, 2);

@@ -351,6 +351,41 @@ std::string summary(const SweepSpec& spec, const std::vector<SweepRecord>& recor
   return out.str();
 }
 
+// serve_ctx without a fit: memory at the served context, not the 4096 simulated tokens. f16 at
+// 320 KiB/token x 65536 = 20 GiB; q8_0/q4_0 at 130 KiB/token x 65536 = 8.125 GiB.
+TEST(SweepAnalysis, MemoryIsCountedAtTheServedContext) {
+  const std::vector<SweepRecord> records = {record("f16", "f16", 16, 16, 0.0001),
+                                            record("q8_0", "q4_0", 8.5, 4.5, 0.004)};
+  SweepSpec spec = llama70b_spec(records);
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.05}};
+  const SweepAnalysis simulated = analyze(spec, records);  // memory at the 4096 tokens (the test above)
+  EXPECT_THAT(summary(spec, records, simulated), Not(HasSubstr("serving:")));
+  EXPECT_THAT(sweep_summary_json(spec, records, simulated),
+              HasSubstr("\"serving\": {\n    \"ctx\": 4096,\n    \"beyond_model_context\": false\n  }"));
+
+  spec.serve_ctx = 65536;
+  const SweepAnalysis served = analyze(spec, records);
+  ASSERT_TRUE(served.verdicts[0].memory && served.verdicts[1].memory);
+  EXPECT_EQ(served.verdicts[0].memory->total_bytes, 320 * KiB * 65536);
+  EXPECT_EQ(served.verdicts[1].memory->total_bytes, 130 * KiB * 65536);
+  const std::string text = summary(spec, records, served);
+  EXPECT_THAT(text, HasSubstr("serving: 65536 tokens per sequence (memory is counted there; simulated at 4096)\n"));
+  EXPECT_THAT(text, HasSubstr("memory: 8.12 GiB per sequence of 65536 tokens (130.0 KiB/token)"));
+  EXPECT_THAT(text, HasSubstr("memory/seq @65536"));
+  const std::string json = sweep_summary_json(spec, records, served);
+  EXPECT_THAT(json, HasSubstr("\"serving\": {\n    \"ctx\": 65536,\n    \"beyond_model_context\": false\n  }"));
+  EXPECT_THAT(json, HasSubstr("\"memory\": {\n        \"context\": 65536,\n        \"total_bytes\": 8724152320"));
+
+  // Beyond the model's 131072 tokens, with no fit: said all the same.
+  spec.serve_ctx = 262144;
+  const SweepAnalysis longer = analyze(spec, records);
+  EXPECT_THAT(summary(spec, records, longer),
+              HasSubstr("serving: 262144 tokens per sequence (memory is counted there; simulated at 4096); beyond "
+                        "Llama-3.1-70B's context of 131072 tokens"));
+  EXPECT_THAT(sweep_summary_json(spec, records, longer),
+              HasSubstr("\"serving\": {\n    \"ctx\": 262144,\n    \"beyond_model_context\": true\n  }"));
+}
+
 // The part of a rendered text from `from` up to `to` (or the end).
 std::string section(const std::string& text, const std::string& from, const std::string& to) {
   const size_t begin = text.find(from);
@@ -550,8 +585,9 @@ TEST(SweepAnalysis, AFitPrintsEachRuntimesSettingForItsSequences) {
   spec.budget.fit->ctx = 262144;
   const SweepAnalysis longer = analyze(spec, records);
   EXPECT_THAT(summary(spec, records, longer),
-              HasSubstr("(beyond Llama-3.1-70B's context of 131072 tokens: runtimes refuse or cap longer sequences "
-                        "unless its rope scaling is set up for them)"));
+              HasSubstr("serving: 262144 tokens per sequence (memory is counted there; simulated at 4096); beyond "
+                        "Llama-3.1-70B's context of 131072 tokens: runtimes refuse or cap longer sequences unless its "
+                        "rope scaling is set up for them\n"));
   EXPECT_THAT(sweep_summary_json(spec, records, longer), HasSubstr("\"beyond_model_context\": true"));
 
   spec.budget.fit.reset();

@@ -302,6 +302,39 @@ TEST(SweepSpec, FitTakesTensorParallelOrACountTimesASize) {
   EXPECT_EQ(s.budget.fit.value().tensor_parallel, 8);
 }
 
+// serve_ctx: the served context when it is not the simulated one. The fit's ctx defaults to it, it
+// changes no metric (the hash is the same: a resumed sweep may set it), and the override writes it.
+TEST(SweepSpec, ServeCtxIsTheFitsContextAndLeavesTheHash) {
+  const std::string body = "[workload]\nmodel = \"llama-3.1-8b\"\ntokens = 1024\n[search]\nboth = [\"q8_0\"]\n";
+  const SweepSpec plain = parse(body + "[budget]\nfit = { gpu_mem = \"80GiB\" }\n");
+  EXPECT_EQ(plain.serve_ctx, 0);
+  EXPECT_EQ(plain.budget.fit.value().ctx, 1024);
+  const SweepSpec served = parse("serve_ctx = 65536\n" + body + "[budget]\nfit = { gpu_mem = \"80GiB\" }\n");
+  EXPECT_EQ(served.serve_ctx, 65536);
+  EXPECT_EQ(served.budget.fit.value().ctx, 65536);
+  EXPECT_EQ(served.hash, plain.hash);
+  EXPECT_EQ(parse("serve_ctx = 65536\n" + body + "[budget]\nfit = { gpu_mem = \"80GiB\", ctx = 65536 }\n").budget.fit->ctx,
+            65536);
+  EXPECT_FALSE(parse("serve_ctx = 65536\n" + body).budget.fit.has_value());
+
+  SweepOverrides ov;
+  ov.serve_ctx = 262144;
+  const SweepSpec overridden = parse_sweep(body, "s.toml", context(), ov);
+  EXPECT_EQ(overridden.serve_ctx, 262144);
+  EXPECT_THAT(overridden.text, HasSubstr("serve_ctx = 262144"));
+
+  const std::string fit = "[budget]\nfit = { gpu_mem = \"80GiB\", ctx = 4096 }\n";
+  EXPECT_THAT(sweep_spec_error("serve_ctx = 65536\n" + body + fit),
+              HasSubstr("s.toml:8:34: 'ctx' 4096 differs from serve_ctx 65536 (give one of them)"));
+  EXPECT_THAT(sweep_spec_error("serve_ctx = 65536\n[search]\nboth = [\"q8_0\"]\n"),
+              HasSubstr("s.toml:1:13: 'serve_ctx' needs [workload] model = \"NAME\" (or a capture)"));
+  for (const char* bad : {"0", "\"64k\"", "2.5", "16777217"}) {
+    EXPECT_THAT(sweep_spec_error(std::string("serve_ctx = ") + bad + "\n" + body),
+                HasSubstr("s.toml:1:13: 'serve_ctx' must be an integer in 1..16777216"))
+        << bad;
+  }
+}
+
 // recommend --profile: the typed override drops the template's generic statistics so the profile's
 // apply, keeps the experiment (needles, calibration), and the hash tells the two apart.
 TEST(SweepSpec, AProfileOverrideReplacesTheTemplatesGenericStatistics) {

@@ -133,6 +133,9 @@ struct SweepSpec {
   std::vector<std::string> k_candidates, v_candidates;  // canonical, deduplicated, in file order
   std::vector<SweepPoint> points;                        // expanded, validated, deduplicated
   SweepBudget budget;
+  // The top-level serve_ctx: the tokens per sequence the cache is served at when that is not the
+  // evaluated context (0: not given). Memory is counted there; a fit's ctx defaults to it.
+  int64_t serve_ctx = 0;
   LayerExemptionSearch exemption;
   std::vector<RuntimeTarget> runtimes;
   std::vector<RuntimeView> runtime_views;  // one per target: the options its version offers
@@ -185,6 +188,7 @@ struct SweepOverrides {
   std::optional<std::vector<int64_t>> exempt_layers;  // [search] exempt_layers (empty: none)
   std::optional<std::vector<BudgetTerm>> terms;     // [budget] error terms
   std::optional<MemoryFit> fit;                     // [budget] fit
+  std::optional<int64_t> serve_ctx;                 // serve_ctx
   std::optional<double> confidence;                 // [budget] confidence; 0 removes it (estimates judged)
   std::optional<std::vector<RuntimeTarget>> runtimes;
   std::optional<std::vector<std::string>> plugins;  // absolute paths
