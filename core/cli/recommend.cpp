@@ -208,9 +208,9 @@ int recommend(const RecommendOptions& o) {
   if (!o.json && spec.scenario.workload.tokens < o.ctx) {
     // Memory is counted at --ctx (serve_ctx); the report's serving line says so.
     std::cout << "simulated at " << spec.scenario.workload.tokens
-              << (capture       ? " tokens (the capture's samples)"
-                  : o.eval_ctx  ? " tokens (--eval-ctx)"
-                                : " tokens (the default limit; --eval-ctx sets it)")
+              << (o.eval_ctx ? " tokens (--eval-ctx)"
+                  : capture  ? " tokens (the capture's samples)"
+                             : " tokens (the default limit; --eval-ctx sets it)")
               << "\n";
   }
   report(spec, *records, o.out, o.json, scripts);

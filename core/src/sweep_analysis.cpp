@@ -400,8 +400,7 @@ int64_t memory_context(const SweepSpec& spec) {
 }
 
 bool served_beyond_model_context(const SweepSpec& spec) {
-  return (spec.budget.fit || spec.serve_ctx > 0) && spec.model && spec.model->max_context > 0 &&
-         memory_context(spec) > spec.model->max_context;
+  return spec.model && spec.model->max_context > 0 && memory_context(spec) > spec.model->max_context;
 }
 
 SweepAnalysis analyze_sweep(const SweepSpec& spec, const std::vector<SweepRecord>& records) {

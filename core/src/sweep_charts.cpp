@@ -465,11 +465,11 @@ ChartSpec split_chart(const SweepSpec& spec, const std::vector<SweepRecord>& rec
 std::optional<ChartSpec> memory_chart(const SweepSpec& spec, const std::vector<SweepRecord>& records,
                                       const SweepAnalysis& analysis) {
   if (!spec.model) return std::nullopt;
-  const int64_t evaluated = evaluated_context(spec), fit_ctx = memory_context(spec);
-  const int64_t last = std::max<int64_t>(2 * std::max(evaluated, fit_ctx), 4096);
+  const int64_t evaluated = evaluated_context(spec), served = memory_context(spec);
+  const int64_t last = std::max<int64_t>(2 * std::max(evaluated, served), 4096);
   std::vector<int64_t> contexts;
   for (int64_t c = 1024; c <= last; c *= 2) contexts.push_back(c);
-  if (std::find(contexts.begin(), contexts.end(), fit_ctx) == contexts.end()) contexts.push_back(fit_ctx);
+  if (std::find(contexts.begin(), contexts.end(), served) == contexts.end()) contexts.push_back(served);
   std::sort(contexts.begin(), contexts.end());
   const std::optional<MemoryFit>& fit = spec.budget.fit;
   const int64_t gpus = fit ? fit->tensor_parallel : 1;
@@ -512,7 +512,7 @@ std::optional<ChartSpec> memory_chart(const SweepSpec& spec, const std::vector<S
                        {{"y", {{"field", "gib"}, {"type", "quantitative"}}},
                         {"tooltip", tooltip_fields({{"label", "line"}, {"gib", "GiB"}})}}}});
     about += "; the dashed line is what the GPU leaves each of the " + std::to_string(fit->sequences) +
-             " sequences wanted after the weights (a pair must stay below it at " + std::to_string(fit_ctx) +
+             " sequences wanted after the weights (a pair must stay below it at " + std::to_string(served) +
              " tokens)";
   }
   ordered_json chart = base_spec("kvtune sweep " + spec.name + ": memory per sequence against context");

@@ -122,6 +122,10 @@ std::string serving_text(const SweepSpec& spec) {
   if (served == evaluated && !beyond) return {};
   std::string text = "serving: " + std::to_string(served) + " tokens per sequence";
   if (served != evaluated) text += " (memory is counted there; simulated at " + std::to_string(evaluated) + ")";
+  // A runtime's [[context]] setting needs the sequence count, which only a memory fit gives.
+  if (!spec.budget.fit && !spec.runtimes.empty()) {
+    text += "; the runtimes' settings for it are printed with a memory budget, which says how many sequences they hold";
+  }
   if (beyond) {
     text += "; beyond " + spec.model->title + "'s context of " + std::to_string(spec.model->max_context) +
             " tokens: runtimes refuse or cap longer sequences unless its rope scaling is set up for them";

@@ -384,6 +384,19 @@ TEST(SweepAnalysis, MemoryIsCountedAtTheServedContext) {
                         "Llama-3.1-70B's context of 131072 tokens"));
   EXPECT_THAT(sweep_summary_json(spec, records, longer),
               HasSubstr("\"serving\": {\n    \"ctx\": 262144,\n    \"beyond_model_context\": true\n  }"));
+  // So is a simulated context beyond it, served there.
+  spec.serve_ctx = 0;
+  spec.scenario.contexts = {262144};
+  EXPECT_THAT(summary(spec, records, analyze(spec, records)),
+              HasSubstr("serving: 262144 tokens per sequence; beyond Llama-3.1-70B's context of 131072 tokens"));
+  // With runtimes and no fit, the line says why none of them gets a context setting.
+  spec.scenario.contexts = {4096};
+  spec.serve_ctx = 65536;
+  spec.runtimes = {{"rt", "latest"}};
+  spec.runtime_views = {RuntimeView{}};
+  EXPECT_THAT(summary(spec, records, analyze(spec, records)),
+              HasSubstr("simulated at 4096); the runtimes' settings for it are printed with a memory budget, which "
+                        "says how many sequences they hold\n"));
 }
 
 // The part of a rendered text from `from` up to `to` (or the end).

@@ -127,8 +127,8 @@ int64_t evaluated_context(const SweepSpec& spec);
 // The context the memory figures are for: serve_ctx, else the fit's with a fit budget, else the
 // evaluated one.
 int64_t memory_context(const SweepSpec& spec);
-// A served context (serve_ctx or a fit's) longer than the workload's model was trained for (its
-// preset's max_context): runtimes refuse such a context limit or cap it unless rope scaling is set up.
+// A served context (memory_context) longer than the workload's model was trained for (its preset's
+// max_context): runtimes refuse such a context limit or cap it unless rope scaling is set up.
 bool served_beyond_model_context(const SweepSpec& spec);
 
 // Memory comes from the spec's own schemes (SweepSpec::scheme).
