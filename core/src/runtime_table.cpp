@@ -19,18 +19,20 @@ namespace {
 
 // ---- versions ------------------------------------------------------------------------------------
 
-// A parsed version: dotted numbers (a "build" is one number) and, for release candidates, rc >= 0.
+// A parsed version: dotted numbers (a "build" is one number), rc >= 0 for a release candidate and
+// post >= 0 for a post release.
 struct Version {
   std::vector<int64_t> parts;
   int64_t rc = -1;
+  int64_t post = -1;
 };
 
 bool digits(std::string_view s) {
   return !s.empty() && s.size() <= 12 && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
-// semver: [v]N(.N){0,3}[[-]rcN] (vLLM 0.11.2, TensorRT-LLM 1.3.0rc27, Ollama's tag v0.30.0-rc0);
-// build: bN (llama.cpp b8607).
+// semver: [v]N(.N){0,3}[[-]rcN | [.-]postN] (vLLM 0.11.2, TensorRT-LLM 1.3.0rc27, Ollama's tag
+// v0.30.0-rc0, SGLang's v0.5.15.post1: PEP 440 post releases, which vLLM also tags); build: bN (llama.cpp b8607).
 bool parse_version(const std::string& scheme, std::string_view s, Version& out) {
   if (scheme == "build") {
     if (s.size() < 2 || s[0] != 'b' || !digits(s.substr(1))) return false;
@@ -38,6 +40,12 @@ bool parse_version(const std::string& scheme, std::string_view s, Version& out) 
     return true;
   }
   if (!s.empty() && s[0] == 'v') s.remove_prefix(1);
+  if (const size_t post = s.find("post"); post != std::string_view::npos) {
+    if (!digits(s.substr(post + 4))) return false;
+    out.post = std::stoll(std::string(s.substr(post + 4)));
+    s = s.substr(0, post > 0 && (s[post - 1] == '.' || s[post - 1] == '-') ? post - 1 : post);
+    if (s.find("rc") != std::string_view::npos) return false;  // a candidate's post release is not a thing runtimes tag
+  }
   if (const size_t rc = s.find("rc"); rc != std::string_view::npos) {
     if (!digits(s.substr(rc + 2))) return false;
     out.rc = std::stoll(std::string(s.substr(rc + 2)));
@@ -56,7 +64,8 @@ bool parse_version(const std::string& scheme, std::string_view s, Version& out) 
 
 std::string version_syntax(const std::string& scheme) {
   return scheme == "build" ? "a build number such as b8607"
-                           : "a dotted version such as 0.11.2 or 1.3.0rc27 (up to four numbers, optional rcN or -rcN)";
+                           : "a dotted version such as 0.11.2, 1.3.0rc27 or 0.5.15.post1 (up to four numbers, optional rcN, "
+                             "-rcN or .postN)";
 }
 
 int compare(const Version& a, const Version& b) {
@@ -64,9 +73,10 @@ int compare(const Version& a, const Version& b) {
     const int64_t x = i < a.parts.size() ? a.parts[i] : 0, y = i < b.parts.size() ? b.parts[i] : 0;
     if (x != y) return x < y ? -1 : 1;
   }
-  // A release candidate comes before its release.
+  // A release candidate comes before its release, a post release after it.
   const int64_t x = a.rc < 0 ? INT64_MAX : a.rc, y = b.rc < 0 ? INT64_MAX : b.rc;
-  return x == y ? 0 : (x < y ? -1 : 1);
+  if (x != y) return x < y ? -1 : 1;
+  return a.post == b.post ? 0 : (a.post < b.post ? -1 : 1);
 }
 
 // ---- reading -------------------------------------------------------------------------------------

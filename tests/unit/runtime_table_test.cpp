@@ -156,6 +156,14 @@ TEST(RuntimeTable, VersionsCompareNumerically) {
   EXPECT_THROW(compare_runtime_versions("semver", "0.30.0--rc2", "0.30.0"), InputError);
   EXPECT_THROW(compare_runtime_versions("build", "8607", "b1"), InputError);
   EXPECT_THROW(compare_runtime_versions("semver", "1.2.3.4.5", "1"), InputError);
+  // PEP 440 post releases (SGLang's v0.5.15.post1) come after their release and before the next.
+  EXPECT_LT(compare_runtime_versions("semver", "0.5.15", "0.5.15.post1"), 0);
+  EXPECT_LT(compare_runtime_versions("semver", "0.5.15.post1", "v0.5.15.post2"), 0);
+  EXPECT_LT(compare_runtime_versions("semver", "0.5.15.post1", "0.5.16rc0"), 0);
+  EXPECT_EQ(compare_runtime_versions("semver", "0.5.15-post1", "0.5.15post1"), 0);
+  for (const char* bad : {"0.5.15.post", "0.5.15.postx", "0.5.15..post1", "1.0rc1.post1", "post1"}) {
+    EXPECT_THROW(compare_runtime_versions("semver", bad, "1"), InputError) << bad;
+  }
 }
 
 TEST(RuntimeTable, JointRuntimeWithoutChecked_LatestMeansOpenEndedEntries) {
@@ -298,6 +306,10 @@ TEST(RuntimeTable, GpuCountsARuntimeCannotSplitAModelInto) {
   EXPECT_THAT(broken_gpu_divisions({}, 64, 8, 3), ::testing::IsEmpty());
   EXPECT_THAT(broken_gpu_divisions(both, 0, 0, 3), ::testing::IsEmpty());  // counts not known
   EXPECT_EQ(runtime_options(shipped("vllm"), "latest").tensor_parallel->divides, both);
+  // SGLang's QKVParallelLinear divides both (linear.py at v0.5.11 and v0.5.18).
+  for (const std::string version : {"0.5.11", "latest"}) {
+    EXPECT_EQ(runtime_options(shipped("sglang"), version).tensor_parallel->divides, both) << version;
+  }
 }
 
 // Every shipped runtime says how it runs on several GPUs, with nothing left unfilled.
