@@ -255,51 +255,51 @@ TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
   const RuntimeOption* json_scales = find(view, "fp8_e4m3, checkpoint or JSON scales");
   ASSERT_NE(json_scales, nullptr);
   EXPECT_TRUE(has(json_scales->settings.cli, "--quantization-param-path sglang_kv_scales.json"));
-  // The block-scaled floats are emulated now (kvtune/codecs/microscale.h), unverified. SGLang's own FP4
-  // quantizer rounds E2M1 ties away from zero (kvfp4_tensor.py); mxfp8, nvfp4 and fp4_mx_block16 are
-  // absent from server_args.py's choices at v0.5.12.post1 and listed from 0.5.13 (assumed).
+  // The block-scaled floats are emulated (kvtune/codecs/microscale.h). SGLang's own FP4 quantizer rounds
+  // E2M1 ties away from zero (kvfp4_tensor.py). mxfp8, nvfp4 and fp4_mx_block16 are among server_args.py's
+  // choices from the v0.5.16 tag, not at v0.5.15.post1; from v0.5.16 fp4_e2m1 is refused at start.
   const std::vector<std::pair<std::string, std::string>> newer = {
       {"fp4_mx_block16", "mxfp4:block=16,round=away"},
       {"nvfp4, no checkpoint scales", canonical("nvfp4:scale=static,value=1")},  // global scale 1.0 without one
       {"nvfp4, checkpoint scales", "nvfp4:scale=calibrated"},
       {"mxfp8", "mxfp8"}};
-  for (const std::string version : {"0.5.11", "0.5.12", "0.5.13", "0.5.14"}) {
+  for (const std::string version : {"0.5.11", "0.5.12", "0.5.13", "0.5.15.post1", "0.5.16", "0.5.18"}) {
     const RuntimeView v = runtime_options(t, version);
+    const bool listed = version == "0.5.16" || version == "0.5.18";
     const RuntimeOption* fp4 = find(v, "fp4_e2m1");
-    ASSERT_NE(fp4, nullptr) << version;
-    EXPECT_EQ(fp4->k_spec, "mxfp4:block=16,round=away");
-    const bool listed = version >= std::string("0.5.13");
+    ASSERT_EQ(fp4 != nullptr, !listed) << version;
+    if (fp4 != nullptr) {
+      EXPECT_EQ(fp4->k_spec, "mxfp4:block=16,round=away");
+    }
     for (const auto& [name, spec] : newer) {
       const RuntimeOption* o = find(v, name);
       ASSERT_EQ(o != nullptr, listed) << name << " at " << version;
       if (o == nullptr) continue;
       EXPECT_EQ(o->k_spec, spec);
-      EXPECT_FALSE(o->settings.verified) << name;
-      EXPECT_TRUE(any_contains(o->settings.caveats, "is assumed to be the first")) << name;  // the output says why
       EXPECT_FALSE(lists_not_emulated(v, name));
     }
   }
-  // bf16 forces a bfloat16 cache; auto follows an FP8-KV checkpoint (configure_kv_cache_dtype).
+  // fp4_mx_block16's write path was read at v0.5.16; nvfp4's SM100 scale and mxfp8's write path were not.
+  const RuntimeView later = runtime_options(t, "0.5.16");
+  EXPECT_TRUE(find(later, "fp4_mx_block16")->settings.verified);
+  EXPECT_FALSE(find(later, "nvfp4, no checkpoint scales")->settings.verified);
+  EXPECT_FALSE(find(later, "mxfp8")->settings.verified);
+  // bf16 forces a bfloat16 cache; auto follows an FP8-KV checkpoint (configure_kv_cache_dtype at v0.5.11).
   const RuntimeOption* bf16 = find(view, "bf16 (--kv-cache-dtype bf16)");
   ASSERT_NE(bf16, nullptr);
   EXPECT_EQ(bf16->k_spec, "bf16");
+  EXPECT_TRUE(bf16->settings.verified);
   const RuntimeOption* fp8kv = find(view, "auto, FP8-KV checkpoint");
   ASSERT_NE(fp8kv, nullptr);
   EXPECT_EQ(fp8kv->k_spec, "fp8:format=e4m3,scale=calibrated");
+  EXPECT_TRUE(fp8kv->settings.verified);
   EXPECT_TRUE(any_contains(fp8kv->settings.needs, "kv_cache_quant_algo = FP8"));
-  const RuntimeView later = runtime_options(t, "0.5.13");
   EXPECT_TRUE(any_contains(find(later, "nvfp4, checkpoint scales")->settings.needs, "amax / (6 * 448)"));
   EXPECT_TRUE(any_contains(find(later, "fp4_mx_block16")->settings.caveats, "model dtype"));
-  // Both names store one format; where both are offered the recommendation names the first in
-  // table order (sweep_analysis), which must be fp4_mx_block16, the name fp4_e2m1's deprecation gives.
-  const auto position = [&](const std::string& name) {
-    const auto& o = later.options;
-    return std::find_if(o.begin(), o.end(), [&](const RuntimeOption& x) { return x.name == name; }) - o.begin();
-  };
-  EXPECT_LT(position("fp4_mx_block16"), position("fp4_e2m1"));
-  // Newer releases refuse fp4_e2m1; the table says so while its last release is unknown.
+  // Before 0.5.16 fp4_e2m1 says that later releases refuse it.
   EXPECT_TRUE(any_contains(find(view, "fp4_e2m1")->settings.caveats, "fp4_e2m1 is deprecated"));
-  EXPECT_TRUE(runtime_options(t, "0.5.13").beyond_checked);
+  EXPECT_FALSE(runtime_options(t, "0.5.18").beyond_checked);
+  EXPECT_TRUE(runtime_options(t, "0.5.19").beyond_checked);
 }
 
 TEST(RuntimeVersionsServing, TensorrtLlmAutoFollowsTheCheckpoint) {
