@@ -68,7 +68,7 @@ TEST(RuntimeTable, LlamaCppRotatesQuantizedTypesFromTheRotationBuild) {
   EXPECT_EQ(old_pair->v_spec, "q4_0");
   EXPECT_EQ(find(before, "q8_0/q4_0 (rotated)"), nullptr);
 
-  const RuntimeView after = runtime_options(t, "b8607");
+  const RuntimeView after = runtime_options(t, "b8619");
   EXPECT_EQ(after.options.size(), 162u);  // rotated by default, and with LLAMA_ATTN_ROT_DISABLE=1
   const RuntimeOption* rotated = find(after, "q8_0/q4_0 (rotated)");
   ASSERT_NE(rotated, nullptr);
@@ -85,7 +85,7 @@ TEST(RuntimeTable, LlamaCppRotatesQuantizedTypesFromTheRotationBuild) {
 }
 
 TEST(RuntimeTable, LlamaCppPairRulesFlagFlashAttentionAndCudaBuilds) {
-  const RuntimeView v = runtime_options(shipped("llama-cpp"), "b8607");
+  const RuntimeView v = runtime_options(shipped("llama-cpp"), "b8619");
   const RuntimeOption* f16 = find(v, "f16/f16 (rotated)");
   EXPECT_FALSE(f16->settings.needs_flash_attention);
   EXPECT_TRUE(f16->settings.build.empty());

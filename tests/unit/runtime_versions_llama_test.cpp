@@ -39,8 +39,7 @@ TEST(RuntimeVersionsLlama, FlashAttentionFlagIsBareBeforePr15434AndOnAfter) {
     const char* other;
     bool verified;
   };
-  // Unverified on both sides: PR #15434's first build and the rotation's (b8607) are approximate
-  // (shared/reference/runtime-facts.md, C).
+  // Unverified on both sides: PR #15434's first build is approximate (shared/reference/runtime-facts.md, C).
   for (const Case& c : {Case{"b6000", "-fa", "-fa on", false}, Case{"b6324", "-fa", "-fa on", false},
                         Case{"b6325", "-fa on", "-fa", false}, Case{"b7000", "-fa on", "-fa", false}}) {
     SCOPED_TRACE(c.version);
@@ -50,7 +49,6 @@ TEST(RuntimeVersionsLlama, FlashAttentionFlagIsBareBeforePr15434AndOnAfter) {
     EXPECT_FALSE(has(q8.settings.cli, c.other));
     EXPECT_TRUE(q8.settings.needs_flash_attention);
     EXPECT_EQ(q8.settings.verified, c.verified);  // b6325 as the first build is not read from a tag
-    EXPECT_TRUE(any_contains(q8.settings.caveats, "b8607 as the first build"));
     // A quantized K alone needs no flash attention, in either spelling.
     const RuntimeOption& k_only = option(v, "q8_0/f16 (unrotated)");
     EXPECT_EQ(k_only.settings.cli, (std::vector<std::string>{"-ctk q8_0", "-ctv f16"}));
@@ -58,27 +56,26 @@ TEST(RuntimeVersionsLlama, FlashAttentionFlagIsBareBeforePr15434AndOnAfter) {
   }
 }
 
-// PR #25871: -fa auto turns flash attention on for a quantized V. Before b9840 it does not, b9840 up to
-// b10632 is the range the PR landed in, from b10632 logs show it. -fa on is printed in every range.
+// PR #25871 (build b10206, read at the tags b10205 and b10217): -fa auto turns flash attention on for a
+// quantized V from it, and may leave it off before. -fa on is printed in every range.
 TEST(RuntimeVersionsLlama, FlashAttentionAutoWithQuantizedVBeforeAndAfterPr25871) {
   const RuntimeTable t = shipped("llama-cpp");
   struct Case {
     const char* version;
     const char* caveat;
   };
-  for (const Case& c : {Case{"b9000", "may leave flash attention off"}, Case{"b9839", "may leave flash attention off"},
-                        Case{"b9840", "between b9840 and b10632"}, Case{"b10631", "between b9840 and b10632"},
-                        Case{"b10632", "From b10632 -fa auto also turns flash attention on"},
-                        Case{"b10900", "From b10632 -fa auto also turns flash attention on"}}) {
+  for (const Case& c : {Case{"b9000", "may leave flash attention off"}, Case{"b9840", "may leave flash attention off"},
+                        Case{"b10205", "may leave flash attention off"},
+                        Case{"b10206", "From b10206 -fa auto also turns flash attention on"},
+                        Case{"b10900", "From b10206 -fa auto also turns flash attention on"}}) {
     SCOPED_TRACE(c.version);
     const RuntimeView v = runtime_options(t, c.version);
     const RuntimeOption& o = option(v, "q4_0/q4_0 (rotated)");
     EXPECT_EQ(o.settings.cli, (std::vector<std::string>{"-ctk q4_0", "-ctv q4_0", "-fa on"}));
     EXPECT_TRUE(any_contains(o.settings.caveats, c.caveat));
-    // Exactly one of the three -fa auto caveats applies.
+    // Exactly one of the two -fa auto caveats applies.
     const int ranges = any_contains(o.settings.caveats, "may leave flash attention off") +
-                       any_contains(o.settings.caveats, "between b9840 and b10632") +
-                       any_contains(o.settings.caveats, "From b10632");
+                       any_contains(o.settings.caveats, "From b10206");
     EXPECT_EQ(ranges, 1);
   }
 }
@@ -94,7 +91,8 @@ TEST(RuntimeVersionsLlama, CudaFlashAttentionBuildFlagBeforeAndAfterPr28079) {
     const RuntimeOption& mixed = option(v, "q8_0/q5_1 (rotated)");
     EXPECT_EQ(mixed.settings.build, (std::vector<std::string>{"GGML_CUDA_FA_ALL_QUANTS=ON (CUDA builds)"}));
     EXPECT_TRUE(any_contains(mixed.settings.unsupported, "falls back to the CPU"));
-    EXPECT_FALSE(mixed.settings.verified);  // the rotation's first build (b8607) is approximate
+    // Before b10206 its -fa on rule starts at PR #15434's approximate first build.
+    EXPECT_EQ(mixed.settings.verified, std::string(version) == "b10819");
   }
   for (const char* version : {"b10820", "b10969"}) {
     SCOPED_TRACE(version);
@@ -142,11 +140,11 @@ TEST(RuntimeVersionsLlama, CudaFlashAttentionBuildFlagBeforeAndAfterPr28079) {
   }
 }
 
-// PR #21038: from b8607 quantized types are rotated by default (per cache and role), with
-// LLAMA_ATTN_ROT_DISABLE=1 as a second profile; before, one unrotated profile.
+// PR #21038: from b8619 (read at the tags b8611 and b8624) quantized types are rotated by default (per
+// cache and role), with LLAMA_ATTN_ROT_DISABLE=1 as a second profile; before, one unrotated profile.
 TEST(RuntimeVersionsLlama, RotatedSpecsFromTheRotationBuild) {
   const RuntimeTable t = shipped("llama-cpp");
-  for (const char* version : {"b8000", "b8606"}) {
+  for (const char* version : {"b8000", "b8618"}) {
     SCOPED_TRACE(version);
     const RuntimeView v = runtime_options(t, version);
     EXPECT_EQ(v.options.size(), 81u);
@@ -156,7 +154,7 @@ TEST(RuntimeVersionsLlama, RotatedSpecsFromTheRotationBuild) {
     EXPECT_TRUE(o.settings.env.empty());
     EXPECT_FALSE(has_option(v, "q5_1/q4_0 (rotated)"));
   }
-  for (const char* version : {"b8607", "b9000"}) {
+  for (const char* version : {"b8619", "b9000"}) {
     SCOPED_TRACE(version);
     const RuntimeView v = runtime_options(t, version);
     EXPECT_EQ(v.options.size(), 162u);
@@ -175,27 +173,30 @@ TEST(RuntimeVersionsLlama, RotatedSpecsFromTheRotationBuild) {
   }
 }
 
-// The rotation's first build (b8607) is approximate, but only quantized types are rotated: f16 and f32
-// pairs are verified on both sides of it and in every profile; bf16 is not (its first build is unknown).
-TEST(RuntimeVersionsLlama, UnquantizedPairsAreVerifiedOnBothSidesOfTheRotation) {
+// The rotation's first build (b8619) and bf16's (b4039) are read from tags: the types are verified on
+// both sides of the rotation and in every profile; only pair rules with approximate builds (PR #15434's
+// -fa on, the CUDA build flags) leave a pair unverified. Before b4039 there is no bf16 cache.
+TEST(RuntimeVersionsLlama, TypesAreVerifiedOnBothSidesOfTheRotation) {
   const RuntimeTable t = shipped("llama-cpp");
-  for (const char* version : {"b8000", "b8606", "b8607", "b10970"}) {
+  for (const char* version : {"b8000", "b8618", "b8619", "b10970"}) {
     SCOPED_TRACE(version);
     const RuntimeView v = runtime_options(t, version);
-    const bool rotated = compare_runtime_versions(t.version_scheme, version, "b8607") >= 0;
+    const bool rotated = compare_runtime_versions(t.version_scheme, version, "b8619") >= 0;
     for (const char* profile : {"unrotated", "rotated", "rotation disabled"}) {
       if ((std::string(profile) == "unrotated") == rotated) continue;  // the profiles of this build
       const std::string tail = std::string(" (") + profile + ")";
-      for (const char* pair : {"f16/f16", "f32/f16", "f16/f32"}) {
+      for (const char* pair : {"f16/f16", "f32/f16", "f16/f32", "bf16/bf16", "bf16/f16", "q8_0/f16"}) {
         EXPECT_TRUE(option(v, pair + tail).settings.verified) << pair << tail;
       }
-      EXPECT_FALSE(option(v, "bf16/bf16" + tail).settings.verified) << tail;
-      EXPECT_TRUE(any_contains(option(v, "bf16/bf16" + tail).settings.caveats, "bf16 cache was not verified"));
-      // A quantized role keeps the boundary's doubt, whichever role it is.
-      EXPECT_FALSE(option(v, "q8_0/f16" + tail).settings.verified) << tail;
+      // A quantized V takes -fa on: from PR #15434, whose first build is approximate, until b10206.
+      const bool after_pr25871 = compare_runtime_versions(t.version_scheme, version, "b10206") >= 0;
+      EXPECT_EQ(option(v, "q8_0/q8_0" + tail).settings.verified, after_pr25871) << tail;
+      // K != V with a quantized V also needs a CUDA build flag, whose first builds are approximate.
       EXPECT_FALSE(option(v, "f16/q8_0" + tail).settings.verified) << tail;
     }
   }
+  EXPECT_FALSE(has_option(runtime_options(t, "b4038"), "bf16/f16 (unrotated)"));
+  EXPECT_TRUE(has_option(runtime_options(t, "b4039"), "bf16/f16 (unrotated)"));
 }
 
 TEST(RuntimeVersionsLlama, CheckedBuildIsLatestAndNewerBuildsAreFlagged) {
