@@ -111,9 +111,11 @@ TEST(RuntimeVersionsServing, LmdeployFp8PoliciesFrom0140OnThePytorchEngine) {
   EXPECT_EQ(runtime_options(t, "latest").version, "0.16.0");
 }
 
+// --calculate-kv-scales: accepted at every tag through v0.27.1; PR #49389's removal is in none of them, so
+// the first release without it (0.28.0) is assumed and the option stays unverified.
 TEST(RuntimeVersionsServing, VllmCalculateKvScalesUntilItsRemoval) {
   const RuntimeTable t = shipped("vllm");
-  for (const std::string version : {"0.25.1", "0.26.0"}) {
+  for (const std::string version : {"0.25.1", "0.26.0", "0.27.1"}) {
     const RuntimeView view = runtime_options(t, version);
     const RuntimeOption* calc = find(view, "fp8 (e4m3), --calculate-kv-scales");
     ASSERT_NE(calc, nullptr) << version;
@@ -121,7 +123,7 @@ TEST(RuntimeVersionsServing, VllmCalculateKvScalesUntilItsRemoval) {
     EXPECT_FALSE(calc->settings.verified);
     EXPECT_TRUE(any_contains(calc->settings.caveats, "PR #49389"));
   }
-  for (const std::string version : {"0.27.0", "0.28.0"}) {
+  for (const std::string version : {"0.28.0", "0.29.0"}) {
     const RuntimeView view = runtime_options(t, version);
     EXPECT_EQ(find(view, "fp8 (e4m3), --calculate-kv-scales"), nullptr) << version;
     for (const RuntimeOption& o : view.options) {
@@ -130,25 +132,36 @@ TEST(RuntimeVersionsServing, VllmCalculateKvScalesUntilItsRemoval) {
   }
 }
 
-TEST(RuntimeVersionsServing, VllmPerTokenHeadModesFromTheirFirstListedReleases) {
+// Read at the tags: int8/fp8_per_token_head from v0.20.0, int4 from v0.25.0; the int8 store truncated
+// its codes toward zero through v0.23.0 and rounds half away from zero from v0.24.0.
+TEST(RuntimeVersionsServing, VllmPerTokenHeadModesFromTheirFirstReleases) {
   const RuntimeTable t = shipped("vllm");
-  for (const std::string version : {"0.20.2", "0.11.2"}) {
+  for (const std::string version : {"0.19.1", "0.11.2"}) {
     const RuntimeView view = runtime_options(t, version);
     EXPECT_EQ(find(view, "int8_per_token_head"), nullptr) << version;
     EXPECT_EQ(find(view, "fp8_per_token_head"), nullptr) << version;
     EXPECT_EQ(find(view, "int4_per_token_head"), nullptr) << version;
   }
-  for (const std::string version : {"0.21.0", "0.25.1"}) {
-    const RuntimeView view = runtime_options(t, version);
+  struct Case {
+    const char* version;
+    const char* round;
+  };
+  for (const Case& c : {Case{"0.20.0", "trunc"}, Case{"0.23.0", "trunc"}, Case{"0.24.0", "away"}, Case{"0.28.0", "away"}}) {
+    SCOPED_TRACE(c.version);
+    const RuntimeView view = runtime_options(t, c.version);
+    const auto named = [&](const std::string& name) {
+      return std::count_if(view.options.begin(), view.options.end(), [&](const RuntimeOption& o) { return o.name == name; });
+    };
+    EXPECT_EQ(named("int8_per_token_head"), 1);  // one of the two entries in each release
     const RuntimeOption* int8 = find(view, "int8_per_token_head");
-    ASSERT_NE(int8, nullptr) << version;
-    EXPECT_EQ(int8->k_spec, canonical("tokenint:bits=8,round=away,min_scale=1e-6,reciprocal"));
+    ASSERT_NE(int8, nullptr);
+    EXPECT_EQ(int8->k_spec, canonical(std::string("tokenint:bits=8,round=") + c.round + ",min_scale=1e-6,reciprocal"));
     EXPECT_TRUE(has(int8->settings.cli, "--kv-cache-dtype int8_per_token_head"));
-    EXPECT_TRUE(any_contains(int8->settings.caveats, "truncated toward zero"));  // the older kernel
-    EXPECT_NE(find(view, "fp8_per_token_head"), nullptr) << version;
-    EXPECT_EQ(find(view, "int4_per_token_head"), nullptr) << version;
+    EXPECT_TRUE(int8->settings.verified);
+    EXPECT_NE(find(view, "fp8_per_token_head"), nullptr);
+    EXPECT_EQ(find(view, "int4_per_token_head") != nullptr, compare_runtime_versions("semver", c.version, "0.25.0") >= 0);
   }
-  for (const std::string version : {"0.26.0", "0.28.0"}) {
+  for (const std::string version : {"0.25.0", "0.28.0"}) {
     const RuntimeView view = runtime_options(t, version);
     const RuntimeOption* int4 = find(view, "int4_per_token_head");
     ASSERT_NE(int4, nullptr) << version;
@@ -157,7 +170,7 @@ TEST(RuntimeVersionsServing, VllmPerTokenHeadModesFromTheirFirstListedReleases) 
         canonical("tokenint:bits=4,zero=int,round=away,min_scale=1e-6,reciprocal,zero_in_scale,rotation=rht");
     EXPECT_EQ(int4->k_spec, spec);
     EXPECT_EQ(int4->v_spec, spec);
-    EXPECT_FALSE(int4->settings.verified);
+    EXPECT_TRUE(int4->settings.verified);  // the same write kernel from v0.25.0 through v0.27.1
     EXPECT_TRUE(any_contains(int4->settings.unsupported, "power of two"));
     EXPECT_TRUE(any_contains(int4->settings.caveats, "randomized Hadamard"));
   }
@@ -165,7 +178,8 @@ TEST(RuntimeVersionsServing, VllmPerTokenHeadModesFromTheirFirstListedReleases) 
 
 TEST(RuntimeVersionsServing, VllmPerHeadCheckpointScalesAndNotEmulatedTypes) {
   const RuntimeTable t = shipped("vllm");
-  EXPECT_EQ(find(runtime_options(t, "0.24.0"), "fp8 (e4m3), per-head checkpoint scales"), nullptr);
+  EXPECT_EQ(find(runtime_options(t, "0.14.1"), "fp8 (e4m3), per-head checkpoint scales"), nullptr);
+  EXPECT_TRUE(find(runtime_options(t, "0.15.0"), "fp8 (e4m3), per-head checkpoint scales")->settings.verified);
   for (const std::string version : {"0.25.0", "0.28.0"}) {
     const RuntimeView view = runtime_options(t, version);
     const RuntimeOption* per_head = find(view, "fp8 (e4m3), per-head checkpoint scales");
@@ -180,7 +194,7 @@ TEST(RuntimeVersionsServing, VllmPerHeadCheckpointScalesAndNotEmulatedTypes) {
     const RuntimeOption* unit = find(view, "fp8 (e4m3), no checkpoint scales");
     ASSERT_NE(unit, nullptr) << version;
     EXPECT_TRUE(unit->settings.needs.empty());
-    EXPECT_TRUE(lists_not_emulated(view, "nvfp4_4over6"));  // max/6 or max/4 per block
+    EXPECT_EQ(lists_not_emulated(view, "nvfp4_4over6"), version == "0.28.0");  // max/6 or max/4 per block
     // NVFP4's per-tensor scale is the layer's k_scale/v_scale: 1.0 without a checkpoint, else calibrated.
     const RuntimeOption* nvfp4 = find(view, "nvfp4, no checkpoint scales");
     ASSERT_NE(nvfp4, nullptr) << version;
@@ -194,39 +208,55 @@ TEST(RuntimeVersionsServing, VllmPerHeadCheckpointScalesAndNotEmulatedTypes) {
   }
 }
 
-// nvfp4 is absent from CacheDType in the v0.16.0 API docs; 0.21.0 as its first release comes from a user's
-// report, which the printed caveats say. Before it neither option nor nvfp4_4over6 is offered.
-TEST(RuntimeVersionsServing, VllmNvfp4FromItsReportedFirstRelease) {
+// gpu_memory_utilization's default, the cache share a recommendation counts sequences under: 0.9 through
+// v0.19.1, 0.92 from v0.20.0 (cache.py at the tags).
+TEST(RuntimeVersionsServing, VllmCacheShareFollowsItsMemoryDefault) {
+  const RuntimeTable t = shipped("vllm");
+  for (const auto& [version, share] : std::vector<std::pair<std::string, double>>{
+           {"0.11.2", 0.9}, {"0.19.1", 0.9}, {"0.20.0", 0.92}, {"latest", 0.92}}) {
+    const RuntimeView view = runtime_options(t, version);
+    ASSERT_TRUE(view.context && view.context->cache_share) << version;
+    EXPECT_EQ(view.context->cache_share->share, share) << version;
+    EXPECT_FALSE(view.context->cache_share->of_free) << version;
+  }
+}
+
+// nvfp4 is a CacheDType from v0.20.0 but runs from v0.21.0 (FlashInfer); nvfp4_4over6 and nvfp4_ds_mla
+// are in no tag through v0.27.1 and are listed from 0.28.0, assumed.
+TEST(RuntimeVersionsServing, VllmNvfp4FromItsFirstWorkingRelease) {
   const RuntimeTable t = shipped("vllm");
   for (const std::string version : {"0.11.2", "0.16.0", "0.20.0"}) {
     const RuntimeView view = runtime_options(t, version);
     EXPECT_EQ(find(view, "nvfp4, no checkpoint scales"), nullptr) << version;
     EXPECT_EQ(find(view, "nvfp4, checkpoint scales"), nullptr) << version;
-    EXPECT_FALSE(lists_not_emulated(view, "nvfp4_4over6")) << version;
   }
   for (const std::string version : {"0.21.0", "0.28.0"}) {
     const RuntimeView view = runtime_options(t, version);
     for (const char* name : {"nvfp4, no checkpoint scales", "nvfp4, checkpoint scales"}) {
       const RuntimeOption* o = find(view, name);
       ASSERT_NE(o, nullptr) << name << " at " << version;
-      EXPECT_FALSE(o->settings.verified);
-      EXPECT_TRUE(any_contains(o->settings.caveats, "comes from a user's report")) << name;
+      EXPECT_FALSE(o->settings.verified);  // the default k_scale was not read in the source
     }
   }
-  // int4_per_token_head's 0.26.0 is an upper bound, as int8's and fp8's 0.21.0 are, and the output says so.
-  EXPECT_TRUE(any_contains(find(runtime_options(t, "0.26.0"), "int4_per_token_head")->settings.caveats, "upper bound"));
+  for (const char* name : {"nvfp4_4over6", "nvfp4_ds_mla"}) {
+    EXPECT_FALSE(lists_not_emulated(runtime_options(t, "0.27.1"), name)) << name;
+    EXPECT_TRUE(lists_not_emulated(runtime_options(t, "0.28.0"), name)) << name;
+  }
+  EXPECT_TRUE(lists_not_emulated(runtime_options(t, "0.11.2"), "fp8_ds_mla"));
+  EXPECT_FALSE(lists_not_emulated(runtime_options(t, "0.19.1"), "turboquant_k8v4"));
+  EXPECT_TRUE(lists_not_emulated(runtime_options(t, "0.20.0"), "turboquant_k8v4"));
 }
 
-// --kv-cache-dtype-skip-layers is judged as a layer exemption (layer_exemption.h) from 0.25.1, the
-// first documentation that names it; before that vLLM quantizes every layer.
-TEST(RuntimeVersionsServing, VllmSkipLayersIsALayerExemptionFrom0251) {
+// --kv-cache-dtype-skip-layers is judged as a layer exemption (layer_exemption.h) from 0.19.0 (cache.py at
+// the tags); before that vLLM quantizes every layer.
+TEST(RuntimeVersionsServing, VllmSkipLayersIsALayerExemptionFrom0190) {
   const RuntimeTable t = shipped("vllm");
-  for (const std::string version : {"0.24.0", "0.25.0"}) EXPECT_FALSE(runtime_options(t, version).layer_exemption) << version;
-  for (const std::string version : {"0.25.1", "0.28.0"}) {
+  for (const std::string version : {"0.11.2", "0.18.0"}) EXPECT_FALSE(runtime_options(t, version).layer_exemption) << version;
+  for (const std::string version : {"0.19.0", "0.28.0"}) {
     const RuntimeView view = runtime_options(t, version);
     ASSERT_TRUE(view.layer_exemption) << version;
     EXPECT_EQ(view.layer_exemption->k_spec, "bf16");
-    EXPECT_FALSE(view.layer_exemption->settings.verified);
+    EXPECT_TRUE(view.layer_exemption->settings.verified);
     EXPECT_FALSE(lists_not_emulated(view, "--kv-cache-dtype-skip-layers")) << version;
     // cache.py @002f10e0: attention type names such as 'sliding_window' in place of indices.
     EXPECT_EQ(view.layer_exemption->attention_types, std::vector<std::string>{"sliding_window"});
