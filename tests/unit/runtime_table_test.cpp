@@ -36,6 +36,15 @@ std::string parse_error(const std::string& text) {
 
 const std::string kJointHeader =
     "name = \"R\"\nsource = \"https://example.org\"\nversion_scheme = \"semver\"\nkv_independent = false\n";
+// One option to check entries against, and one with a CLI flag and a Python call that entries join.
+const std::string kF16Option = "[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\n";
+const std::string kFp8Option = R"toml([[options]]
+name = "fp8"
+k = "fp8"
+v = "fp8"
+cli = ["--kv-cache-dtype fp8"]
+python = "LLM(model=..., kv_cache_dtype=\"fp8\")"
+)toml";
 
 TEST(RuntimeTable, EveryShippedTableLoadsAndEverySpecResolves) {
   const std::vector<RuntimeTable> tables = load_runtime_tables(config_dir(), builtin_registry());
@@ -180,7 +189,7 @@ TEST(RuntimeTable, JointRuntimeWithoutChecked_LatestMeansOpenEndedEntries) {
 
 TEST(RuntimeTable, UnknownKeyNamesItsPosition) {
   const std::string msg =
-      parse_error(kJointHeader + "[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\nbogus = 1\n");
+      parse_error(kJointHeader + kF16Option + "bogus = 1\n");
   EXPECT_THAT(msg, HasSubstr("rt.toml:9:1: unknown key 'bogus' in [options]"));
   EXPECT_THAT(msg, HasSubstr("valid keys are:"));
   EXPECT_THAT(parse_error(kJointHeader + "colour = \"red\"\n[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\n"),
@@ -239,13 +248,7 @@ TEST(RuntimeTable, CrossReferencesAreChecked) {
 // [[tensor_parallel]]: the version's first active entry is its multi-GPU setting; with_tensor_parallel
 // fills {gpus} in its cli, env and caveats and joins its python keywords into the option's call.
 TEST(RuntimeTable, TensorParallelSettingsJoinTheOptionWithTheGpuCount) {
-  const RuntimeTable t = parse_runtime_table(kJointHeader + R"toml([[options]]
-name = "fp8"
-k = "fp8"
-v = "fp8"
-cli = ["--kv-cache-dtype fp8"]
-python = "LLM(model=..., kv_cache_dtype=\"fp8\")"
-[[tensor_parallel]]
+  const RuntimeTable t = parse_runtime_table(kJointHeader + kFp8Option + R"toml([[tensor_parallel]]
 name = "--tp"
 cli = ["--tp {gpus}"]
 until = "2.0"
@@ -276,7 +279,7 @@ since = "2.0"
 }
 
 TEST(RuntimeTable, TensorParallelEntriesAreChecked) {
-  const std::string option = "[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\n";
+  const std::string& option = kF16Option;
   EXPECT_THAT(parse_error(kJointHeader + option + "[[tensor_parallel]]\ncli = [\"--tp {gpus}\"]\n"),
               HasSubstr("rt.toml:9:1: missing key 'name' in [tensor_parallel]"));
   EXPECT_THAT(parse_error(kJointHeader + option + "[[tensor_parallel]]\nname = \"--tp\"\ncli = [\"--tp 2\"]\n"),
@@ -330,13 +333,7 @@ TEST(RuntimeTable, EveryShippedRuntimeSaysHowItUsesSeveralGpus) {
 // [[context]]: the version's first active entry sizes the cache for the fit's sequences; with_context
 // fills {ctx}, {seqs} and {tokens} (their product) and joins its python keywords into the option's call.
 TEST(RuntimeTable, ContextSettingsFillTheServingShape) {
-  const RuntimeTable t = parse_runtime_table(kJointHeader + R"toml([[options]]
-name = "fp8"
-k = "fp8"
-v = "fp8"
-cli = ["--kv-cache-dtype fp8"]
-python = "LLM(model=..., kv_cache_dtype=\"fp8\")"
-[[context]]
+  const RuntimeTable t = parse_runtime_table(kJointHeader + kFp8Option + R"toml([[context]]
 name = "num_ctx"
 caveats = ["set num_ctx {ctx} for {seqs} sequences"]
 until = "2.0"
@@ -374,7 +371,7 @@ since = "2.0"
 }
 
 TEST(RuntimeTable, ContextEntriesAreChecked) {
-  const std::string option = "[[options]]\nname = \"a\"\nk = \"f16\"\nv = \"f16\"\n";
+  const std::string& option = kF16Option;
   EXPECT_THAT(parse_error(kJointHeader + option + "[[context]]\ncli = [\"-c {tokens}\"]\n"),
               HasSubstr("rt.toml:9:1: missing key 'name' in [context]"));
   EXPECT_THAT(parse_error(kJointHeader + option + "[[context]]\nname = \"-c\"\ncli = [\"-c 4096\"]\n"),

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -458,6 +459,15 @@ RuntimeView rt_view() {
   return view;
 }
 
+// The spec's runtimes: "rt" as `with`, and "bare", the same titled "Bare" with `strip` applied.
+void with_and_bare(SweepSpec& spec, const RuntimeView& with, const std::function<void(RuntimeView&)>& strip) {
+  RuntimeView bare = with;
+  bare.title = "Bare";
+  strip(bare);
+  spec.runtimes = {{"rt", "latest"}, {"bare", "latest"}};
+  spec.runtime_views = {with, bare};
+}
+
 // On a tensor-parallel fit every option shown carries the runtime's [[tensor_parallel]] setting
 // (the GPU count filled in, the keyword joined into the option's call); a runtime without one is
 // flagged, and a fit of one GPU changes nothing.
@@ -471,11 +481,7 @@ TEST(SweepAnalysis, ATensorParallelFitPrintsEachRuntimesSettingForItsGpus) {
   with.tensor_parallel->settings.cli = {"--tp {gpus}"};
   with.tensor_parallel->settings.python = "tp={gpus}";
   with.tensor_parallel->settings.caveats = {"heads split over {gpus} GPUs"};
-  RuntimeView without = with;
-  without.title = "Bare";
-  without.tensor_parallel.reset();
-  spec.runtimes = {{"rt", "latest"}, {"bare", "latest"}};
-  spec.runtime_views = {with, without};
+  with_and_bare(spec, with, [](RuntimeView& v) { v.tensor_parallel.reset(); });
 
   const SweepAnalysis a = analyze(spec, records);
   const RuntimeChoice& c = a.runtimes[0];
@@ -534,11 +540,7 @@ TEST(SweepAnalysis, AFitPrintsEachRuntimesSettingForItsSequences) {
   with.context->cache_share = CacheShare{0.9, false};
   with.context->settings.cli = {"-c {tokens}", "-np {seqs}"};
   with.context->settings.python = "max_len={ctx}";
-  RuntimeView without = with;
-  without.title = "Bare";
-  without.context.reset();
-  spec.runtimes = {{"rt", "latest"}, {"bare", "latest"}};
-  spec.runtime_views = {with, without};
+  with_and_bare(spec, with, [](RuntimeView& v) { v.context.reset(); });
 
   const SweepAnalysis a = analyze(spec, records);
   const RuntimeChoice& c = a.runtimes[0];
