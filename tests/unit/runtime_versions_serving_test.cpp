@@ -158,7 +158,13 @@ TEST(RuntimeVersionsServing, VllmPerTokenHeadModesFromTheirFirstReleases) {
     EXPECT_EQ(int8->k_spec, canonical(std::string("tokenint:bits=8,round=") + c.round + ",min_scale=1e-6,reciprocal"));
     EXPECT_TRUE(has(int8->settings.cli, "--kv-cache-dtype int8_per_token_head"));
     EXPECT_TRUE(int8->settings.verified);
-    EXPECT_NE(find(view, "fp8_per_token_head"), nullptr);
+    // Truncation leaves each row's largest code to the GPU's approximate division; rounding does not.
+    EXPECT_EQ(any_contains(int8->settings.caveats, "div.full.f32"), std::string(c.round) == "trunc");
+    const RuntimeOption* fp8 = find(view, "fp8_per_token_head");
+    ASSERT_NE(fp8, nullptr);
+    EXPECT_EQ(fp8->k_spec, canonical("fp8:format=e4m3,scale=dynamic,granularity=token"));
+    EXPECT_TRUE(fp8->settings.verified);  // the store's formula gives kvtune's codes (vllm_store_arithmetic_test.cpp)
+    EXPECT_TRUE(any_contains(fp8->settings.caveats, "1e-6 floor"));
     EXPECT_EQ(find(view, "int4_per_token_head") != nullptr, compare_runtime_versions("semver", c.version, "0.25.0") >= 0);
   }
   for (const std::string version : {"0.25.0", "0.28.0"}) {
