@@ -25,10 +25,8 @@ inline constexpr int32_t kMaxGridYZ = 65535;     // gridDim.y (KV heads) and gri
 std::string family_of(CodecKind kind, Family& family) {
   switch (kind) {
     case CodecKind::f16:
-      family = Family::f16;
-      return {};
     case CodecKind::bf16:
-      family = Family::bf16;
+      family = Family::half;
       return {};
     case CodecKind::fp8_e4m3:
     case CodecKind::fp8_e5m2:
@@ -260,11 +258,8 @@ cudaError_t decode_attention(const DecodeAttentionParams& p, cudaStream_t stream
   const int d = p.k.head_dim;
   cudaError_t err = cudaErrorInvalidValue;
   switch (k_family) {
-    case Family::f16:
-      err = detail::launch_decode_attention_k_f16(kp, v_family, d, grid, stream);
-      break;
-    case Family::bf16:
-      err = detail::launch_decode_attention_k_bf16(kp, v_family, d, grid, stream);
+    case Family::half:
+      err = detail::launch_decode_attention_k_half(kp, v_family, d, grid, stream);
       break;
     case Family::fp8:
       err = detail::launch_decode_attention_k_fp8(kp, v_family, d, grid, stream);

@@ -1,5 +1,6 @@
-// Fused decode attention with ggml-block K (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl): the 6 V families x 3 head dims of
-// this K family (decode_attention_kernel.cuh). One translation unit per K family so the instances compile in parallel.
+// Fused decode attention with ggml-block K (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl): the 5 V families
+// x 3 head dims x 3 group bounds of this K family (decode_attention_kernel.cuh). One translation
+// unit per K family so the instances compile in parallel.
 #include "decode_attention_kernel.cuh"
 
 namespace kvtune::cuda::detail {

@@ -1,16 +1,20 @@
 // The fused split-K decode attention kernel (private to cuda/src). Included by one .cu file per K
-// codec family (decode_attention_k_*.cu), each instantiating its 6 V families x 3 head dims, so
-// the 108 instances compile in parallel; decode_attention.cu holds the host dispatch and the merge.
+// codec family (decode_attention_k_*.cu), each instantiating its 5 V families x 3 head dims x 3
+// group bounds, so the 225 instances compile in parallel; decode_attention.cu holds the host
+// dispatch and the merge.
 //
-// One thread block of kThreads = 128 threads owns one (split, KV head, sequence). A token's
+// One thread block of kThreads = 128 threads owns one (split, KV head, sequence). The kernel is
+// built for a bound G (1, 4 or 8) on the group's query heads, and runs with the smallest bound that
+// holds the group: a lane keeps G queries and G accumulators of 8 channels in registers, so a
+// smaller group uses fewer registers (more blocks per SM) and fewer instructions per token. A token's
 // head_dim channels are split into runs of 8 consecutive channels, one run per lane: kLanes =
 // D / 8 lanes per token ("a slot"), kSlots = 128 / kLanes slots per block. Each iteration a slot
 // takes kTokensPerSlot tokens (slot s, token i: base + i * kSlots + s, so a warp reads
 // consecutive rows), and every lane
 //   1. decodes its K run in registers, dots it with its 8 channels of every query of the group,
-//   2. reduces the group's partial dots over the slot's lanes (reduce_scatter8: 7-9 shuffles for
-//      all 8 queries instead of 8 * log2(kLanes)); afterwards lane "owner" of query g holds g's
-//      logit,
+//   2. reduces the group's partial dots over the slot's lanes (reduce_scatter: for G = 8, 7-9
+//      shuffles for all 8 queries instead of 8 * log2(kLanes)); afterwards lane "owner" of query g
+//      holds g's logit,
 //   3. the owner keeps the online softmax (max m, sum l) of its query, in the log2 domain, and
 //      publishes the probabilities and the rescale factor through shared memory,
 //   4. decodes its V run and accumulates p * v for every query into fp32 registers.
@@ -47,10 +51,19 @@ namespace kvtune::cuda::detail {
 inline constexpr int kThreads = 128;      // threads per block
 inline constexpr int kTokensPerSlot = 4;  // tokens a slot takes per iteration
 inline constexpr int kRun = 8;            // consecutive channels a lane decodes per token
-static_assert(kMaxGroup == 8, "reduce_scatter8 and the owner mapping are written for 8 queries");
+static_assert(kMaxGroup == 8, "the group bounds are 1, 4 and 8 (launch_group_bound)");
+
+// The bounds on the group the kernel is built for: G = 1 (MHA), 4 (groups 2-4) and 8 (groups 5-8).
+// Each bound costs a full set of instances (compile time), hence three rather than every power of two.
+template <int G>
+inline constexpr bool kIsGroupBound = G == 1 || G == 4 || G == 8;
+
+// The smallest group a bound serves: the bound below it, plus one.
+template <int G>
+inline constexpr int kSmallestGroup = G == 8 ? 5 : (G == 4 ? 2 : 1);
 
 // The codec families the kernel is templated on; the kind within a family is a runtime value.
-enum class Family : uint8_t { f16, bf16, fp8, integer, ggml, micro };
+enum class Family : uint8_t { half, fp8, integer, ggml, micro };
 
 // row_shift value: the whole region is one tile of tokens (integer axis=tensor, or a channel
 // group at least as long as the region).
@@ -164,7 +177,8 @@ __device__ __forceinline__ float small_int_float(uint32_t u, float bias) {
 // ---- decoders: one run of kRun = 8 channels [c0, c0 + 8) of token t ------------------------
 // Raw holds what load() fetched from memory; decode() turns it into decode_element's values.
 
-template <bool kBf16>
+// f16 and bf16 share one decoder (one family, so one set of kernel instances: each family costs
+// a full set per K or V family, group bound and head dim); the kind is a uniform branch per run.
 struct HalfDecoder {  // f16 / bf16: 8 values = 16 bytes, 16-byte aligned
   struct Raw {
     uint4 w;
@@ -173,7 +187,13 @@ struct HalfDecoder {  // f16 / bf16: 8 values = 16 bytes, 16-byte aligned
   __device__ static Raw load(const CodecArgs&, const uint8_t* region, int64_t t, int c0) {
     return {__ldg(reinterpret_cast<const uint4*>(region + 2 * (t * D + c0)))};
   }
-  __device__ static void decode(const CodecArgs&, const uint8_t*, const Raw& r, int, const float*, float (&x)[kRun]) {
+  __device__ static void decode(const CodecArgs& a, const uint8_t*, const Raw& r, int, const float*, float (&x)[kRun]) {
+    if (a.kind == CodecKind::bf16) return decode_kind<true>(r, x);
+    return decode_kind<false>(r, x);
+  }
+
+  template <bool kBf16>
+  __device__ static void decode_kind(const Raw& r, float (&x)[kRun]) {
     const uint32_t w[4] = {r.w.x, r.w.y, r.w.z, r.w.w};
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
@@ -456,55 +476,74 @@ struct MicroDecoder {
   }
 };
 
-// ---- the reduction of 8 partial dot products over a token's kLanes lanes -------------------
+// ---- the reduction of G partial dot products over a token's kLanes lanes -------------------
 
 // v[g]: this lane's partial dot product for query g. Returns the full dot product (summed over
-// the kLanes lanes of the token) of query owner_query(lane): three halving exchanges (4 + 2 + 1
-// shuffles) leave one query per lane pair set, then a butterfly sums the remaining lanes.
-template <int kLanes>
-__device__ __forceinline__ float reduce_scatter8(float (&v)[kMaxGroup], int lane) {
+// the kLanes lanes of the token) of query owner_query<kLanes, G>(lane): log2(G) halving exchanges
+// (G/2 + G/4 + ... shuffles; each keeps half of the queries, the other half going to the partner
+// lane) leave one query per group of kLanes / G lanes, then a butterfly sums those lanes.
+template <int kLanes, int G>
+__device__ __forceinline__ float reduce_scatter(float (&v)[G], int lane) {
   static_assert(kLanes >= 8 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "8, 16 or 32 lanes per token");
+  static_assert(kIsGroupBound<G>, "a group bound of 1, 4 or 8");
   constexpr unsigned kAll = 0xffffffffu;
-  {
-    const bool hi = (lane & (kLanes / 2)) != 0;  // keeps queries 4..7
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float send = hi ? v[k] : v[k + 4];
-      const float keep = hi ? v[k + 4] : v[k];
-      v[k] = keep + __shfl_xor_sync(kAll, send, kLanes / 2);
+  for (int half = G / 2, offset = kLanes / 2; half >= 1; half /= 2, offset /= 2) {
+    const bool hi = (lane & offset) != 0;  // keeps the upper half of its queries
+#pragma unroll
+    for (int k = 0; k < half; ++k) {
+      const float send = hi ? v[k] : v[k + half];
+      const float keep = hi ? v[k + half] : v[k];
+      v[k] = keep + __shfl_xor_sync(kAll, send, offset);
     }
   }
-  {
-    const bool hi = (lane & (kLanes / 4)) != 0;  // keeps the upper two of its four
 #pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const float send = hi ? v[k] : v[k + 2];
-      const float keep = hi ? v[k + 2] : v[k];
-      v[k] = keep + __shfl_xor_sync(kAll, send, kLanes / 4);
-    }
-  }
-  {
-    const bool hi = (lane & (kLanes / 8)) != 0;  // keeps the upper one of its two
-    const float send = hi ? v[0] : v[1];
-    const float keep = hi ? v[1] : v[0];
-    v[0] = keep + __shfl_xor_sync(kAll, send, kLanes / 8);
-  }
-#pragma unroll
-  for (int o = kLanes / 16; o >= 1; o /= 2) v[0] += __shfl_xor_sync(kAll, v[0], o);
+  for (int o = kLanes / (2 * G); o >= 1; o /= 2) v[0] += __shfl_xor_sync(kAll, v[0], o);
   return v[0];
 }
 
-// The query whose logit reduce_scatter8 leaves in `lane`.
-template <int kLanes>
+// The query whose logit reduce_scatter<kLanes, G> leaves in `lane`: bit k of the query (from the
+// top) is the lane's bit at kLanes / 2^(k+1).
+template <int kLanes, int G>
 __device__ __forceinline__ int owner_query(int lane) {
-  return 4 * ((lane / (kLanes / 2)) & 1) + 2 * ((lane / (kLanes / 4)) & 1) + ((lane / (kLanes / 8)) & 1);
+  int query = 0;
+#pragma unroll
+  for (int half = G / 2, offset = kLanes / 2; half >= 1; half /= 2, offset /= 2) query += (lane & offset) != 0 ? half : 0;
+  return query;
+}
+
+// Whether query g is one of the group's (g < group): known at compile time below the smallest group
+// the bound G serves.
+template <int G>
+__device__ __forceinline__ bool query_present(int g, int group) {
+  return g < kSmallestGroup<G> || g < group;
+}
+
+// G consecutive floats of shared memory into registers, 16 bytes at a time where G allows.
+template <int G>
+__device__ __forceinline__ void load_row(const float* src, float (&dst)[G]) {
+  if constexpr (G % 4 == 0) {
+#pragma unroll
+    for (int k = 0; k < G; k += 4) {
+      const float4 w = *reinterpret_cast<const float4*>(src + k);
+      dst[k] = w.x, dst[k + 1] = w.y, dst[k + 2] = w.z, dst[k + 3] = w.w;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < G; ++k) dst[k] = src[k];
+  }
 }
 
 // ---- the kernel --------------------------------------------------------------------------
 
-// grid (num_splits, kv_heads, batch), kThreads threads.
-template <class KDec, class VDec, int D>
-__global__ void __launch_bounds__(kThreads, 2) decode_attention_kernel(const KernelParams p) {
+// Blocks per SM the register budget is set for: a group bound of 8 keeps 2 x 8 x 8 floats of
+// queries and accumulators per thread (about 240 registers), smaller bounds free registers for more.
+template <int G>
+inline constexpr int kMinBlocksPerSm = G == 8 ? 2 : (G == 4 ? 3 : 4);
+
+// grid (num_splits, kv_heads, batch), kThreads threads; p.group <= G (launch_group_bound picks G).
+template <class KDec, class VDec, int D, int G>
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm<G>) decode_attention_kernel(const KernelParams p) {
   static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
   constexpr int kLanes = D / kRun;           // lanes per token: 8, 16, 32
   constexpr int kSlots = kThreads / kLanes;  // tokens in flight per block: 16, 8, 4
@@ -512,12 +551,12 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_kernel(const Ker
   constexpr unsigned kAll = 0xffffffffu;
   const float kNegInf = __uint_as_float(0xff800000u);  // -inf
 
-  // Per-slot partial outputs for the final combine: [kSlots, kMaxGroup, D] (32 KiB).
-  __shared__ __align__(16) float s_acc[kSlots * kMaxGroup * D];
+  // Per-slot partial outputs for the final combine: [kSlots, G, D] (4 KiB per query).
+  __shared__ __align__(16) float s_acc[kSlots * G * D];
   // Per-slot probabilities [kTokensPerSlot] and rescale factor, per query, double-buffered.
-  __shared__ __align__(16) float s_soft[2][kSlots][kTokensPerSlot + 1][kMaxGroup];
-  __shared__ float s_max[kSlots][kMaxGroup], s_sum[kSlots][kMaxGroup], s_weight[kSlots][kMaxGroup];
-  __shared__ float s_block_max[kMaxGroup], s_block_sum[kMaxGroup];
+  __shared__ __align__(16) float s_soft[2][kSlots][kTokensPerSlot + 1][G];
+  __shared__ float s_max[kSlots][G], s_sum[kSlots][G], s_weight[kSlots][G];
+  __shared__ float s_block_max[G], s_block_sum[G];
   __shared__ float s_iq4nl[16];
 
   const int split = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -534,10 +573,10 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_kernel(const Ker
   const int64_t t_end = t_begin + p.chunk < seq_len ? t_begin + p.chunk : seq_len;
 
   const int64_t head0 = (static_cast<int64_t>(b) * p.kv_heads + h) * group;  // first query head of the group
-  float q[kMaxGroup][kRun];
+  float q[G][kRun];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    if (g < group) {
+  for (int g = 0; g < G; ++g) {
+    if (query_present<G>(g, group)) {
       const float4* src = reinterpret_cast<const float4*>(p.q + (head0 + g) * D + c0);
       const float4 lo = src[0], hi = src[1];
       const float v[kRun] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
@@ -552,12 +591,12 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_kernel(const Ker
   const uint8_t* k_region = p.k.cache + b * p.k.seq_stride + h * p.k.head_stride;
   const uint8_t* v_region = p.v.cache + b * p.v.seq_stride + h * p.v.head_stride;
 
-  const int my_query = owner_query<kLanes>(lane);
-  const bool writer = (lane & (kLanes / 8 - 1)) == 0;  // one owner lane per query writes
+  const int my_query = owner_query<kLanes, G>(lane);
+  const bool writer = (lane & (kLanes / G - 1)) == 0;  // one owner lane per query writes
   float run_max = kNegInf, run_sum = 0.0f;             // my_query's online softmax (owner lanes)
-  float acc[kMaxGroup][kRun];
+  float acc[G][kRun];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+  for (int g = 0; g < G; ++g) {
 #pragma unroll
     for (int j = 0; j < kRun; ++j) acc[g][j] = 0.0f;
   }
@@ -586,16 +625,16 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_kernel(const Ker
       for (int i = 0; i < kTokensPerSlot; ++i) {
         float kx[kRun];
         KDec::decode(p.k, k_region, kr[i], c0, s_iq4nl, kx);
-        float part[kMaxGroup];
+        float part[G];
 #pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g) {
+        for (int g = 0; g < G; ++g) {
           part[g] = 0.0f;
-          if (g < group) {
+          if (query_present<G>(g, group)) {
 #pragma unroll
             for (int j = 0; j < kRun; ++j) part[g] = __fmaf_rn(q[g][j], kx[j], part[g]);
           }
         }
-        logit[i] = reduce_scatter8<kLanes>(part, lane);
+        logit[i] = reduce_scatter<kLanes, G>(part, lane);
         if (base + i * kSlots + slot >= t_end) logit[i] = kNegInf;
       }
       if (next < t_end) {
@@ -617,7 +656,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_kernel(const Ker
       }
       run_sum = run_sum * alpha + prob_sum;
       run_max = new_max;
-      float(&soft)[kTokensPerSlot + 1][kMaxGroup] = s_soft[buf][slot];
+      float(&soft)[kTokensPerSlot + 1][G] = s_soft[buf][slot];
       if (writer) {
 #pragma unroll
         for (int i = 0; i < kTokensPerSlot; ++i) soft[i][my_query] = prob[i];
@@ -629,16 +668,15 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_kernel(const Ker
 
       // 4. rescale (only when some query's max moved) and accumulate p * v.
       {
-        const float4 a0 = *reinterpret_cast<const float4*>(&soft[kTokensPerSlot][0]);
-        const float4 a1 = *reinterpret_cast<const float4*>(&soft[kTokensPerSlot][4]);
-        const float scale[kMaxGroup] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+        float scale[G];
+        load_row<G>(soft[kTokensPerSlot], scale);
         bool moved = false;
 #pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g) moved |= g < group && scale[g] != 1.0f;
+        for (int g = 0; g < G; ++g) moved |= query_present<G>(g, group) && scale[g] != 1.0f;
         if (moved) {
 #pragma unroll
-          for (int g = 0; g < kMaxGroup; ++g) {
-            if (g < group) {
+          for (int g = 0; g < G; ++g) {
+            if (query_present<G>(g, group)) {
 #pragma unroll
               for (int j = 0; j < kRun; ++j) acc[g][j] *= scale[g];
             }
@@ -653,12 +691,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_kernel(const Ker
 #pragma unroll
           for (int j = 0; j < kRun; ++j) vx[j] = 0.0f;
         }
-        const float4 p0 = *reinterpret_cast<const float4*>(&soft[i][0]);
-        const float4 p1 = *reinterpret_cast<const float4*>(&soft[i][4]);
-        const float pr[kMaxGroup] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+        float pr[G];
+        load_row<G>(soft[i], pr);
 #pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g) {
-          if (g < group) {
+        for (int g = 0; g < G; ++g) {
+          if (query_present<G>(g, group)) {
 #pragma unroll
             for (int j = 0; j < kRun; ++j) acc[g][j] = __fmaf_rn(pr[g], vx[j], acc[g][j]);
           }
@@ -678,9 +715,9 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_kernel(const Ker
     s_sum[slot][my_query] = run_sum;
   }
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    if (g < group) {
-      float4* dst = reinterpret_cast<float4*>(&s_acc[(slot * kMaxGroup + g) * D + c0]);
+  for (int g = 0; g < G; ++g) {
+    if (query_present<G>(g, group)) {
+      float4* dst = reinterpret_cast<float4*>(&s_acc[(slot * G + g) * D + c0]);
       dst[0] = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
       dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
     }
@@ -704,7 +741,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_kernel(const Ker
     const int g = e / D, c = e % D;
     float o = 0.0f;
 #pragma unroll
-    for (int s = 0; s < kSlots; ++s) o = __fmaf_rn(s_weight[s][g], s_acc[(s * kMaxGroup + g) * D + c], o);
+    for (int s = 0; s < kSlots; ++s) o = __fmaf_rn(s_weight[s][g], s_acc[(s * G + g) * D + c], o);
     const int64_t head = head0 + g;
     if (p.num_splits == 1) {
       const float l = s_block_sum[g];
@@ -722,15 +759,24 @@ __global__ void __launch_bounds__(kThreads, 2) decode_attention_kernel(const Ker
 
 // ---- instantiation: the V families and head dims for one K decoder ---------------------------
 
+// The smallest group bound that holds p.group (1..kMaxGroup, checked by decode_attention()); each
+// bound serves the groups from kSmallestGroup<G> up.
+template <class KDec, class VDec, int D>
+cudaError_t launch_group_bound(const KernelParams& p, dim3 grid, cudaStream_t stream) {
+  if (p.group <= 1) return launch(decode_attention_kernel<KDec, VDec, D, 1>, grid, kThreads, stream, p);
+  if (p.group <= 4) return launch(decode_attention_kernel<KDec, VDec, D, 4>, grid, kThreads, stream, p);
+  return launch(decode_attention_kernel<KDec, VDec, D, 8>, grid, kThreads, stream, p);
+}
+
 template <class KDec, class VDec>
 cudaError_t launch_head_dim(const KernelParams& p, int head_dim, dim3 grid, cudaStream_t stream) {
   switch (head_dim) {
     case 64:
-      return launch(decode_attention_kernel<KDec, VDec, 64>, grid, kThreads, stream, p);
+      return launch_group_bound<KDec, VDec, 64>(p, grid, stream);
     case 128:
-      return launch(decode_attention_kernel<KDec, VDec, 128>, grid, kThreads, stream, p);
+      return launch_group_bound<KDec, VDec, 128>(p, grid, stream);
     case 256:
-      return launch(decode_attention_kernel<KDec, VDec, 256>, grid, kThreads, stream, p);
+      return launch_group_bound<KDec, VDec, 256>(p, grid, stream);
     default:
       return cudaErrorInvalidValue;  // decode_attention() admits 64, 128 and 256 only
   }
@@ -739,10 +785,8 @@ cudaError_t launch_head_dim(const KernelParams& p, int head_dim, dim3 grid, cuda
 template <class KDec>
 cudaError_t launch_with_k(const KernelParams& p, Family v, int head_dim, dim3 grid, cudaStream_t stream) {
   switch (v) {
-    case Family::f16:
-      return launch_head_dim<KDec, HalfDecoder<false>>(p, head_dim, grid, stream);
-    case Family::bf16:
-      return launch_head_dim<KDec, HalfDecoder<true>>(p, head_dim, grid, stream);
+    case Family::half:
+      return launch_head_dim<KDec, HalfDecoder>(p, head_dim, grid, stream);
     case Family::fp8:
       return launch_head_dim<KDec, Fp8Decoder>(p, head_dim, grid, stream);
     case Family::integer:
@@ -756,8 +800,7 @@ cudaError_t launch_with_k(const KernelParams& p, Family v, int head_dim, dim3 gr
 }
 
 // One per K family, each in its own translation unit (decode_attention_k_<family>.cu).
-cudaError_t launch_decode_attention_k_f16(const KernelParams& p, Family v, int head_dim, dim3 grid, cudaStream_t s);
-cudaError_t launch_decode_attention_k_bf16(const KernelParams& p, Family v, int head_dim, dim3 grid, cudaStream_t s);
+cudaError_t launch_decode_attention_k_half(const KernelParams& p, Family v, int head_dim, dim3 grid, cudaStream_t s);
 cudaError_t launch_decode_attention_k_fp8(const KernelParams& p, Family v, int head_dim, dim3 grid, cudaStream_t s);
 cudaError_t launch_decode_attention_k_int(const KernelParams& p, Family v, int head_dim, dim3 grid, cudaStream_t s);
 cudaError_t launch_decode_attention_k_ggml(const KernelParams& p, Family v, int head_dim, dim3 grid, cudaStream_t s);

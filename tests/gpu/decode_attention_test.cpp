@@ -390,16 +390,19 @@ TEST_F(DecodeAttentionGpu, MixedPairs) {
   }
 }
 
-// Every one of the 108 kernel instances: each K family with each V family at each head dim, over
-// odd lengths, an odd group and several splits (so the merge runs too).
+// Every one of the 225 kernel instances: each K family with each V family (f16 and bf16 both, which
+// share the half family's instances) at each head dim and group bound (groups 1, 3 and 8 run the
+// bounds 1, 4 and 8), over odd lengths and several splits (so the merge runs too).
 TEST_F(DecodeAttentionGpu, EveryFamilyPairAtEveryHeadDim) {
   const char* families[] = {"f16", "bf16", "fp8:format=e4m3,scale=dynamic,granularity=token",
                             "int:bits=4,axis=token,group=32,asym,scale=f16", "q4_0", "nvfp4"};
   for (const char* k : families) {
     for (const char* v : families) {
       for (const int32_t d : {64, 128, 256}) {
-        check_problem({.k = &format(k), .v = &format(v), .head_dim = d, .group = 3, .seq_lens = {1, 31, 257},
-                       .seed = 14});
+        for (const int32_t group : {1, 3, 8}) {
+          check_problem({.k = &format(k), .v = &format(v), .head_dim = d, .group = group, .seq_lens = {1, 31, 257},
+                         .seed = 14});
+        }
       }
     }
   }
