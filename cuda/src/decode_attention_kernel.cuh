@@ -295,44 +295,50 @@ struct IntDecoder {  // integer: 8 codes = `bits` bytes starting on a byte (the 
   // the first GPU run measured at twice f16's instructions per token (docs/performance.md).
   __device__ static void decode(const CodecArgs& a, const uint8_t* region, const Raw& r, int, const float*,
                                 float (&x)[kRun]) {
+    if (a.col_shift < 3) return decode_narrow_groups(a, region, r, x);
     switch (a.bits) {
-      case 2: return decode_width<2>(a, region, r, x);
-      case 3: return decode_width<3>(a, region, r, x);
-      case 4: return decode_width<4>(a, region, r, x);
-      case 5: return decode_width<5>(a, region, r, x);
-      case 6: return decode_width<6>(a, region, r, x);
-      case 7: return decode_width<7>(a, region, r, x);
-      default: return decode_width<8>(a, region, r, x);  // the host admits widths 2..8
+      case 2: return decode_width<2>(r, a.asymmetric, x);
+      case 3: return decode_width<3>(r, a.asymmetric, x);
+      case 4: return decode_width<4>(r, a.asymmetric, x);
+      case 5: return decode_width<5>(r, a.asymmetric, x);
+      case 6: return decode_width<6>(r, a.asymmetric, x);
+      case 7: return decode_width<7>(r, a.asymmetric, x);
+      default: return decode_width<8>(r, a.asymmetric, x);  // the host admits widths 2..8
     }
   }
 
+  // One group covers the run (col_shift >= 3): its scale (and minimum) came with the load.
+  // int_sym_value: float(code - 2^(bits-1)) * s; int_asym_value: float(code) * s + m.
   template <int kBits>
-  __device__ static void decode_width(const CodecArgs& a, const uint8_t* region, const Raw& r, float (&x)[kRun]) {
+  __device__ static void decode_width(const Raw& r, bool asymmetric, float (&x)[kRun]) {
     constexpr uint32_t kMask = (1u << kBits) - 1u;
-    uint32_t code[kRun];
+    if (asymmetric) {
 #pragma unroll
-    for (int j = 0; j < kRun; ++j) code[j] = static_cast<uint32_t>(r.codes >> (j * kBits)) & kMask;
-    // int_sym_value: float(code - 2^(bits-1)) * s; int_asym_value: float(code) * s + m.
-    if (a.col_shift >= 3) {  // one group covers the run: its scale (and minimum) came with the load
-      if (a.asymmetric) {
-#pragma unroll
-        for (int j = 0; j < kRun; ++j) x[j] = small_int_float(code[j], 0.0f) * r.scale + r.minimum;
-      } else {
-#pragma unroll
-        for (int j = 0; j < kRun; ++j) x[j] = small_int_float(code[j], float(1 << (kBits - 1))) * r.scale;
+      for (int j = 0; j < kRun; ++j) {
+        x[j] = small_int_float(static_cast<uint32_t>(r.codes >> (j * kBits)) & kMask, 0.0f) * r.scale + r.minimum;
       }
-      return;
+    } else {
+#pragma unroll
+      for (int j = 0; j < kRun; ++j) {
+        x[j] = small_int_float(static_cast<uint32_t>(r.codes >> (j * kBits)) & kMask, float(1 << (kBits - 1))) * r.scale;
+      }
     }
-    // Groups of 1, 2 or 4 channels: channel c0 + j is in group r.group + (j >> col_shift).
+  }
+
+  // Groups of 1, 2 or 4 channels (int:group=1|2|4): channel c0 + j is in group r.group +
+  // (j >> col_shift), so each element reads its own scale (and minimum). Rare, so the width stays a
+  // runtime value here: one copy of this path per call site rather than one per width, which had
+  // taken most of the integer instances' compile time.
+  __device__ static void decode_narrow_groups(const CodecArgs& a, const uint8_t* region, const Raw& r, float (&x)[kRun]) {
+    const uint32_t mask = (1u << a.bits) - 1u;
+    const float bias = a.asymmetric ? 0.0f : float(1 << (a.bits - 1));
 #pragma unroll
     for (int j = 0; j < kRun; ++j) {
+      const uint32_t code = static_cast<uint32_t>(r.codes >> (j * a.bits)) & mask;
       const int64_t g = r.group + (j >> a.col_shift);
       const float s = load_scale(region + a.scale_offset, g, a.scale_type);
-      if (a.asymmetric) {
-        x[j] = small_int_float(code[j], 0.0f) * s + load_scale(region + a.min_offset, g, a.scale_type);
-      } else {
-        x[j] = small_int_float(code[j], float(1 << (kBits - 1))) * s;
-      }
+      x[j] = a.asymmetric ? small_int_float(code, bias) * s + load_scale(region + a.min_offset, g, a.scale_type)
+                          : small_int_float(code, bias) * s;
     }
   }
 };

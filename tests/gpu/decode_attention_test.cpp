@@ -108,6 +108,7 @@ const std::vector<Format>& formats() {
       {"int:bits=6,axis=token,group=4,scale=f16", int_format(6, GroupAxis::token, 4, ScaleType::f16, false)},
       {"int:bits=7,axis=channel", int_format(7, GroupAxis::channel, 0, ScaleType::f32, false)},
       {"int:bits=4,axis=token,group=2,asym,scale=bf16", int_format(4, GroupAxis::token, 2, ScaleType::bf16, true)},
+      {"int:bits=3,axis=token,group=1,asym", int_format(3, GroupAxis::token, 1, ScaleType::f32, true)},
       {"int:bits=2,axis=token,group=16,asym,scale=f16", int_format(2, GroupAxis::token, 16, ScaleType::f16, true)},
       {"q8_0", ggml_format(CodecKind::q8_0)},
       {"q8_0:variant=x86", ggml_format(CodecKind::q8_0_x86)},
