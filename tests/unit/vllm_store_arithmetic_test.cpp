@@ -14,7 +14,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "kvtune/codecs/fp8_codec.h"
@@ -58,8 +57,7 @@ TEST(VllmStoreArithmetic, Fp8PerTokenHeadCodesAreKvtunesButAtTies) {
   int64_t differing = 0;
   for (int64_t r = 0; r < x.rows(); ++r) {
     const float vllm_scale = std::fmax(row_absmax(x, r) / 448.0f, 1e-6f);
-    float kvtune_scale;
-    std::memcpy(&kvtune_scale, bytes + L.scale_offset + 4 * r, 4);
+    const float kvtune_scale = testing::read_f32(packed, static_cast<size_t>(L.scale_offset + 4 * r));
     ASSERT_EQ(float_bits(kvtune_scale), float_bits(vllm_scale)) << "row " << r;
     const float inverse = 1.0f / vllm_scale;
     for (int64_t c = 0; c < x.cols(); ++c) {
@@ -84,9 +82,7 @@ TEST(VllmStoreArithmetic, Fp8PerTokenHeadCodesAreKvtunesButAtTies) {
 // which moves the row's squared error by about 2 %.
 TEST(VllmStoreArithmetic, TruncatingInt8RowMaximumHangsOnTheLastUlp) {
   const Matrix x = keys_like_rows(4096, 128, 7);
-  const SchemePtr s = make_scheme("tokenint:bits=8,round=trunc,min_scale=1e-6,reciprocal");
-  Matrix out(x.rows(), x.cols());
-  s->roundtrip(x, {}, out);
+  const Matrix out = testing::roundtrip("tokenint:bits=8,round=trunc,min_scale=1e-6,reciprocal", x);
   int64_t kvtune_126 = 0, low_126 = 0;
   double kvtune_sq = 0.0, low_sq = 0.0;
   for (int64_t r = 0; r < x.rows(); ++r) {
