@@ -6,7 +6,7 @@
 //   q     = clamp(x * (1 / scale), QUANT_MIN, QUANT_MAX), then the store's cast
 //
 // written out here with exact float32 division. On the GPU both divisions are Triton's `/`, which
-// lowers to the approximate div.full.f32 (up to 2 ulp; triton-lang/triton
+// lowers to the approximate div.full.f32 (up to 2 ulp by NVIDIA's PTX ISA, not re-read; triton-lang/triton
 // third_party/nvidia/lib/TritonNVIDIAGPUToLLVM/ElementwiseOpToLLVM.cpp @0043a8d8, FDivOpConversion:
 // llvm.nvvm.div.full), which no CPU reproduces. These tests pin what the runtime table's caveats
 // say about that.
