@@ -39,20 +39,54 @@ TEST(RuntimeVersionsLlama, FlashAttentionFlagIsBareBeforePr15434AndOnAfter) {
     const char* other;
     bool verified;
   };
-  // Unverified on both sides: PR #15434's first build is approximate (shared/reference/runtime-facts.md, C).
-  for (const Case& c : {Case{"b6000", "-fa", "-fa on", false}, Case{"b6324", "-fa", "-fa on", false},
-                        Case{"b6325", "-fa on", "-fa", false}, Case{"b7000", "-fa on", "-fa", false}}) {
+  // Verified on both sides: common/arg.cpp was read at the tags b6324 (bare switch) and b6325 (on|off|auto).
+  for (const Case& c : {Case{"b3063", "-fa", "-fa on", true}, Case{"b6000", "-fa", "-fa on", true},
+                        Case{"b6324", "-fa", "-fa on", true}, Case{"b6325", "-fa on", "-fa", true},
+                        Case{"b7000", "-fa on", "-fa", true}}) {
     SCOPED_TRACE(c.version);
     const RuntimeView v = runtime_options(t, c.version);
     const RuntimeOption& q8 = option(v, "q8_0/q8_0 (unrotated)");
     EXPECT_EQ(q8.settings.cli, (std::vector<std::string>{"-ctk q8_0", "-ctv q8_0", c.flag}));
     EXPECT_FALSE(has(q8.settings.cli, c.other));
     EXPECT_TRUE(q8.settings.needs_flash_attention);
-    EXPECT_EQ(q8.settings.verified, c.verified);  // b6325 as the first build is not read from a tag
+    EXPECT_EQ(q8.settings.verified, c.verified);
     // A quantized K alone needs no flash attention, in either spelling.
     const RuntimeOption& k_only = option(v, "q8_0/f16 (unrotated)");
     EXPECT_EQ(k_only.settings.cli, (std::vector<std::string>{"-ctk q8_0", "-ctv f16"}));
     EXPECT_FALSE(k_only.settings.needs_flash_attention);
+  }
+}
+
+// The table starts at b3063, the first build that runs a quantized V (PR #7527; tag b3058 lacks it): an
+// older build is refused rather than given flags it rejects (-fa first parses at b2771).
+TEST(RuntimeVersionsLlama, BuildsBeforeQuantizedFlashAttentionAreRefused) {
+  const RuntimeTable t = shipped("llama-cpp");
+  EXPECT_EQ(t.oldest, "b3063");
+  for (const char* version : {"b1953", "b2700", "b3062"}) {
+    SCOPED_TRACE(version);
+    try {
+      runtime_options(t, version);
+      ADD_FAILURE() << "no error";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("older than this table covers (b3063 and later)"), std::string::npos)
+          << e.what();
+    }
+  }
+  const RuntimeView v = runtime_options(t, "b3063");
+  EXPECT_TRUE(has_option(v, "iq4_nl/iq4_nl (unrotated)"));
+  EXPECT_FALSE(has_option(v, "bf16/bf16"));  // bf16 from b4039
+}
+
+// The q8_0/q4_0 pair: no tag through b10573 compiles it in a default CUDA build, so the flag stays listed.
+TEST(RuntimeVersionsLlama, KQ80VQ40KeepsTheCudaBuildFlag) {
+  const RuntimeTable t = shipped("llama-cpp");
+  for (const char* version : {"b10000", "b10573"}) {
+    SCOPED_TRACE(version);
+    const RuntimeView v = runtime_options(t, version);
+    const RuntimeOption& o = option(v, "q8_0/q4_0 (rotated)");
+    EXPECT_EQ(o.settings.build, (std::vector<std::string>{"GGML_CUDA_FA_ALL_QUANTS=ON (CUDA builds)"}));
+    EXPECT_TRUE(any_contains(o.settings.caveats, "Default CUDA builds through b10573"));
+    EXPECT_FALSE(any_contains(o.settings.caveats, "Newer sources"));
   }
 }
 
@@ -91,8 +125,7 @@ TEST(RuntimeVersionsLlama, CudaFlashAttentionBuildFlagBeforeAndAfterPr28079) {
     const RuntimeOption& mixed = option(v, "q8_0/q5_1 (rotated)");
     EXPECT_EQ(mixed.settings.build, (std::vector<std::string>{"GGML_CUDA_FA_ALL_QUANTS=ON (CUDA builds)"}));
     EXPECT_TRUE(any_contains(mixed.settings.unsupported, "falls back to the CPU"));
-    // Before b10206 its -fa on rule starts at PR #15434's approximate first build.
-    EXPECT_EQ(mixed.settings.verified, std::string(version) == "b10819");
+    EXPECT_TRUE(mixed.settings.verified);  // PR #15434's -fa on (b6325) and this flag's range read at tags
   }
   for (const char* version : {"b10820", "b10969"}) {
     SCOPED_TRACE(version);
@@ -173,9 +206,9 @@ TEST(RuntimeVersionsLlama, RotatedSpecsFromTheRotationBuild) {
   }
 }
 
-// The rotation's first build (b8619) and bf16's (b4039) are read from tags: the types are verified on
-// both sides of the rotation and in every profile; only pair rules with approximate builds (PR #15434's
-// -fa on, the CUDA build flags) leave a pair unverified. Before b4039 there is no bf16 cache.
+// The rotation's first build (b8619), bf16's (b4039) and PR #15434's (b6325) are read from tags: the types
+// are verified on both sides of the rotation and in every profile; only the CUDA build-flag rules after
+// b10820 (PR #28079, first build approximate) leave a pair unverified. Before b4039 there is no bf16 cache.
 TEST(RuntimeVersionsLlama, TypesAreVerifiedOnBothSidesOfTheRotation) {
   const RuntimeTable t = shipped("llama-cpp");
   for (const char* version : {"b8000", "b8618", "b8619", "b10970"}) {
@@ -188,11 +221,11 @@ TEST(RuntimeVersionsLlama, TypesAreVerifiedOnBothSidesOfTheRotation) {
       for (const char* pair : {"f16/f16", "f32/f16", "f16/f32", "bf16/bf16", "bf16/f16", "q8_0/f16"}) {
         EXPECT_TRUE(option(v, pair + tail).settings.verified) << pair << tail;
       }
-      // A quantized V takes -fa on: from PR #15434, whose first build is approximate, until b10206.
-      const bool after_pr25871 = compare_runtime_versions(t.version_scheme, version, "b10206") >= 0;
-      EXPECT_EQ(option(v, "q8_0/q8_0" + tail).settings.verified, after_pr25871) << tail;
-      // K != V with a quantized V also needs a CUDA build flag, whose first builds are approximate.
-      EXPECT_FALSE(option(v, "f16/q8_0" + tail).settings.verified) << tail;
+      // A quantized V takes -fa on (from b6325, read at the tags b6324 and b6325).
+      EXPECT_TRUE(option(v, "q8_0/q8_0" + tail).settings.verified) << tail;
+      // K != V with a quantized V also needs a CUDA build flag, whose rules after b10820 are approximate.
+      const bool before_pr28079 = compare_runtime_versions(t.version_scheme, version, "b10820") < 0;
+      EXPECT_EQ(option(v, "f16/q8_0" + tail).settings.verified, before_pr28079) << tail;
     }
   }
   EXPECT_FALSE(has_option(runtime_options(t, "b4038"), "bf16/f16 (unrotated)"));
@@ -250,6 +283,24 @@ TEST(RuntimeVersionsLlama, OllamaBundledLlamaCppUpTo024AndLlamaServerFrom030) {
     EXPECT_TRUE(has(plain.settings.env, "LLAMA_ATTN_ROT_DISABLE=1"));
     EXPECT_EQ(option(v, "f16 (default)").k_spec, "f16");  // f16 is never rotated
   }
+}
+
+// OLLAMA_KV_CACHE_TYPE first exists at v0.5.0 (v0.4.7 has none): older versions keep f16 whatever is set.
+TEST(RuntimeVersionsLlama, OllamaQuantizedCacheFrom050) {
+  const RuntimeTable t = shipped("ollama");
+  for (const char* version : {"0.1.39", "0.4.7"}) {
+    SCOPED_TRACE(version);
+    const RuntimeView v = runtime_options(t, version);
+    EXPECT_EQ(v.options.size(), 1u);
+    EXPECT_EQ(option(v, "f16 (default)").k_spec, "f16");
+  }
+  const RuntimeView v = runtime_options(t, "0.5.0");
+  EXPECT_EQ(v.options.size(), 3u);
+  EXPECT_EQ(option(v, "q8_0").settings.env,
+            (std::vector<std::string>{"OLLAMA_FLASH_ATTENTION=1", "OLLAMA_KV_CACHE_TYPE=q8_0"}));
+  // The llama.cpp pins before PR #25871 (b10206) run to 0.32.5 (b10091), not only 0.30.x and 0.31.x.
+  const RuntimeView v0325 = runtime_options(t, "0.32.5");
+  EXPECT_TRUE(any_contains(option(v0325, "q8_0 (rotated)").settings.caveats, "the pins of 0.30.x to 0.32.5"));
 }
 
 TEST(RuntimeVersionsLlama, OllamaCheckedAtTheNewestTag) {

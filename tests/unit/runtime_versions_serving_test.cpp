@@ -57,6 +57,45 @@ TEST(RuntimeVersionsServing, TransformersHqqBackendSpellingSplitsAt456) {
   }
 }
 
+// QuantizedCache is first in 4.42.0.dev0 (PR #30483): older versions are refused. The quanto backend goes
+// through the older quanto package before 4.47 (unverified arithmetic) and needs optimum-quanto > 0.2.5 from
+// 4.47 (PR #34750).
+TEST(RuntimeVersionsServing, TransformersQuantizedCacheFrom442AndOptimumQuantoFrom447) {
+  const RuntimeTable t = shipped("transformers");
+  EXPECT_EQ(t.oldest, "4.42.0");
+  EXPECT_THROW(runtime_options(t, "4.41.2"), InputError);
+  for (const std::string version : {"4.42.0", "4.46.3"}) {
+    const RuntimeView view = runtime_options(t, version);
+    for (const char* name : {"quanto nbits=4 (defaults)", "quanto nbits=2"}) {
+      const RuntimeOption* quanto = find(view, name);
+      ASSERT_NE(quanto, nullptr) << version << " " << name;
+      EXPECT_FALSE(quanto->settings.verified) << version;
+      EXPECT_TRUE(any_contains(quanto->settings.caveats, "older quanto package")) << version;
+      EXPECT_FALSE(any_contains(quanto->settings.caveats, "is_quanto_greater")) << version;
+    }
+  }
+  for (const std::string version : {"4.47.0", "4.57.1"}) {
+    const RuntimeView view = runtime_options(t, version);
+    const RuntimeOption* quanto = find(view, "quanto nbits=4 (defaults)");
+    ASSERT_NE(quanto, nullptr) << version;
+    EXPECT_TRUE(quanto->settings.verified) << version;
+    EXPECT_TRUE(any_contains(quanto->settings.caveats, "Needs optimum-quanto newer than 0.2.5")) << version;
+    EXPECT_EQ(std::count_if(view.options.begin(), view.options.end(),
+                            [](const RuntimeOption& o) { return o.name == "quanto nbits=4 (defaults)"; }),
+              1);
+  }
+}
+
+// A TurboMind option runs on the PyTorch engine for a model TurboMind lacks (archs.py autoget_backend).
+TEST(RuntimeVersionsServing, LmdeployTurbomindOptionsNameTheirFallback) {
+  const RuntimeView view = runtime_options(shipped("lmdeploy"), "0.16.0");
+  for (const char* name : {"quant-policy 8 (int8, TurboMind)", "quant-policy 4 (int4, TurboMind)"}) {
+    const RuntimeOption* o = find(view, name);
+    ASSERT_NE(o, nullptr) << name;
+    EXPECT_TRUE(any_contains(o->settings.caveats, "Fallback to pytorch engine")) << name;
+  }
+}
+
 TEST(RuntimeVersionsServing, LmdeployFp8PoliciesFrom0140OnThePytorchEngine) {
   const RuntimeTable t = shipped("lmdeploy");
   for (const std::string version : {"0.12.3", "0.13.0"}) {
@@ -192,6 +231,7 @@ TEST(RuntimeVersionsServing, VllmPerHeadCheckpointScalesAndNotEmulatedTypes) {
     ASSERT_NE(per_head, nullptr) << version;
     EXPECT_EQ(per_head->k_spec, canonical("fp8:format=e4m3,scale=calibrated,granularity=head"));
     EXPECT_TRUE(any_contains(per_head->settings.unsupported, "FLASH_ATTN"));
+    EXPECT_TRUE(any_contains(per_head->settings.unsupported, "FlashAttention is version 2"));  // FA3/FA4 only
     // Options that need a calibrated checkpoint say so; the unscaled one needs nothing.
     EXPECT_TRUE(any_contains(per_head->settings.needs, "per-head k_scale/v_scale"));
     const RuntimeOption* per_layer = find(view, "fp8 (e4m3), checkpoint scales");
@@ -288,9 +328,18 @@ TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
     }
   }
   // The scales file is named as kvtune calibrate writes it: a bare <placeholder> is a shell redirection.
-  const RuntimeOption* json_scales = find(view, "fp8_e4m3, checkpoint or JSON scales");
+  const RuntimeOption* json_scales = find(view, "fp8_e4m3, JSON scales");
   ASSERT_NE(json_scales, nullptr);
   EXPECT_TRUE(has(json_scales->settings.cli, "--quantization-param-path sglang_kv_scales.json"));
+  // One JSON scale per layer serves K and V (models/llama.py), and only some model classes load it.
+  EXPECT_TRUE(any_contains(json_scales->settings.caveats, "gives it to K and V alike"));
+  EXPECT_TRUE(any_contains(json_scales->settings.unsupported, "without load_kv_cache_scales"));
+  // Checkpoint scales need no flag, and no model list.
+  const RuntimeOption* checkpoint = find(view, "fp8_e4m3, checkpoint scales");
+  ASSERT_NE(checkpoint, nullptr);
+  EXPECT_EQ(checkpoint->settings.cli, (std::vector<std::string>{"--kv-cache-dtype fp8_e4m3"}));
+  EXPECT_TRUE(checkpoint->settings.unsupported.empty());
+  EXPECT_TRUE(any_contains(checkpoint->settings.needs, "k_scale/v_scale"));
   // The block-scaled floats are emulated (kvtune/codecs/microscale.h). SGLang's own FP4 quantizer rounds
   // E2M1 ties away from zero (kvfp4_tensor.py). mxfp8, nvfp4 and fp4_mx_block16 are among server_args.py's
   // choices from the v0.5.16 tag, not at v0.5.15.post1; from v0.5.16 fp4_e2m1 is refused at start.
