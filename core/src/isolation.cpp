@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "kvtune/error.h"
+#include "plugin_guard.h"
 
 namespace kvtune {
 namespace {
@@ -50,6 +51,7 @@ bool in_child = false;
   // The parent learns of a crash from the signal that ended the child: sanitizers' handlers
   // would turn it into an exit status.
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);
+  plugin_guard::disarm();  // and a plugin's exit() stays its exit status
   char tag = kOk;
   std::string payload;
   try {

@@ -15,6 +15,7 @@
 #include "kvtune/isolation.h"
 #include "kvtune/plugin_abi.h"
 #include "kvtune/policy.h"
+#include "plugin_guard.h"
 
 namespace kvtune {
 namespace fs = std::filesystem;
@@ -27,6 +28,10 @@ constexpr size_t kFamilySize10 = sizeof(kvtune_family);
 constexpr size_t kDomainSize10 = sizeof(kvtune_param_domain);
 constexpr size_t kSchemeSize10 = offsetof(kvtune_scheme, traits);  // 1.1 appended traits
 constexpr size_t kVtableSize10 = sizeof(kvtune_scheme_vtable);
+
+// The most packed bytes a plugin's footprint may claim: per element, and once per block.
+constexpr uint64_t kMaxBytesPerElement = 64;
+constexpr uint64_t kMaxFixedBytes = uint64_t{1} << 20;
 
 std::string abi_version(uint32_t major, uint32_t minor) { return std::to_string(major) + "." + std::to_string(minor); }
 
@@ -47,6 +52,8 @@ struct FamilyBinding {
   std::string family;
   const kvtune_family* table = nullptr;
   std::string origin;  // "--plugin", "KVTUNE_PLUGIN_PATH", ...; may be empty
+  // plugin_guard's name for the family, kept for the process's life (plugin_guard::keep).
+  const std::string& guard_label = plugin_guard::keep("plugin family '" + family + "' (from " + from() + ")");
 
   std::string where() const { return "plugin " + path + ", family '" + family + "'"; }
   // "--plugin /x/libnf4.so": the plugin and where it was named.
@@ -76,20 +83,24 @@ class PluginScheme final : public Scheme {
                        ", ABI 1.0 needs " + std::to_string(kVtableSize10) + ", and destroy is required)");
     }
     auto refuse = [&](const std::string& why) {
-      vt_->destroy(handle_);
+      destroy();
       handle_ = nullptr;
       throw InputError(where + ": " + why);
     };
     if (vt_->spec == nullptr || vt_->footprint == nullptr || vt_->quantize == nullptr || vt_->dequantize == nullptr) {
       refuse("malformed scheme vtable (spec, footprint, quantize and dequantize are required)");
     }
-    const char* spec = vt_->spec(handle_);
+    const char* spec = nullptr;
+    {
+      const plugin_guard::PluginCall call(binding_->guard_label, "spec");
+      spec = vt_->spec(handle_);
+    }
     if (spec == nullptr || *spec == '\0') refuse("the scheme returned no spec");
     spec_ = spec;
     if (KVTUNE_ABI_HAS(handle_, kvtune_scheme, traits)) traits_ = handle_->traits;
   }
   ~PluginScheme() override {
-    if (handle_ != nullptr) vt_->destroy(handle_);
+    if (handle_ != nullptr) destroy();
   }
   PluginScheme(const PluginScheme&) = delete;
   PluginScheme& operator=(const PluginScheme&) = delete;
@@ -114,6 +125,7 @@ class PluginScheme final : public Scheme {
     std::string base = Scheme::check_shape(tokens, head_dim);
     if (!base.empty() || vt_->check_shape == nullptr) return base;
     ErrorBuffer error;
+    const plugin_guard::PluginCall call(binding_->guard_label, "check_shape");
     const int32_t status = vt_->check_shape(handle_, tokens, head_dim, error.text, ErrorBuffer::kSize);
     if (status == KVTUNE_STATUS_OK) return {};
     if (status == KVTUNE_STATUS_INVALID_INPUT) return error.message(status);
@@ -123,8 +135,21 @@ class PluginScheme final : public Scheme {
   size_t footprint(int64_t tokens, int64_t head_dim) const override {
     ErrorBuffer error;
     uint64_t bytes = 0;
-    const int32_t status = vt_->footprint(handle_, tokens, head_dim, &bytes, error.text, ErrorBuffer::kSize);
+    int32_t status = 0;
+    {
+      const plugin_guard::PluginCall call(binding_->guard_label, "footprint");
+      status = vt_->footprint(handle_, tokens, head_dim, &bytes, error.text, ErrorBuffer::kSize);
+    }
     if (status != KVTUNE_STATUS_OK) binding_->fail(status, error);
+    // No storage format needs more than 64 bytes per element (float32 is 4): beyond that the number is
+    // a fault that would otherwise surface as a failed allocation far from its cause.
+    const uint64_t elements = static_cast<uint64_t>(std::max<int64_t>(tokens, 0)) *
+                              static_cast<uint64_t>(std::max<int64_t>(head_dim, 0));
+    if (bytes > elements * kMaxBytesPerElement + kMaxFixedBytes) {
+      throw InputError(binding_->where() + ": footprint says " + std::to_string(bytes) + " bytes for a [" +
+                       std::to_string(tokens) + ", " + std::to_string(head_dim) + "] block, more than " +
+                       std::to_string(kMaxBytesPerElement) + " bytes per element: a fault in the plugin");
+    }
     return static_cast<size_t>(bytes);
   }
 
@@ -134,6 +159,7 @@ class PluginScheme final : public Scheme {
     const kvtune_quant_context c = context_of(ctx);
     ErrorBuffer error;
     size_t written = 0;
+    const plugin_guard::PluginCall call(binding_->guard_label, "quantize");
     const int32_t status = vt_->quantize(handle_, block.data, block.rows, block.cols, &c,
                                          reinterpret_cast<uint8_t*>(packed.data()), packed.size(), &written,
                                          error.text, ErrorBuffer::kSize);
@@ -150,8 +176,12 @@ class PluginScheme final : public Scheme {
     require_packed(packed, out.rows, out.cols);
     const kvtune_quant_context c = context_of(ctx);
     ErrorBuffer error;
-    const int32_t status = vt_->dequantize(handle_, reinterpret_cast<const uint8_t*>(packed.data()), packed.size(), &c,
-                                           out.data, out.rows, out.cols, error.text, ErrorBuffer::kSize);
+    int32_t status = 0;
+    {
+      const plugin_guard::PluginCall call(binding_->guard_label, "dequantize");
+      status = vt_->dequantize(handle_, reinterpret_cast<const uint8_t*>(packed.data()), packed.size(), &c,
+                               out.data, out.rows, out.cols, error.text, ErrorBuffer::kSize);
+    }
     if (status != KVTUNE_STATUS_OK) binding_->fail(status, error);
     // The packed bytes are the plugin's own format: a non-finite value out of them is its fault.
     require_finite_output("dequantize", out, "");
@@ -165,8 +195,11 @@ class PluginScheme final : public Scheme {
     require_shape(block.rows, block.cols);
     const kvtune_quant_context c = context_of(ctx);
     ErrorBuffer error;
-    const int32_t status =
-        vt_->roundtrip(handle_, block.data, block.rows, block.cols, &c, out.data, error.text, ErrorBuffer::kSize);
+    int32_t status = 0;
+    {
+      const plugin_guard::PluginCall call(binding_->guard_label, "roundtrip");
+      status = vt_->roundtrip(handle_, block.data, block.rows, block.cols, &c, out.data, error.text, ErrorBuffer::kSize);
+    }
     if (status != KVTUNE_STATUS_OK) binding_->fail(status, error);
     if (std::all_of(block.data, block.data + block.size(), [](float x) { return std::isfinite(x); })) {
       require_finite_output("roundtrip", out, " of a finite block");
@@ -178,6 +211,7 @@ class PluginScheme final : public Scheme {
     const kvtune_quant_context c = context_of(ctx);
     ErrorBuffer error;
     kvtune_scheme* fitted = nullptr;
+    const plugin_guard::PluginCall call(binding_->guard_label, "calibrate");
     const int32_t status = vt_->calibrate(handle_, sample.data, sample.rows, sample.cols, &c, &fitted, error.text,
                                           ErrorBuffer::kSize);
     if (status != KVTUNE_STATUS_OK) binding_->fail(status, error);
@@ -196,6 +230,11 @@ class PluginScheme final : public Scheme {
                        ", " + std::to_string(i % out.cols) + "]" + of_what +
                        ": a fault in the plugin, not in the input");
     }
+  }
+
+  void destroy() {
+    const plugin_guard::PluginCall call(binding_->guard_label, "destroy");
+    vt_->destroy(handle_);
   }
 
   static kvtune_quant_context context_of(const QuantContext& ctx) {
@@ -310,6 +349,7 @@ FamilyInfo family_of(const kvtune_family* f, const std::string& path, size_t ind
     }
     ErrorBuffer error;
     kvtune_scheme* handle = nullptr;
+    const plugin_guard::PluginCall call(binding->guard_label, "create");
     const int32_t status =
         binding->table->create(binding->table, keys.data(), values.data(), keys.size(), &handle, error.text,
                                ErrorBuffer::kSize);
@@ -327,8 +367,14 @@ PluginInfo load_plugin_unnamed(Registry& registry, const std::string& path, cons
   const std::string absolute = fs::absolute(path, ec).lexically_normal().string();
 
   // RTLD_LOCAL: a plugin's symbols (its copy of any inline kvtune code included) stay its own.
+  plugin_guard::arm();
+  const std::string label = "plugin '" + path + "'" + (origin.empty() ? "" : " (from " + origin + ")");
   dlerror();
-  void* library = dlopen(absolute.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* library = nullptr;
+  {
+    const plugin_guard::PluginCall call(label, "dlopen (its static constructors)");
+    library = dlopen(absolute.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
   if (library == nullptr) {
     const char* why = dlerror();
     throw InputError("plugin '" + path + "' is not a loadable shared library: " + (why ? why : "dlopen failed"));
@@ -344,6 +390,7 @@ PluginInfo load_plugin_unnamed(Registry& registry, const std::string& path, cons
 
   ErrorBuffer error;
   const kvtune_plugin_description* d = nullptr;
+  const plugin_guard::PluginCall call(label, "describe");
   const int32_t status =
       describe(KVTUNE_PLUGIN_ABI_MAJOR, KVTUNE_PLUGIN_ABI_MINOR, &d, error.text, ErrorBuffer::kSize);
   if (status != KVTUNE_STATUS_OK) {

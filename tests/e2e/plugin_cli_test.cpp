@@ -233,6 +233,78 @@ TEST_F(PluginCli, ACrashingEnvironmentPluginIsSkippedWithAWarning) {
   EXPECT_EQ(named.out, "");
 }
 
+// Where no child process isolates a plugin call (create everywhere, quantize in `quantize`), a crash
+// or exit() still ends the command, but with a message naming the plugin, its family and the call,
+// and exit status 2 (core/src/plugin_guard.h); nothing is left half-written.
+TEST_F(PluginCli, ACrashOutsideAChildIsNamedWithStatus2) {
+  write_float32_matrix(path("k.npy"), 64, 16);
+  struct Case {
+    const char* plugin;
+    const char* family;
+    const char* how;
+  };
+  for (const Case& c : {Case{KVTUNE_TEST_SEGFAULT, "c_segv", "crashed: SIGSEGV (Segmentation fault) in quantize"},
+                        Case{KVTUNE_TEST_ABORT, "c_abort", "crashed: SIGABRT (Aborted) in quantize"},
+                        Case{KVTUNE_TEST_EXIT, "c_exit", "called exit() in quantize"}}) {
+    SCOPED_TRACE(c.family);
+    const RunResult r = run({"quantize", "--plugin", c.plugin, "--scheme", c.family, "--in", path("k.npy").string(),
+                             "--out", path("q.npy").string()});
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("kvtune: plugin family '" + std::string(c.family) + "' (from --plugin " +
+                                 fs::absolute(c.plugin).lexically_normal().string() + ") " + c.how));
+    EXPECT_FALSE(fs::exists(path("q.npy")));
+  }
+  const std::vector<std::string> memory = {"memory", "--layers", "2", "--kv-heads", "1", "--head-dim", "128",
+                                           "--ctx", "1024", "--v", "f16", "--plugin"};
+  std::vector<std::string> args = memory;
+  args.insert(args.end(), {KVTUNE_TEST_CREATE_SEGFAULT, "--k", "c_create_segv:bits=3"});
+  RunResult r = run(args);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("plugin family 'c_create_segv' (from --plugin "));
+  EXPECT_THAT(r.err, HasSubstr("crashed: SIGSEGV (Segmentation fault) in create"));
+  args = memory;
+  args.insert(args.end(), {KVTUNE_TEST_CREATE_EXIT, "--k", "c_create_exit:bits=3"});
+  r = run(args);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("plugin family 'c_create_exit' (from --plugin "));
+  EXPECT_THAT(r.err, HasSubstr("called exit() in create"));
+  // A sweep creates its schemes before it writes anything.
+  write_text(path("create.toml"), "plugins = [\"" + std::string(KVTUNE_TEST_CREATE_SEGFAULT) +
+                                      "\"]\n[workload]\ntokens = 128\nhead_dim = 32\n"
+                                      "[search]\nk = [\"c_create_segv:bits=3\", \"f16\"]\nv = [\"f16\"]\n");
+  r = run({"sweep", path("create.toml").string(), "--out", path("out").string()});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("plugin family 'c_create_segv' (from a sweep file's plugins "));
+  EXPECT_FALSE(fs::exists(path("out")));
+}
+
+// A footprint no format could need is the plugin's fault, said where it is read, not a failed
+// allocation ("internal error") later: an input error in `quantize`, a failed point in a sweep.
+TEST_F(PluginCli, AnAbsurdFootprintIsThePluginsFault) {
+  write_float32_matrix(path("k.npy"), 64, 16);
+  const RunResult q = run({"quantize", "--plugin", KVTUNE_TEST_HUGE_FOOTPRINT, "--scheme", "c_huge", "--in",
+                           path("k.npy").string(), "--out", path("q.npy").string()});
+  EXPECT_EQ(q.status, 2) << q.err;
+  EXPECT_THAT(q.err, HasSubstr("family 'c_huge': footprint says 18446744073709551615 bytes for a [64, 16] block, "
+                               "more than 64 bytes per element: a fault in the plugin"));
+  EXPECT_FALSE(fs::exists(path("q.npy")));
+  write_text(path("huge.toml"), "plugins = [\"" + std::string(KVTUNE_TEST_HUGE_FOOTPRINT) +
+                                    "\"]\n[workload]\ntokens = 128\nhead_dim = 32\nqueries = 2\n"
+                                    "[search]\nk = [\"c_huge\", \"f16\"]\nv = [\"f16\"]\n");
+  const RunResult r = run({"sweep", path("huge.toml").string(), "--out", path("out").string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream lines(read_text(path("out") / "results.jsonl"));
+  size_t failed = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const json rec = json::parse(line);
+    if (rec["k"] != "c_huge:bits=8") continue;
+    ++failed;
+    EXPECT_EQ(rec["status"], "error");
+    EXPECT_THAT(rec["error"].get<std::string>(), HasSubstr("more than 64 bytes per element"));
+  }
+  EXPECT_EQ(failed, 1u);
+}
+
 }  // namespace
 }  // namespace kvtune::e2e
 

@@ -11,6 +11,8 @@
  *   TEST_CRASH=1|2|3|4          quantize segfaults (a real null store) | abort()s | exit(3)s | loops
  *                               forever; with TEST_CRASH_BITS=N only for bits=N
  *   TEST_CRASH_IN_DESCRIBE      the entry point segfaults
+ *   TEST_CRASH_IN_CREATE=1|2|3  create segfaults | abort()s | exit(3)s for bits=3 (other bits work)
+ *   TEST_HUGE_FOOTPRINT         footprint claims 2^64 - 1 bytes
  *   TEST_DEQUANTIZE_NAN         dequantize writes NaN into element 0
  *   TEST_CREATE_NULL            create returns OK without a scheme
  *   TEST_REFUSE_BITS=N          create refuses bits=N (INVALID_INPUT), a cross-parameter refusal
@@ -39,7 +41,7 @@
 #define TEST_TRAITS 0
 #endif
 
-#if defined(TEST_CRASH) || defined(TEST_CRASH_IN_DESCRIBE)
+#if defined(TEST_CRASH) || defined(TEST_CRASH_IN_DESCRIBE) || defined(TEST_CRASH_IN_CREATE)
 /* volatile: the compiler cannot prove the pointer null and replace the store with a trap. */
 static int* volatile null_pointer = NULL;
 static volatile unsigned long spins = 0;
@@ -92,7 +94,13 @@ static int32_t c_footprint(const kvtune_scheme* self, int64_t tokens, int64_t he
   (void)self;
   (void)error;
   (void)error_size;
+#ifdef TEST_HUGE_FOOTPRINT
+  (void)tokens;
+  (void)head_dim;
+  *bytes = UINT64_MAX;
+#else
   *bytes = packed_size(tokens, head_dim) + TEST_FOOTPRINT_LIE;
+#endif
   return KVTUNE_STATUS_OK;
 }
 
@@ -196,6 +204,9 @@ static int32_t c_create(const kvtune_family* family, const char* const* keys, co
 #ifdef TEST_CREATE_NULL
   *out = NULL;
   return KVTUNE_STATUS_OK;
+#endif
+#ifdef TEST_CRASH_IN_CREATE
+  if (bits == 3) crash(TEST_CRASH_IN_CREATE);
 #endif
 #ifdef TEST_REFUSE_BITS
   if (bits == TEST_REFUSE_BITS) {
