@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "kvtune/error.h"
+#include "kvtune/file_io.h"
 #include "kvtune/safetensors.h"
 
 namespace kvtune {
@@ -35,10 +34,12 @@ const json& field(const json& obj, const std::string& key, const std::string& wh
   return v;
 }
 
-int64_t count(const json& obj, const std::string& key, const std::string& where, int64_t min) {
+int64_t count(const json& obj, const std::string& key, const std::string& where, int64_t min,
+              int64_t max = int64_t(1) << 40) {
   const uint64_t v = field(obj, key, where, json::value_t::number_unsigned).get<uint64_t>();
-  if (v < uint64_t(min) || v > uint64_t(1) << 40) {
-    throw InputError(where + ": '" + key + "' must be at least " + std::to_string(min) + " (found " + std::to_string(v) + ")");
+  if (v < uint64_t(min) || v > uint64_t(max)) {
+    throw InputError(where + ": '" + key + "' must be in " + std::to_string(min) + ".." + std::to_string(max) +
+                     " (found " + std::to_string(v) + ")");
   }
   return static_cast<int64_t>(v);
 }
@@ -66,15 +67,15 @@ void expect_tensor(const SafetensorsFile& f, const std::string& name, const std:
 
 Capture open_capture(const std::string& dir) {
   const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
-  std::ifstream in(manifest_path);
-  if (!in) {
-    // The error_code overload: a name the file system refuses (too long) is "does not exist", not
-    // a filesystem_error.
-    std::error_code ec;
+  // The error_code overloads: a name the file system refuses (too long) is "does not exist", not
+  // a filesystem_error.
+  std::error_code ec;
+  if (!fs::exists(manifest_path, ec)) {
     throw InputError(dir + ": not a capture directory (no manifest.json" +
                      std::string(fs::is_directory(dir, ec) ? ")" : "; the directory does not exist)"));
   }
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<std::byte> bytes = read_file(manifest_path);  // refuses a directory by name
+  const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   json m;
   try {
     m = json::parse(text);
@@ -92,10 +93,11 @@ Capture open_capture(const std::string& dir) {
   c.model = m.contains("model") && m["model"].is_string() ? m["model"].get<std::string>() : "";
   const json& cfg = field(m, "config", w, json::value_t::object);
   const std::string wc = w + ": config";
-  c.model_layers = count(cfg, "num_hidden_layers", wc, 1);
-  c.q_heads = count(cfg, "num_attention_heads", wc, 1);
-  c.kv_heads = count(cfg, "num_key_value_heads", wc, 1);
-  c.head_dim = count(cfg, "head_dim", wc, 1);
+  // The bounds of a model preset's shape (model_preset.cpp): 4096 layers and heads.
+  c.model_layers = count(cfg, "num_hidden_layers", wc, 1, 4096);
+  c.q_heads = count(cfg, "num_attention_heads", wc, 1, 65536);
+  c.kv_heads = count(cfg, "num_key_value_heads", wc, 1, 4096);
+  c.head_dim = count(cfg, "head_dim", wc, 1, 65536);
   if (c.q_heads % c.kv_heads != 0) {
     throw InputError(wc + ": num_attention_heads " + std::to_string(c.q_heads) + " is not a multiple of num_key_value_heads " +
                      std::to_string(c.kv_heads));
@@ -103,7 +105,9 @@ Capture open_capture(const std::string& dir) {
   // RoPE as the capture tool saw it; the keys are stored rotated already, so kvtune only reports
   // it. A model without a readable rotary embedding has theta null and convention "unknown".
   const json& theta = cfg.contains("rope_theta") ? cfg["rope_theta"] : json();
-  if (!theta.is_null() && !theta.is_number()) throw InputError(wc + ": 'rope_theta' must be a number or null");
+  if (!theta.is_null() && !(theta.is_number() && theta.get<double>() > 0)) {
+    throw InputError(wc + ": 'rope_theta' must be a positive number or null");
+  }
   const std::string convention = field(cfg, "rope_convention", wc, json::value_t::string).get<std::string>();
   if (convention != "rotate_half" && convention != "interleaved" && convention != "unknown") {
     throw InputError(wc + ": 'rope_convention' must be \"rotate_half\", \"interleaved\" or \"unknown\" (found \"" +
@@ -143,7 +147,8 @@ Capture open_capture(const std::string& dir) {
     const int64_t l = layers[i].get<int64_t>();
     if (!c.layers.empty() && l <= c.layers.back()) throw InputError(w + ": 'layers' must be ascending without repeats");
     c.layers.push_back(l);
-    if (!files[i].is_string() || files[i].get<std::string>().find('/') != std::string::npos) {
+    if (!files[i].is_string() || files[i].get<std::string>().find('/') != std::string::npos ||
+        files[i] == "." || files[i] == ".." || files[i] == "") {
       throw InputError(w + ": layer_files[" + std::to_string(i) + "] must be a file name in the capture directory");
     }
     c.layer_files.push_back((fs::path(dir) / files[i].get<std::string>()).string());

@@ -134,6 +134,18 @@ int64_t partner(int64_t e, int64_t d, RopeConvention convention) {
   return e < d / 2 ? e + d / 2 : e - d / 2;
 }
 
+std::vector<double> row_norms(const Matrix& x) {
+  std::vector<double> n(static_cast<size_t>(x.rows()));
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    double s2 = 0.0;
+    for (int64_t e = 0; e < x.cols(); ++e) s2 += double(x(r, e)) * x(r, e);
+    n[size_t(r)] = std::sqrt(s2);
+  }
+  return n;
+}
+
+double median_row_norm(const Matrix& x) { return median(row_norms(x)); }
+
 // Sums over one layer's slices; finish() turns them into the layer's measurement.
 struct LayerAccumulator {
   LayerMeasurement m;
@@ -184,15 +196,6 @@ void LayerAccumulator::add(const Slice& s, const Capture& c, const ProfileFitOpt
   // or by its vectors (a key 3x longer than the median, a value under a third of the median: a
   // sink's key can hold its attention by direction alone, and RoPE turns a run of sink keys by
   // their positions, so some of a run hold little).
-  auto row_norms = [](const Matrix& x) {
-    std::vector<double> n(static_cast<size_t>(x.rows()));
-    for (int64_t r = 0; r < x.rows(); ++r) {
-      double s2 = 0.0;
-      for (int64_t e = 0; e < x.cols(); ++e) s2 += double(x(r, e)) * x(r, e);
-      n[r] = std::sqrt(s2);
-    }
-    return n;
-  };
   const std::vector<double> key_norms = row_norms(s.keys_pre_rope), value_norms = row_norms(s.values);
   const double key_norm = median(key_norms), value_norm = median(value_norms);
   int64_t sinks = 0;
@@ -419,7 +422,21 @@ FittedProfile fit_profile(const Capture& c, const ProfileFitOptions& o) {
     acc.m.outlier_scale = acc.m.query_outlier_scale = acc.m.recency_tokens = 0.0;
     for (int64_t s : samples) {
       const int64_t t = o.tokens == 0 ? c.samples[size_t(s)].tokens : o.tokens;
-      for (int64_t h = 0; h < c.kv_heads; ++h) acc.add(read_slice(c, f, s, h, t), c, o);
+      for (int64_t h = 0; h < c.kv_heads; ++h) {
+        Slice slice = read_slice(c, f, s, h, t);
+        // Every statistic is relative to the typical key and value (norms, channel spreads): a
+        // slice whose typical row is zero has none to give, and would write NaN into the profile.
+        const char* empty = median_row_norm(slice.keys_pre_rope) == 0.0 ? "keys"
+                            : median_row_norm(slice.values) == 0.0      ? "values"
+                                                                        : nullptr;
+        if (empty != nullptr) {
+          throw InputError(f.path() + ": layer " + std::to_string(l) + ", KV head " + std::to_string(h) + ", sample '" +
+                           c.samples[size_t(s)].name + "': most of its " + empty +
+                           " are zero rows, so there is nothing to measure them against; leave this layer out "
+                           "(--layers)");
+        }
+        acc.add(slice, c, o);
+      }
     }
     out.layers.push_back(acc.finish());
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <nlohmann/json.hpp>
@@ -86,6 +87,8 @@ int64_t SafetensorsTensor::elements() const {
 }
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(path + ": is a directory, expected a safetensors file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot open the file");
   const uint64_t size = file_size(in, path);
@@ -93,6 +96,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   in.seekg(0);
   unsigned char len_bytes[8];
   in.read(reinterpret_cast<char*>(len_bytes), 8);
+  if (!in) throw InputError(path + ": cannot read the header length");
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | len_bytes[i];
   if (header_len > kMaxSafetensorsHeader) {

@@ -21,6 +21,7 @@ struct CaptureSpec {
   int64_t model_layers = 4, q_heads = 4, kv_heads = 2, head_dim = 32, queries = 8;
   std::vector<int64_t> layers = {0, 2};
   std::vector<std::pair<std::string, int64_t>> samples = {{"a", 96}, {"b", 64}};
+  int64_t zero_keys_layer = -1;  // a layer whose keys are all 0.0 (a degenerate capture)
 };
 
 // A deterministic value of roughly unit size; `tensor` 0 = k, 1 = v, 2 = q; row = token or query row.
@@ -70,7 +71,9 @@ inline void write_capture(const std::filesystem::path& dir, const CaptureSpec& s
     layers += (layers.empty() ? "" : ", ") + std::to_string(l);
     files += (files.empty() ? "\"" : ", \"") + std::string(file) + "\"";
     const std::vector<SafetensorsEntry> entries = {
-        {"k", "F16", {s.kv_heads, total, s.head_dim}, f16_bytes(0, l, s.kv_heads, total, s.head_dim)},
+        {"k", "F16", {s.kv_heads, total, s.head_dim},
+         l == s.zero_keys_layer ? std::vector<std::byte>(size_t(s.kv_heads * total * s.head_dim) * 2)
+                                : f16_bytes(0, l, s.kv_heads, total, s.head_dim)},
         {"v", "F16", {s.kv_heads, total, s.head_dim}, f16_bytes(1, l, s.kv_heads, total, s.head_dim)},
         {"q", "F16", {s.q_heads, nq, s.head_dim}, f16_bytes(2, l, s.q_heads, nq, s.head_dim)},
         {"positions", "I64", {total}, i64_bytes(positions)},

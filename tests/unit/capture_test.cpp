@@ -9,6 +9,7 @@
 #include "capture_fixture.h"
 #include "kvtune/capture.h"
 #include "kvtune/error.h"
+#include "kvtune/profile_fit.h"
 #include "kvtune/scenario.h"
 #include "test_support.h"
 
@@ -84,7 +85,18 @@ TEST_F(CaptureDir, RefusesCapturesThatDisagreeWithThemselves) {
   EXPECT_THAT(error_of({{"\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3"}}),
               HasSubstr("num_attention_heads 4 is not a multiple of num_key_value_heads 3"));
   EXPECT_THAT(error_of({{"\"tokens\": 64", "\"tokens\": 65"}}), HasSubstr("tensor 'k' has shape [2, 160, 32], the manifest says [2, 161, 32]"));
-  EXPECT_THAT(error_of({{"\"tokens\": 64", "\"tokens\": 0"}}), HasSubstr("samples[1]: 'tokens' must be at least 1"));
+  EXPECT_THAT(error_of({{"\"tokens\": 64", "\"tokens\": 0"}}), HasSubstr("samples[1]: 'tokens' must be in 1..1099511627776 (found 0)"));
+  // Bounds that keep later allocations sane, stated as bounds (not "at least 1" for a huge number).
+  EXPECT_THAT(error_of({{"\"tokens\": 64", "\"tokens\": 4611686018427387904"}}),
+              HasSubstr("samples[1]: 'tokens' must be in 1..1099511627776 (found 4611686018427387904)"));
+  EXPECT_THAT(error_of({{"\"num_hidden_layers\": 4", "\"num_hidden_layers\": 1099511627776"}}),
+              HasSubstr("config: 'num_hidden_layers' must be in 1..4096"));
+  EXPECT_THAT(error_of({{"\"rope_theta\": 10000.0", "\"rope_theta\": -1"}}),
+              HasSubstr("'rope_theta' must be a positive number or null"));
+  EXPECT_THAT(error_of({{"\"layer_002.safetensors\"", "\".\""}}),
+              HasSubstr("layer_files[1] must be a file name in the capture directory"));
+  EXPECT_THAT(error_of({{"\"layer_002.safetensors\"", "\"..\""}}),
+              HasSubstr("layer_files[1] must be a file name in the capture directory"));
   EXPECT_THAT(error_of({{"\"tokens\": 64", "\"tokens\": 4"}}), HasSubstr("samples[1] ('b') has 4 tokens, fewer than queries_per_sample 8"));
   EXPECT_THAT(error_of({{"\"samples\": [{\"name\": \"a\", \"tokens\": 96}, {\"name\": \"b\", \"tokens\": 64}]", "\"samples\": []"}}),
               HasSubstr("'samples' is empty"));
@@ -98,6 +110,35 @@ TEST_F(CaptureDir, RefusesCapturesThatDisagreeWithThemselves) {
   // A number past double's range (found by fuzz/fuzz_capture_manifest.cpp: nlohmann throws
   // out_of_range, not parse_error, for it).
   EXPECT_THAT(error_of({{"\"rope_theta\": 10000.0", "\"rope_theta\": 1e999999"}}), HasSubstr("manifest.json: not valid JSON"));
+}
+
+// A directory where a file belongs is named as such (it was an internal error for the manifest, and an
+// unchecked read of the layer file's header length).
+TEST_F(CaptureDir, RefusesDirectoriesWhereFilesBelong) {
+  testing::write_capture(dir_);
+  fs::remove(dir_ / "layer_002.safetensors");
+  fs::create_directory(dir_ / "layer_002.safetensors");
+  EXPECT_THAT(testing::input_error([&] { open_capture(dir_.string()); }),
+              HasSubstr("layer_002.safetensors: is a directory, expected a safetensors file"));
+  fs::remove(dir_ / "manifest.json");
+  fs::create_directory(dir_ / "manifest.json");
+  EXPECT_THAT(testing::input_error([&] { open_capture(dir_.string()); }),
+              HasSubstr("manifest.json: is a directory, expected a file"));
+}
+
+// `kvtune profile` on a capture with a layer of zero keys: refused, naming the layer, not a profile
+// with NaN in it that kvtune's own reader then refuses.
+TEST_F(CaptureDir, AProfileRefusesALayerOfZeroKeys) {
+  testing::CaptureSpec spec;
+  spec.zero_keys_layer = 2;
+  testing::write_capture(dir_, spec);
+  const Capture c = open_capture(dir_.string());
+  ProfileFitOptions o;
+  o.layers = {0};
+  EXPECT_NO_THROW(fit_profile(c, o));
+  o.layers = {0, 2};
+  EXPECT_THAT(testing::input_error([&] { fit_profile(c, o); }),
+              HasSubstr("layer_002.safetensors: layer 2, KV head 0, sample 'a': most of its keys are zero rows"));
 }
 
 Scenario cache_scenario(const fs::path& dir, const std::string& workload) {
