@@ -97,6 +97,16 @@ class PluginScheme final : public Scheme {
     }
     if (spec == nullptr || *spec == '\0') refuse("the scheme returned no spec");
     spec_ = spec;
+    // The spec is how kvtune names the scheme everywhere (results, sweeps, the registry): one that
+    // names another family would be evaluated as that family's scheme.
+    const std::string named = spec_.substr(0, spec_.find(':'));
+    if (named != binding_->family) {
+      refuse("the scheme's spec '" + spec_ + "' names family '" + named + "', not its own: a spec starts with " +
+             binding_->family);
+    }
+    if (spec_.find_first_of("/ \t\n") != std::string::npos) {
+      refuse("the scheme's spec '" + spec_ + "' holds a '/' or white space, which separate specs in pairs and lists");
+    }
     if (KVTUNE_ABI_HAS(handle_, kvtune_scheme, traits)) traits_ = handle_->traits;
   }
   ~PluginScheme() override {

@@ -13,6 +13,7 @@
  *   TEST_CRASH_IN_DESCRIBE      the entry point segfaults
  *   TEST_CRASH_IN_CREATE=1|2|3  create segfaults | abort()s | exit(3)s for bits=3 (other bits work)
  *   TEST_HUGE_FOOTPRINT         footprint claims 2^64 - 1 bytes
+ *   TEST_SPEC_OF_ANOTHER_FAMILY its schemes call themselves int:bits=N (a built-in's spec)
  *   TEST_DEQUANTIZE_NAN         dequantize writes NaN into element 0
  *   TEST_CREATE_NULL            create returns OK without a scheme
  *   TEST_REFUSE_BITS=N          create refuses bits=N (INVALID_INPUT), a cross-parameter refusal
@@ -228,7 +229,11 @@ static int32_t c_create(const kvtune_family* family, const char* const* keys, co
 #endif
   s->header.vtable = &c_vtable;
   s->bits = bits;
+#ifdef TEST_SPEC_OF_ANOTHER_FAMILY
+  snprintf(s->spec, sizeof s->spec, "int:bits=%d", bits);
+#else
   snprintf(s->spec, sizeof s->spec, "%s:bits=%d", TEST_FAMILY_NAME, bits);
+#endif
   *out = &s->header;
   return KVTUNE_STATUS_OK;
 }

@@ -271,6 +271,15 @@ TEST(PluginLoader, ACreateThatReturnsOkWithoutASchemeIsNamed) {
                     HasSubstr("create returned OK but no scheme")));
 }
 
+// A scheme whose spec names another family (a built-in's) would be evaluated as that family's scheme:
+// refused where it is made.
+TEST(PluginLoader, ASchemeMustNameItsOwnFamily) {
+  const Registry r = registry_with_plugins(builtin_registry(), {KVTUNE_TEST_SPOOF});
+  EXPECT_THAT(refusal([&] { r.make("c_spoof:bits=3"); }),
+              AllOf(HasSubstr("plugin " + absolute(KVTUNE_TEST_SPOOF) + ", family 'c_spoof'"),
+                    HasSubstr("the scheme's spec 'int:bits=3' names family 'int', not its own")));
+}
+
 // NaN out of finite input is the plugin's fault, named as such, not "the input exceeds the
 // scheme's range" (what a built-in overflowing its format gets).
 TEST(PluginLoader, NonFiniteOutputIsThePluginsFault) {
