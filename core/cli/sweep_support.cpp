@@ -94,6 +94,15 @@ void check_report_outputs(const std::string& out, bool html) {
   if (html && fs::exists(charts, ec) && !fs::is_directory(charts, ec)) {
     throw InputError(charts.string() + ": is not a directory, and the report's charts go there");
   }
+  // Which charts a report has depends on its records, but each is a NAME.vl.json file there: one of
+  // those names taken by a directory (or anything but a file) would fail the report after the sweep.
+  if (html && fs::is_directory(charts, ec)) {
+    for (const fs::directory_entry& e : fs::directory_iterator(charts, ec)) {
+      if (e.path().filename().string().ends_with(".vl.json") && !e.is_regular_file(ec)) {
+        throw InputError(e.path().string() + ": is not a file, and the report writes a chart there");
+      }
+    }
+  }
 }
 
 void report(const SweepSpec& spec, const std::vector<SweepRecord>& evaluated, const std::string& out, bool json,

@@ -198,6 +198,12 @@ TEST_F(SweepCli, BadInputExitsWith2AndNamesWhere) {
     EXPECT_FALSE(fs::exists(path(dir) / "results.jsonl")) << blocked;
     EXPECT_FALSE(fs::exists(path(dir) / "sweep.toml")) << blocked;
   }
+  // So is a chart file's name taken by a directory inside report-charts/.
+  fs::create_directories(path("blocked-chart") / "report-charts" / "pareto.vl.json");
+  const RunResult chart = run({"sweep", path("small.toml").string(), "--out", out("blocked-chart"), "--report"});
+  EXPECT_EQ(chart.status, 2);
+  EXPECT_THAT(chart.err, HasSubstr("pareto.vl.json: is not a file, and the report writes a chart there"));
+  EXPECT_FALSE(fs::exists(path("blocked-chart") / "results.jsonl"));
 }
 
 TEST_F(SweepCli, RecommendAnswersTheCommonQuestion) {
