@@ -15,7 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct QuantizeOptions {
-  std::string scheme, role = "k", in, out, packed_out;
+  std::string scheme, role, in, out, packed_out;  // role: "k", "v" or not given
 };
 
 int run(const QuantizeOptions& o) {
@@ -31,7 +31,13 @@ int run(const QuantizeOptions& o) {
   const NpyArray input = read_npy(o.in);
   const std::string why = scheme->check_shape(input.values.rows(), input.values.cols());
   if (!why.empty()) throw InputError(o.in + ": " + why);
-  const QuantContext ctx{o.role == "v" ? Role::value : Role::key, {}, 0};
+  // A scheme built for one role (its spec says which) takes that role unless --role names the other.
+  const std::optional<Role> built_for = scheme->traits().role;
+  const Role role = o.role.empty() ? built_for.value_or(Role::key) : o.role == "v" ? Role::value : Role::key;
+  if (const std::string wrong = role_problem(*scheme, role); !wrong.empty()) {
+    throw InputError("--role " + o.role + ": " + wrong);
+  }
+  const QuantContext ctx{role, {}, 0};
   const std::vector<std::byte> packed = scheme->quantize(input.values, ctx);
   Matrix restored(input.values.rows(), input.values.cols());
   scheme->dequantize(packed, ctx, restored);
@@ -60,7 +66,8 @@ int run(const QuantizeOptions& o) {
 Runner add_quantize(CLI::App& app) {
   auto o = std::make_shared<QuantizeOptions>();
   app.add_option("--scheme", o->scheme, "scheme spec, e.g. int:bits=4,axis=channel,group=32")->required();
-  app.add_option("--role", o->role, "k or v")->check(CLI::IsMember({"k", "v"}));
+  app.add_option("--role", o->role, "k or v (default: the role the scheme is built for, else k)")
+      ->check(CLI::IsMember({"k", "v"}));
   app.add_option("--in", o->in, "input .npy [T, D] or [D]")->required();
   app.add_option("--out", o->out, "round-tripped float32 .npy")->required();
   app.add_option("--packed-out", o->packed_out, "raw packed bytes (exactly the scheme's footprint)");

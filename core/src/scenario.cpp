@@ -549,7 +549,7 @@ EvalPlan build_plan(const std::vector<PairRequest>& pairs, const Registry& regis
   EvalPlan plan;
   plan.topk = topk;
   std::map<std::string, size_t> k_index, v_index;
-  auto intern = [&](const std::string& spec, const std::string& where, std::vector<SchemePtr>& list,
+  auto intern = [&](const std::string& spec, const std::string& where, Role role, std::vector<SchemePtr>& list,
                     std::map<std::string, size_t>& index) {
     SchemePtr s;
     try {
@@ -557,14 +557,15 @@ EvalPlan build_plan(const std::vector<PairRequest>& pairs, const Registry& regis
     } catch (const InputError& e) {
       throw InputError(where + ": " + e.what());
     }
+    if (const std::string why = role_problem(*s, role); !why.empty()) throw InputError(where + ": " + why);
     const auto [it, added] = index.emplace(s->spec(), list.size());
     if (added) list.push_back(s);
     return it->second;
   };
   for (const PairRequest& p : pairs) {
     EvalPair e;
-    e.k = intern(p.k, p.where, plan.k_schemes, k_index);
-    e.v = intern(p.v, p.where, plan.v_schemes, v_index);
+    e.k = intern(p.k, p.where, Role::key, plan.k_schemes, k_index);
+    e.v = intern(p.v, p.where, Role::value, plan.v_schemes, v_index);
     e.name = p.name.empty() ? plan.k_schemes[e.k]->spec() + " / " + plan.v_schemes[e.v]->spec() : p.name;
     plan.pairs.push_back(std::move(e));
   }

@@ -8,6 +8,13 @@ namespace kvtune {
 
 const char* role_name(Role role) { return role == Role::key ? "k" : "v"; }
 
+std::string role_problem(const Scheme& scheme, Role role) {
+  const std::optional<Role> built_for = scheme.traits().role;
+  if (!built_for || *built_for == role) return {};
+  return "'" + scheme.spec() + "' is built for " + (*built_for == Role::key ? "keys" : "values") +
+         " (role=" + role_name(*built_for) + ") and cannot store " + (role == Role::key ? "keys" : "values");
+}
+
 QuantContext rows_context(const QuantContext& ctx, int64_t first, int64_t rows) {
   QuantContext c = ctx;
   if (static_cast<int64_t>(ctx.positions.size()) >= first + rows) c.positions = ctx.positions.subspan(first, rows);

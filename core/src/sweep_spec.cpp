@@ -397,10 +397,13 @@ std::vector<std::string> expand_role(std::vector<Base> bases, Role role, const s
       SchemePtr scheme;
       try {
         scheme = shape.registry.make(spec);
-        why = shape_problem(*scheme, role, shape);
-        if (!why.empty())
-          why = "cannot take the workload (" + std::to_string(shape.tokens) + " tokens, head_dim " +
-                std::to_string(shape.head_dim) + "): " + why;
+        why = role_problem(*scheme, role);
+        if (why.empty()) {
+          why = shape_problem(*scheme, role, shape);
+          if (!why.empty())
+            why = "cannot take the workload (" + std::to_string(shape.tokens) + " tokens, head_dim " +
+                  std::to_string(shape.head_dim) + "): " + why;
+        }
       } catch (const InputError& e) {
         why = e.what();
       }
@@ -734,7 +737,9 @@ void add_runtime_points(SweepSpec& spec, const std::vector<Target>& targets, con
     const std::string label = target.target.name + " " + view.version;
     for (const RuntimeOption& option : view.options) {
       const SchemePtr k = make_at(shape.registry, option.k_spec, label), v = make_at(shape.registry, option.v_spec, label);
-      std::string why = shape_problem(*k, Role::key, shape);
+      std::string why = role_problem(*k, Role::key);
+      if (why.empty()) why = role_problem(*v, Role::value);
+      if (why.empty()) why = shape_problem(*k, Role::key, shape);
       if (why.empty()) why = shape_problem(*v, Role::value, shape);
       if (!why.empty()) {
         spec.notes.push_back(

@@ -34,6 +34,11 @@ class KiviScheme final : public Scheme {
 
   std::string spec() const override { return spec_; }
   std::string family() const override { return "kivi"; }
+  SchemeTraits traits() const override {
+    SchemeTraits t = Scheme::traits();
+    t.role = role_;
+    return t;
+  }
 
   std::string check_shape(int64_t tokens, int64_t head_dim) const override {
     std::string base = Scheme::check_shape(tokens, head_dim);

@@ -179,6 +179,7 @@ class KvquantScheme final : public Scheme {
   SchemeTraits traits() const override {
     SchemeTraits t = Scheme::traits();
     t.static_scales = true;  // codebooks fitted by calibrate()
+    t.role = role_;
     return t;
   }
 

@@ -891,6 +891,20 @@ TEST_F(Cli, NanInNpyDataIsNamedWithItsIndex) {
   EXPECT_THAT(r.err, HasSubstr("[2, 5]"));
 }
 
+// A scheme built for one role (kvquant role=v) takes it without --role, and refuses --role for the
+// other instead of quietly quantizing as its own.
+TEST_F(Cli, QuantizeTakesTheRoleItsSchemeIsBuiltFor) {
+  const RunResult own = run({"quantize", "--scheme", "kvquant:role=v", "--in", test_data("ggml/input.npy"), "--out",
+                             path("v.npy")});
+  EXPECT_EQ(own.status, 0) << own.err;
+  const RunResult other = run({"quantize", "--scheme", "kvquant:role=v", "--role", "k", "--in",
+                               test_data("ggml/input.npy"), "--out", path("k.npy")});
+  expect_input_error(other);
+  EXPECT_THAT(other.err, HasSubstr("--role k: 'kvquant:bits=3,role=v,outliers=1' is built for values (role=v) and "
+                                   "cannot store keys"));
+  EXPECT_FALSE(fs::exists(path("k.npy")));
+}
+
 TEST_F(Cli, QuantizeIntoAMissingDirectoryWritesNothing) {
   const fs::path missing = path("no-such-dir") / "out.npy";
   const RunResult r =

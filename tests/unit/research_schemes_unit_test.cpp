@@ -1,6 +1,7 @@
 // The research families kivi and kvquant (issue #8) on blocks small enough to compute by hand:
 // a 2-bit KIVI group, footprints byte by byte, 1-D k-means against brute force, the sparse
 // outlier selection and a calibrated KVQuant codebook.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 
 #include "kvquant/kvquant_math.h"
 #include "kvtune/error.h"
+#include "kvtune/registry.h"
+#include "kvtune/scenario.h"
 #include "kvtune/numeric/half.h"
 #include "test_support.h"
 
@@ -70,6 +73,24 @@ TEST(Kivi, ValuesPerTokenInChannelGroups) {
 
 TEST(Kivi, SpecSpellsGroupAndResidual) {
   EXPECT_EQ(make_scheme("kivi:role=k")->spec(), "kivi:bits=2,role=k,group=32,residual=128");
+}
+
+// kivi and kvquant take their role from the spec and declare it (traits().role): the other slot of a
+// pair, a sweep's other candidate list, and `quantize --role` for the other role refuse them.
+TEST(Kivi, ARoleBuiltSchemeIsRefusedInTheOtherSlot) {
+  for (const char* spec : {"kivi:role=v", "kvquant:role=v"}) {
+    const SchemePtr s = make_scheme(spec);
+    ASSERT_TRUE(s->traits().role.has_value()) << spec;
+    EXPECT_EQ(*s->traits().role, Role::value) << spec;
+    EXPECT_EQ(role_problem(*s, Role::value), "") << spec;
+    EXPECT_THAT(role_problem(*s, Role::key), ::testing::HasSubstr("is built for values (role=v) and cannot store keys"));
+    const std::vector<PairRequest> as_keys = {{.k = spec, .v = "f16", .where = "pair 1"}};
+    EXPECT_THAT(testing::input_error([&] { build_plan(as_keys, builtin_registry(), 5); }),
+                ::testing::HasSubstr("pair 1: '"));
+    const std::vector<PairRequest> as_values = {{.k = "f16", .v = spec, .where = "pair 1"}};
+    EXPECT_NO_THROW(build_plan(as_values, builtin_registry(), 5));
+  }
+  EXPECT_FALSE(make_scheme("q8_0")->traits().role.has_value());  // any role
 }
 
 TEST(KMeans1d, TinySetHandComputed) {

@@ -81,6 +81,8 @@ struct SchemeTraits {
                                   // rows_independent says so for every row
   bool policy_wrapper = false;    // a cache policy (policy.h) around an inner scheme
   bool device_format = false;     // device_format() describes its bytes to the CUDA kernels
+  std::optional<Role> role;       // built for one role, which its spec names (kivi, kvquant role=k|v):
+                                  // it ignores QuantContext::role and is refused in the other slot
   bool from_plugin = false;       // its code comes from a shared library (evaluated in a child process)
   std::string plugin_origin;      // from_plugin: where the plugin came from and its path, for messages
                                   // ("--plugin /x/libnf4.so", "KVTUNE_PLUGIN_PATH /d/libnf4.so")
@@ -153,5 +155,8 @@ class Scheme : public std::enable_shared_from_this<Scheme> {
 };
 
 using SchemePtr = std::shared_ptr<const Scheme>;
+
+// Empty when `scheme` can quantize `role`, else why not (traits().role names the other one).
+std::string role_problem(const Scheme& scheme, Role role);
 
 }  // namespace kvtune
