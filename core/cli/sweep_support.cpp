@@ -83,12 +83,20 @@ std::optional<std::vector<SweepRecord>> run_interruptible(const SweepSpec& spec,
 }
 
 void check_report_outputs(const std::string& out, bool html) {
+  std::error_code ec;
   std::vector<std::string> files(kSweepDirFiles.begin(), kSweepDirFiles.end());
   if (html) files.push_back("report.html");
-  std::error_code ec;
+  // kvtune replaces its own report files (an earlier or interrupted run, a merge: the directory holds
+  // the sweep's spec or results), never a file of the user's that happens to have one's name.
+  const bool ours = fs::exists(fs::path(out) / kSweepSpecFile, ec) || fs::exists(fs::path(out) / kResultsFile, ec);
   for (const std::string& name : files) {
     const fs::path p = fs::path(out) / name;
     if (fs::is_directory(p, ec)) throw InputError(p.string() + ": is a directory, expected a file name");
+    if (!ours && fs::exists(p, ec)) {
+      throw InputError(p.string() + ": exists in a directory that is not a kvtune sweep's (no " +
+                       std::string(kSweepSpecFile) + " or " + kResultsFile +
+                       ") and would be replaced; give a new or empty --out");
+    }
   }
   const fs::path charts = fs::path(out) / "report-charts";
   if (html && fs::exists(charts, ec) && !fs::is_directory(charts, ec)) {

@@ -198,6 +198,15 @@ TEST_F(SweepCli, BadInputExitsWith2AndNamesWhere) {
     EXPECT_FALSE(fs::exists(path(dir) / "results.jsonl")) << blocked;
     EXPECT_FALSE(fs::exists(path(dir) / "sweep.toml")) << blocked;
   }
+  // A report file of the user's (in a directory that holds no sweep) is never replaced.
+  fs::create_directories(path("mine"));
+  write_text(path("mine") / "report.md", "my notes\n");
+  const RunResult mine = run({"sweep", path("small.toml").string(), "--out", out("mine")});
+  EXPECT_EQ(mine.status, 2);
+  EXPECT_THAT(mine.err, HasSubstr("report.md: exists in a directory that is not a kvtune sweep's (no sweep.toml or "
+                                  "results.jsonl) and would be replaced"));
+  EXPECT_EQ(read_text(path("mine") / "report.md"), "my notes\n");
+  EXPECT_FALSE(fs::exists(path("mine") / "results.jsonl"));
   // So is a chart file's name taken by a directory inside report-charts/.
   fs::create_directories(path("blocked-chart") / "report-charts" / "pareto.vl.json");
   const RunResult chart = run({"sweep", path("small.toml").string(), "--out", out("blocked-chart"), "--report"});
