@@ -78,6 +78,18 @@ NpyArray parse_npy(const std::vector<std::byte>& bytes, const std::string& name)
   }
   if (bytes.size() < header_start + header_len) throw InputError(name + ": truncated .npy header");
   const std::string_view header(reinterpret_cast<const char*>(b + header_start), header_len);
+  // A Python dict literal, padded with spaces and ended by a newline: anything else is not a header
+  // numpy wrote, and a key given twice leaves which value counts to the reader.
+  const size_t open = header.find_first_not_of(' '), close = header.find_last_not_of(" \n");
+  if (open == std::string_view::npos || header[open] != '{' || header[close] != '}') {
+    throw InputError(name + ": malformed .npy header: not a {...} dictionary");
+  }
+  for (const char* key : {"'descr'", "'fortran_order'", "'shape'"}) {
+    const size_t first = header.find(key);
+    if (first != std::string_view::npos && header.find(key, first + 1) != std::string_view::npos) {
+      throw InputError(name + ": malformed .npy header: " + key + " is given twice");
+    }
+  }
 
   NpyArray out;
   const std::string_view descr = dict_value(header, "descr");
@@ -110,6 +122,10 @@ NpyArray parse_npy(const std::vector<std::byte>& bytes, const std::string& name)
   if (have < need) {
     throw InputError(name + ": truncated data: shape needs " + std::to_string(need) + " bytes, file has " +
                      std::to_string(have));
+  }
+  if (have > need) {
+    throw InputError(name + ": " + std::to_string(have - need) + " bytes after the data (the shape needs " +
+                     std::to_string(need) + "): not the array the header describes");
   }
   out.values = Matrix(rows, cols);
   const unsigned char* data = b + header_start + header_len;

@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstring>
 
 #include "kvtune/error.h"
@@ -83,6 +85,25 @@ TEST(Npy, RefusesTruncatedData) {
   auto bytes = npy_bytes("<f4", "(2,)", f, 8);
   bytes.resize(20);
   EXPECT_THAT(error_of(bytes), HasSubstr("truncated"));
+}
+
+// More bytes than the shape needs is not the array the header describes (a wrong shape, or two
+// files run together).
+TEST(Npy, RefusesBytesAfterTheData) {
+  const float f[5] = {};
+  EXPECT_THAT(error_of(npy_bytes("<f4", "(2, 2)", f, 20)),
+              HasSubstr("x.npy: 4 bytes after the data (the shape needs 16)"));
+}
+
+// The header is a dictionary numpy wrote: closed, each key once.
+TEST(Npy, RefusesMalformedHeaderDictionaries) {
+  const float f[4] = {};
+  std::vector<std::byte> open = npy_bytes("<f4", "(2, 2)", f, 16);
+  const auto brace = std::find(open.begin() + 10, open.end(), std::byte{'}'});
+  *brace = std::byte{' '};
+  EXPECT_THAT(error_of(open), HasSubstr("malformed .npy header: not a {...} dictionary"));
+  EXPECT_THAT(error_of(npy_bytes("<f4', 'descr': '<f8", "(2, 2)", f, 16)),
+              HasSubstr("malformed .npy header: 'descr' is given twice"));
 }
 
 TEST(Npy, RefusesShapesLargerThanTheFile) {
