@@ -189,6 +189,23 @@ Capture open_capture(const std::string& dir) {
   return c;
 }
 
+std::vector<int64_t> capture_samples(const Capture& c, const std::vector<int64_t>& chosen) {
+  std::vector<int64_t> out = chosen;
+  if (out.empty()) {
+    for (size_t s = 0; s < c.samples.size(); ++s) out.push_back(int64_t(s));
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] < 0 || out[i] >= int64_t(c.samples.size())) {
+      throw InputError(c.dir + ": sample " + std::to_string(out[i]) + " is outside the capture's " +
+                       std::to_string(c.samples.size()) + " samples");
+    }
+    if (std::find(out.begin(), out.begin() + i, out[i]) != out.begin() + i) {
+      throw InputError(c.dir + ": sample " + std::to_string(out[i]) + " is given twice");
+    }
+  }
+  return out;
+}
+
 WorkloadConfig capture_shape(const Capture& c) {
   WorkloadConfig w;
   w.head_dim = c.head_dim;

@@ -58,16 +58,7 @@ CaptureScales fit_capture_scales(const Capture& c, const Scheme& k, const Scheme
   check_scheme(v, "--v");
   if (!(o.percentile > 0.0 && o.percentile <= 100.0)) throw InputError("the percentile must be in (0, 100]");
   if (!(o.margin >= 1.0 && o.margin <= 1e6)) throw InputError("the margin must be a multiplier >= 1");
-  std::vector<int64_t> samples = o.samples;
-  if (samples.empty()) {
-    for (size_t s = 0; s < c.samples.size(); ++s) samples.push_back(int64_t(s));
-  }
-  for (int64_t s : samples) {
-    if (s < 0 || s >= int64_t(c.samples.size())) {
-      throw InputError(c.dir + ": sample " + std::to_string(s) + " is outside the capture's " +
-                       std::to_string(c.samples.size()) + " samples");
-    }
-  }
+  const std::vector<int64_t> samples = capture_samples(c, o.samples);
   CaptureScales out;
   out.k_spec = k.spec();
   out.v_spec = v.spec();

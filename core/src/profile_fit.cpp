@@ -386,19 +386,16 @@ FittedProfile fit_profile(const Capture& c, const ProfileFitOptions& o) {
   out.kv_heads = c.kv_heads;
   out.q_per_kv = c.q_per_kv();
   out.keys_derotated = !c.k_pre_rope && c.rope.enabled;
-  std::vector<int64_t> layers = o.layers.empty() ? c.layers : o.layers;
-  std::vector<int64_t> samples = o.samples;
-  if (samples.empty()) {
-    samples.resize(c.samples.size());
-    std::iota(samples.begin(), samples.end(), int64_t(0));
+  const std::vector<int64_t> layers = o.layers.empty() ? c.layers : o.layers;
+  for (size_t i = 1; i < layers.size(); ++i) {
+    if (std::find(layers.begin(), layers.begin() + i, layers[i]) != layers.begin() + i) {
+      throw InputError(c.dir + ": layer " + std::to_string(layers[i]) + " is given twice");
+    }
   }
+  const std::vector<int64_t> samples = capture_samples(c, o.samples);
   out.samples = int64_t(samples.size());
   out.tokens = INT64_MAX;
   for (int64_t s : samples) {
-    if (s < 0 || s >= int64_t(c.samples.size())) {
-      throw InputError(c.dir + ": sample " + std::to_string(s) + " is outside the capture's " +
-                       std::to_string(c.samples.size()) + " samples");
-    }
     const int64_t t = o.tokens == 0 ? c.samples[size_t(s)].tokens : o.tokens;
     if (t > c.samples[size_t(s)].tokens) {
       throw InputError(c.dir + ": sample '" + c.samples[size_t(s)].name + "' has " +

@@ -46,7 +46,7 @@ std::vector<int64_t> contexts(TableReader& w, int64_t fallback) {
   const toml::node* n = w.node("tokens");
   if (n == nullptr || n->is_integer()) return {w.integer("tokens", fallback, 1, kMaxTokens)};
   if (!n->is_array()) w.fail(*n, "'tokens' must be a context length or an array of them");
-  std::vector<int64_t> out = w.integers("tokens", 1, kMaxTokens);
+  std::vector<int64_t> out = w.distinct_integers("tokens", 1, kMaxTokens);
   if (out.empty()) w.fail(*n, "'tokens' must not be empty");
   return out;
 }
@@ -182,7 +182,7 @@ void read_profile(const std::filesystem::path& path, WorkloadConfig& cfg) {
 // [workload.needles]: depths, mass, per_query.
 void read_needles(TableReader& w, NeedleProfile& needles) {
   TableReader n = w.table("needles");
-  needles.depths = n.reals("depths", 0.0, 1.0);
+  needles.depths = n.distinct_reals("depths", 0.0, 1.0);
   needles.mass = n.real("mass", needles.mass, 1e-6, 0.999);
   needles.per_query = n.integer("per_query", 1, 1, 64);
   n.finish();

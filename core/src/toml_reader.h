@@ -135,6 +135,21 @@ class TableReader {
     return out;
   }
 
+  // As reals, each value once (the entry given twice is named).
+  std::vector<double> distinct_reals(const std::string& key, double min, double max) {
+    std::vector<double> out = reals(key, min, max);
+    if (out.empty()) return out;
+    const toml::array& entries = *node(key)->as_array();
+    for (size_t i = 1; i < out.size(); ++i) {
+      if (std::find(out.begin(), out.begin() + i, out[i]) != out.begin() + i) {
+        std::ostringstream value;
+        value << out[i];
+        fail(entries[i], "'" + key + "' lists " + value.str() + " twice");
+      }
+    }
+    return out;
+  }
+
   // A sub-table; absent tables read as empty.
   TableReader table(const std::string& key) {
     static const toml::table empty;

@@ -141,6 +141,19 @@ TEST_F(CaptureDir, AProfileRefusesALayerOfZeroKeys) {
               HasSubstr("layer_002.safetensors: layer 2, KV head 0, sample 'a': most of its keys are zero rows"));
 }
 
+// A sample or layer given twice would weigh twice in a fit: refused, by index.
+TEST_F(CaptureDir, FitsRefuseASampleOrLayerGivenTwice) {
+  testing::write_capture(dir_);
+  const Capture c = open_capture(dir_.string());
+  EXPECT_EQ(capture_samples(c, {}), (std::vector<int64_t>{0, 1}));
+  EXPECT_THAT(testing::input_error([&] { capture_samples(c, {1, 0, 1}); }), HasSubstr(": sample 1 is given twice"));
+  EXPECT_THAT(testing::input_error([&] { capture_samples(c, {2}); }),
+              HasSubstr(": sample 2 is outside the capture's 2 samples"));
+  ProfileFitOptions o;
+  o.layers = {0, 0};
+  EXPECT_THAT(testing::input_error([&] { fit_profile(c, o); }), HasSubstr(": layer 0 is given twice"));
+}
+
 Scenario cache_scenario(const fs::path& dir, const std::string& workload) {
   const std::string text = "[workload]\nsource = \"cache\"\npath = \"cap\"\n" + workload +
                            "[[pairs]]\nk = \"f16\"\nv = \"f16\"\n[[pairs]]\nk = \"q4_0\"\nv = \"q8_0\"\n";

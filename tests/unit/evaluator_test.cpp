@@ -417,6 +417,15 @@ TEST(Scenario, RefusesBadLayersOverridesAndCalibration) {
               HasSubstr("b.toml:4:18: a sliding window of 64 tokens needs the layers that slide"));
   EXPECT_THAT(error_of("num_layers = 2\nsliding_layers = [0]\n"), HasSubstr("b.toml:5:18: a sliding window of 0 tokens"));
   EXPECT_THAT(error_of("num_layers = 4\nlayers = [1, 1]\n"), HasSubstr("b.toml:5:10: 'layers' lists 1 twice"));
+  // A needle depth or a context given twice would be evaluated twice and weigh twice.
+  EXPECT_THAT(error_of("[workload.needles]\ndepths = [0.5, 0.25, 0.5]\n"),
+              HasSubstr("b.toml:5:22: 'depths' lists 0.5 twice"));
+  try {
+    parse_scenario("[workload]\ntokens = [256, 512, 256]\nhead_dim = 16\n[[pairs]]\nk = \"none\"\nv = \"none\"\n", "t.toml");
+    ADD_FAILURE() << "a context given twice was accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("t.toml:2:10: 'tokens' lists 256 twice"));
+  }
   EXPECT_THAT(error_of("num_layers = 2\n[[workload.overrides]]\nlayers = [2]\n"),
               HasSubstr("b.toml:6:11: 'layers' entries must be integers in 0..1"));
   EXPECT_THAT(error_of("[[workload.overrides]]\nlayers = [0]\nkeys = { outlier_scael = 3.0 }\n"),

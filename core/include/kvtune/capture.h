@@ -64,4 +64,8 @@ WorkloadConfig capture_shape(const Capture& capture);
 // the file and the tensor.
 Case capture_case(const Capture& capture, int64_t sample, int64_t layer, int64_t kv_head, int64_t tokens = 0);
 
+// The samples a fit reads: `chosen` (indices into capture.samples), or every sample when empty.
+// InputError for an index outside the capture or given twice (it would count twice).
+std::vector<int64_t> capture_samples(const Capture& capture, const std::vector<int64_t>& chosen);
+
 }  // namespace kvtune
