@@ -138,6 +138,16 @@ class Cli : public ScratchDirTest {
 // ---------------------------------------------------------------------------------------------
 // simulate
 
+// An unknown command is named (CLI11 alone says only that a subcommand is required).
+TEST_F(Cli, AnUnknownCommandIsNamed) {
+  const RunResult r = run({"smiulate"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("kvtune: unknown command 'smiulate'; the commands are listed by kvtune --help"));
+  const RunResult none = run({});
+  EXPECT_EQ(none.status, 2);
+  EXPECT_THAT(none.err, HasSubstr("A subcommand is required"));
+}
+
 TEST_F(Cli, SimulateWithoutArgumentsRunsTheEmbeddedSeedTable) {
   const RunResult r = run({"simulate"});
   ASSERT_EQ(r.status, 0) << r.err;
