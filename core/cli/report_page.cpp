@@ -54,6 +54,8 @@ int report_page(const ReportOptions& o) {
   std::vector<std::string> inputs;  // the sweep directory's files, which report.html must not replace
   for (const char* name : kSweepDirFiles) inputs.push_back((fs::path(o.dir) / name).string());
   require_not_an_input(out, inputs, "--out");
+  // The page is HTML: another extension is a slip that would replace some other file (a sweep file).
+  if (fs::path(out).extension() != ".html") throw InputError("--out " + out + ": a report page ends in .html");
   write_sweep_html(out, sweep.spec, records, analysis, scripts);
   std::cout << "written: " << out << " (charts also as Vega-Lite JSON in "
             << (fs::path(out).parent_path() / (fs::path(out).stem().string() + "-charts")).string() << "/)\n";

@@ -109,6 +109,12 @@ TEST_F(ReportCli, SweepReportAndTheReportCommandWriteOnePageWithThePinnedScripts
     EXPECT_THAT(over.err, HasSubstr("is also an input")) << name;
     EXPECT_EQ(read_text(path("out") / name), before) << name;
   }
+  // Any other file that is not a page is refused too (a sweep file had been replaced by HTML).
+  write_text(path("base.toml"), "[workload]\n");
+  const RunResult toml = run({"report", path("out").string(), "--out", path("base.toml").string()});
+  EXPECT_EQ(toml.status, 2);
+  EXPECT_THAT(toml.err, HasSubstr("base.toml: a report page ends in .html"));
+  EXPECT_EQ(read_text(path("base.toml")), "[workload]\n");
 }
 
 TEST_F(ReportCli, MergeReportWritesThePageOfTheWholeSweep) {
