@@ -180,6 +180,9 @@ class KvquantScheme final : public Scheme {
     SchemeTraits t = Scheme::traits();
     t.static_scales = true;  // codebooks fitted by calibrate()
     t.role = role_;
+    // Uncalibrated values re-fit the shared codebook on each block, and a round trip's entries no
+    // longer sit on the old centroids once the sparse ones are taken out: it moves (tests below).
+    t.requantize_drifts = role_ == Role::value && books_.empty() && percent_ > 0.0;
     return t;
   }
 
@@ -278,8 +281,9 @@ class KvquantScheme final : public Scheme {
     return n;
   }
 
-  // The shared value codebook: 0 and 1 pinned (each token's minimum and maximum are kept exactly,
-  // so re-quantizing a round trip is a fixed point), 2^bits - 2 centroids fitted in between.
+  // The shared value codebook: 0 and 1 pinned (each token's minimum and maximum are kept exactly),
+  // 2^bits - 2 centroids fitted in between. Re-fitted on a round trip with sparse entries taken
+  // out, it moves (requantize_drifts).
   std::vector<float> fit_value_book(const Normalized& n) const {
     std::vector<float> dense;
     for (size_t i = 0; i < n.u.size(); ++i) {

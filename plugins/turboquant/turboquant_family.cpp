@@ -51,6 +51,9 @@ class TurboQuantScheme final : public Scheme {
   SchemeTraits traits() const override {
     SchemeTraits t = Scheme::traits();
     t.rotates_rows = true;  // the unit direction is coded in a seeded Haar basis
+    // The outlier set is picked again on a round trip, whose channel means differ: another set
+    // (and with it every channel's codes) can win the second time.
+    t.requantize_drifts = c_.outliers > 0;
     return t;
   }
 
