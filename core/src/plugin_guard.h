@@ -1,7 +1,7 @@
 // The last word of a plugin that crashes inside kvtune's own process (private to core/src).
 //
 // Plugin code that runs in-process (create, spec, footprint, check_shape, calibrate, and quantize /
-// dequantize wherever no child process isolates them: `quantize`, `memory`, the GPU backends) can
+// dequantize wherever no child process isolates them: `kvtune quantize`, the GPU backends) can
 // still segfault, abort() or exit(). kvtune cannot go on after that, but it must not die without a
 // word either: while a thread is inside a plugin call (a PluginCall in scope), a fatal signal or an
 // exit() prints which plugin, family and call it was and ends the process with status 2. Outside a

@@ -169,10 +169,12 @@ class PluginScheme final : public Scheme {
     const kvtune_quant_context c = context_of(ctx);
     ErrorBuffer error;
     size_t written = 0;
-    const plugin_guard::PluginCall call(binding_->guard_label, "quantize");
-    const int32_t status = vt_->quantize(handle_, block.data, block.rows, block.cols, &c,
-                                         reinterpret_cast<uint8_t*>(packed.data()), packed.size(), &written,
-                                         error.text, ErrorBuffer::kSize);
+    int32_t status = 0;
+    {
+      const plugin_guard::PluginCall call(binding_->guard_label, "quantize");
+      status = vt_->quantize(handle_, block.data, block.rows, block.cols, &c, reinterpret_cast<uint8_t*>(packed.data()),
+                             packed.size(), &written, error.text, ErrorBuffer::kSize);
+    }
     if (status != KVTUNE_STATUS_OK) binding_->fail(status, error);
     if (written > packed.size()) {
       throw InputError(binding_->where() + ": quantize reported " + std::to_string(written) + " bytes written into a " +
@@ -376,12 +378,12 @@ PluginInfo load_plugin_unnamed(Registry& registry, const std::string& path, cons
   if (fs::is_directory(path, ec)) throw InputError("plugin '" + path + "' is a directory, not a shared library");
   const std::string absolute = fs::absolute(path, ec).lexically_normal().string();
 
-  // RTLD_LOCAL: a plugin's symbols (its copy of any inline kvtune code included) stay its own.
   plugin_guard::arm();
   const std::string label = "plugin '" + path + "'" + (origin.empty() ? "" : " (from " + origin + ")");
   dlerror();
   void* library = nullptr;
   {
+    // RTLD_LOCAL: a plugin's symbols (its copy of any inline kvtune code included) stay its own.
     const plugin_guard::PluginCall call(label, "dlopen (its static constructors)");
     library = dlopen(absolute.c_str(), RTLD_NOW | RTLD_LOCAL);
   }
