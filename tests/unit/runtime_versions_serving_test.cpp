@@ -396,12 +396,17 @@ TEST(RuntimeVersionsServing, TensorrtLlmAutoFollowsTheCheckpoint) {
     EXPECT_EQ(plain->k_spec, "bf16");
     const RuntimeOption* fp8kv = find(view, "auto, ModelOpt FP8-KV checkpoint");
     ASSERT_NE(fp8kv, nullptr) << version;
-    EXPECT_EQ(fp8kv->k_spec, "fp8:format=e4m3,scale=calibrated");
+    // The PyTorch backend keeps FP8 KV scales at 1.0 whatever the checkpoint carries (trtllm.py).
+    EXPECT_EQ(fp8kv->k_spec, "fp8:format=e4m3,scale=unit");
     EXPECT_TRUE(any_contains(fp8kv->settings.caveats, "follows the checkpoint"));
+    EXPECT_TRUE(any_contains(fp8kv->settings.caveats, "keeps the FP8 KV scale at 1.0"));
+    EXPECT_EQ(find(view, "fp8, ModelOpt checkpoint scales"), nullptr);  // the same cache as without scales
     const RuntimeOption* nvfp4 = find(view, "nvfp4, ModelOpt NVFP4-KV checkpoint");
     ASSERT_NE(nvfp4, nullptr) << version;
     EXPECT_EQ(nvfp4->k_spec, "nvfp4:scale=calibrated");
     EXPECT_FALSE(nvfp4->settings.needs.empty());
+    EXPECT_FALSE(nvfp4->settings.verified);
+    EXPECT_TRUE(any_contains(nvfp4->settings.caveats, "TensorRT-LLM's tensor scale is amax/448"));
     // FP8 without KV scales: scale 1.0, one scalar for K and V (unfusedAttentionKernels_2_template.h).
     const RuntimeOption* fp8 = find(view, "fp8, checkpoint without KV scales");
     ASSERT_NE(fp8, nullptr) << version;
