@@ -144,8 +144,6 @@ std::vector<double> row_norms(const Matrix& x) {
   return n;
 }
 
-double median_row_norm(const Matrix& x) { return median(row_norms(x)); }
-
 // Sums over one layer's slices; finish() turns them into the layer's measurement.
 struct LayerAccumulator {
   LayerMeasurement m;
@@ -156,11 +154,12 @@ struct LayerAccumulator {
   double sink_key_norm = 0, sink_value_scale = 0;
   int64_t slices_with_sinks = 0, slices_with_outliers = 0;
 
-  void add(const Slice& s, const Capture& c, const ProfileFitOptions& o);
+  // `where` names the slice (file, layer, KV head, sample) for a refusal.
+  void add(const Slice& s, const Capture& c, const ProfileFitOptions& o, const std::string& where);
   LayerMeasurement finish();
 };
 
-void LayerAccumulator::add(const Slice& s, const Capture& c, const ProfileFitOptions& o) {
+void LayerAccumulator::add(const Slice& s, const Capture& c, const ProfileFitOptions& o, const std::string& where) {
   const int64_t t = s.keys.rows(), d = s.keys.cols(), rows = s.queries.rows();
   const double inv_sqrt_d = 1.0 / std::sqrt(double(d));
   // Attention of every captured query over the tokens up to its position (causal).
@@ -198,6 +197,12 @@ void LayerAccumulator::add(const Slice& s, const Capture& c, const ProfileFitOpt
   // their positions, so some of a run hold little).
   const std::vector<double> key_norms = row_norms(s.keys_pre_rope), value_norms = row_norms(s.values);
   const double key_norm = median(key_norms), value_norm = median(value_norms);
+  // Every statistic is relative to the typical key and value (norms, channel spreads): a slice whose
+  // typical row is zero has none to give, and would write NaN into the profile.
+  if (key_norm == 0.0 || value_norm == 0.0) {
+    throw InputError(where + ": most of its " + (key_norm == 0.0 ? "keys" : "values") +
+                     " are zero rows, so there is nothing to measure them against; leave this layer out (--layers)");
+  }
   int64_t sinks = 0;
   std::vector<double> mass(static_cast<size_t>(std::min(o.max_sinks, t - 2)), 0.0);
   for (size_t j = 0; j < mass.size(); ++j) {
@@ -420,19 +425,9 @@ FittedProfile fit_profile(const Capture& c, const ProfileFitOptions& o) {
     for (int64_t s : samples) {
       const int64_t t = o.tokens == 0 ? c.samples[size_t(s)].tokens : o.tokens;
       for (int64_t h = 0; h < c.kv_heads; ++h) {
-        Slice slice = read_slice(c, f, s, h, t);
-        // Every statistic is relative to the typical key and value (norms, channel spreads): a
-        // slice whose typical row is zero has none to give, and would write NaN into the profile.
-        const char* empty = median_row_norm(slice.keys_pre_rope) == 0.0 ? "keys"
-                            : median_row_norm(slice.values) == 0.0      ? "values"
-                                                                        : nullptr;
-        if (empty != nullptr) {
-          throw InputError(f.path() + ": layer " + std::to_string(l) + ", KV head " + std::to_string(h) + ", sample '" +
-                           c.samples[size_t(s)].name + "': most of its " + empty +
-                           " are zero rows, so there is nothing to measure them against; leave this layer out "
-                           "(--layers)");
-        }
-        acc.add(slice, c, o);
+        acc.add(read_slice(c, f, s, h, t), c, o,
+                f.path() + ": layer " + std::to_string(l) + ", KV head " + std::to_string(h) + ", sample '" +
+                    c.samples[size_t(s)].name + "'");
       }
     }
     out.layers.push_back(acc.finish());
