@@ -6,6 +6,7 @@
 // With --cache the cases are a capture's (docs/real-caches.md) and the model shape its manifest's.
 
 #include <climits>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <numeric>
@@ -18,6 +19,7 @@
 #include "kvtune/capture.h"
 #include "kvtune/error.h"
 #include "kvtune/memory.h"
+#include "kvtune/metrics.h"
 #include "plugins.h"
 #include "presets.h"
 #include "report_page.h"
@@ -49,10 +51,12 @@ struct RecommendOptions {
 // (llama-3.1-70b at 131072 takes about a minute on two cores, docs/performance.md); beyond it the
 // cost keeps growing linearly and --eval-ctx says how far to go.
 constexpr int64_t kDefaultEvalContext = 131072;
-// Needles (one per query) a recommendation samples at least, so that needle_hit resolves 1 % steps,
-// over sweeps/recommend.toml's seeds (its `seeds = 2`; SweepCli tests check the count).
+// Needles (one per query) a recommendation samples at least, so that needle_hit moves in steps
+// below 1 %, over sweeps/recommend.toml's seeds (its `seeds = 2`; SweepCli tests check the count).
 constexpr int64_t kNeedleSamples = 100;
 constexpr int64_t kTemplateSeeds = 2;
+// The most needles a --min-needle-hit bound may ask for (see needles_for).
+constexpr int64_t kMaxNeedleSamples = 20000;
 
 // --confidence: a level in 0.5..0.999, or "off" (0: judge the estimates).
 double confidence_level(const std::string& text) {
@@ -68,6 +72,25 @@ double confidence_level(const std::string& text) {
     throw InputError("--confidence '" + text + "': expected a confidence level in 0.5..0.999 (e.g. 0.95) or 'off'");
   }
   return level;
+}
+
+// Needles that let needle_hit >= `bound` be certified at `level`: Wilson's interval of n hits of n
+// starts at n / (n + z^2), so a perfect score holds from n = bound z^2 / (1 - bound) on; twice that,
+// so a point may miss a few needles and still hold. At 95 %: 146 for 0.95, 248 for 0.97.
+int64_t needles_for(double bound, double level) {
+  if (level == 0.0) return kNeedleSamples;  // the estimate is judged: no interval to fit
+  if (bound >= 1.0) {
+    throw InputError("--min-needle-hit 1 can never be certified on a confidence interval (even a perfect score's "
+                     "starts below 1): give a bound below 1, or --confidence off to judge the estimate");
+  }
+  const double z = normal_quantile((1.0 + level) / 2.0);
+  const double needed = 2.0 * std::ceil(bound * z * z / (1.0 - bound));
+  if (needed > double(kMaxNeedleSamples)) {
+    throw InputError("--min-needle-hit " + std::to_string(bound) + ": certifying it at " + std::to_string(level) +
+                     " confidence takes " + std::to_string(int64_t(needed)) + " needles, more than the " +
+                     std::to_string(kMaxNeedleSamples) + " a recommendation samples; lower the bound or --confidence");
+  }
+  return std::max<int64_t>(kNeedleSamples, int64_t(needed));
 }
 
 // The same command with --resume, for the user to paste after an interrupt.
@@ -121,14 +144,19 @@ SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& prese
     if (candidates[i] > layers.back()) layers.push_back(candidates[i]);
   }
   ov.layers = layers;
+  // The template's level (0.95) unless --confidence says otherwise.
+  const double level = o.confidence.empty() ? kDefaultConfidence : confidence_level(o.confidence);
+  if (!o.confidence.empty()) ov.confidence = level;
   if (!capture) {
-    // Enough queries for kNeedleSamples needles (one per query) over the template's seeds and the
-    // sampled layers, so that needle_hit resolves 1 % steps: 120 for llama-3.1-8b (5 queries per
-    // query head x 4 heads per KV head x 6 cases), 144 for llama-3.1-70b (3 x 8 x 6).
+    // Enough queries for the needles (one per query) over the template's seeds and the sampled
+    // layers: kNeedleSamples, so that needle_hit moves in steps below 1 % (120 for llama-3.1-8b:
+    // 5 queries per query head x 4 heads per KV head x 6 cases; 144 for llama-3.1-70b: 3 x 8 x 6),
+    // or as many as --min-needle-hit needs to be certified.
+    const int64_t needles = o.min_needle_hit ? needles_for(*o.min_needle_hit, level) : kNeedleSamples;
     const int64_t kv_heads = std::max<int64_t>(1, preset.shape.kv_heads);
     const int64_t rows_per_query = std::max<int64_t>(1, preset.q_heads / kv_heads);
     const int64_t cases = kTemplateSeeds * int64_t(layers.size());
-    ov.queries = (kNeedleSamples + rows_per_query * cases - 1) / (rows_per_query * cases);
+    ov.queries = (needles + rows_per_query * cases - 1) / (rows_per_query * cases);
   }
   // The template judges each point with its 1 or 2 most damaged layers kept at bf16; one sampled
   // layer must stay quantized.
@@ -178,7 +206,6 @@ SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& prese
     runtimes.push_back(std::move(t));
   }
   ov.runtimes = runtimes;
-  if (!o.confidence.empty()) ov.confidence = confidence_level(o.confidence);
   return ov;
 }
 

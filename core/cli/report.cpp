@@ -50,21 +50,20 @@ std::string mean_with_interval(const Summary& s) {
 }
 
 void print_table(std::ostream& out, const EvalResult& result) {
-  const size_t cases = static_cast<size_t>(result.cases);
   out << "cases " << result.cases << "  tokens " << result.tokens << "  head_dim " << result.head_dim
       << "  queries/case " << result.queries_per_case << "  backend " << result.backend
       << (result.precision == Precision::float32 ? "  products float32" : "")
       << "  (metrics: mean [its " << fmt(100.0 * kDefaultConfidence, "%.3g")
-      << " % confidence interval: Wilson for the rates top1_agree and needle_hit, "
-      << (cases >= 2 ? "a bootstrap over cases" : "a bootstrap over samples")
-      << " otherwise] over queries and cases; p95 as noted)\n\n";
+      << " % confidence interval: Wilson for the rates top1_agree and needle_hit, Student's t otherwise; "
+      << (result.cases >= 2 ? "over cases, the rates with their design effect" : "over samples, one case")
+      << "] over queries and cases; p95 as noted)\n\n";
   const std::vector<std::string> header = {"pair",          "k",          "v",           "k_bits",
                                            "v_bits",        "rel_out_err", "p95",         "max_logit_err",
                                            "shift_logit_err", "attn_kl",  "top1_agree",  "topk_overlap",
                                            "needle_hit"};
   std::vector<std::vector<std::string>> rows;
   for (const PairResult& p : result.pairs) {
-    auto mean = [&](Metric m) { return mean_with_interval(p.summary(m, cases)); };
+    auto mean = [&](Metric m) { return mean_with_interval(p.summary_with_intervals(m)); };
     rows.push_back({p.name, p.k->spec(), p.v->spec(), fmt(p.k_bits, "%.3f"), fmt(p.v_bits, "%.3f"),
                     mean(Metric::rel_out_err), fmt(p.summary(Metric::rel_out_err).p95), mean(Metric::max_logit_err),
                     mean(Metric::shift_logit_err), mean(Metric::attn_kl), mean(Metric::top1_agree),
@@ -125,8 +124,9 @@ void print_needle_tables(std::ostream& out, const std::vector<EvalResult>& runs)
       std::vector<std::string> row = {fmt(runs.front().pairs[p].needle_depths[d].depth, "%.3g")};
       for (const EvalResult& r : runs) {
         const DepthSamples& ds = r.pairs[p].needle_depths[d];
-        // needle_hit is a rate: its interval is the Wilson one (summarize's rule, as in needle_csv).
-        const Summary hit = summarize(ds.hit, {.rate = true}), mass = summarize(ds.mass_ratio);
+        // needle_hit is a rate: its interval is the Wilson one over the cases (as in needle_csv).
+        const Summary hit = summarize(ds.hit, {.case_sizes = ds.case_sizes, .rate = true, .upper = 1.0});
+        const Summary mass = summarize(ds.mass_ratio);
         if (hit.count == 0) {
           row.push_back("-");
           continue;
@@ -145,11 +145,10 @@ std::string needle_csv(const std::vector<EvalResult>& runs) {
       "pair,k,v,tokens,depth,needles,needle_hit,needle_mass_ratio,needle_hit_lo,needle_hit_hi,needle_mass_ratio_lo,"
       "needle_mass_ratio_hi\n";
   for (const EvalResult& r : runs) {
-    const size_t cases = static_cast<size_t>(r.cases);
     for (const PairResult& p : r.pairs) {
       for (const DepthSamples& ds : p.needle_depths) {
-        const Summary hit = summarize(ds.hit, {.cases = cases, .rate = true});
-        const Summary mass = summarize(ds.mass_ratio, {.cases = cases});
+        const Summary hit = summarize(ds.hit, {.case_sizes = ds.case_sizes, .rate = true, .upper = 1.0});
+        const Summary mass = summarize(ds.mass_ratio, {.case_sizes = ds.case_sizes});
         std::string fields = ",,,,,";
         if (hit.count) {
           fields = fmt(hit.mean, "%.6g") + "," + fmt(mass.mean, "%.6g") + "," + fmt(hit.mean_ci.lo, "%.6g") + "," +
@@ -170,23 +169,25 @@ nlohmann::json to_json(const std::string& name, const std::vector<EvalResult>& r
   nlohmann::json contexts = nlohmann::json::array();
   for (const EvalResult& result : runs) {
     contexts.push_back(result.tokens);
-    const size_t cases = static_cast<size_t>(result.cases);
     for (const PairResult& p : result.pairs) {
       nlohmann::json row = {{"name", p.name},     {"k", p.k->spec()},     {"v", p.v->spec()},
                             {"tokens", result.tokens}, {"k_bits", p.k_bits}, {"v_bits", p.v_bits}};
       for (size_t m = 0; m < kMetricCount; ++m) {
-        row[std::string(kMetricNames[m])] = summary_json(p.samples[m], std::string(kMetricNames[m]), p.name,
-                                                         {.cases = cases, .rate = kMetricInfo[m].rate});
+        row[std::string(kMetricNames[m])] =
+            summary_json(p.samples[m], std::string(kMetricNames[m]), p.name,
+                         {.case_sizes = p.case_sizes[m], .rate = kMetricInfo[m].rate, .upper = kMetricInfo[m].upper()});
       }
       nlohmann::json depths = nlohmann::json::array();
       for (const DepthSamples& ds : p.needle_depths) {
         depths.push_back({{"depth", ds.depth},
-                          {"needle_hit", summary_json(ds.hit, "needle_hit", p.name, {.cases = cases, .rate = true})},
+                          {"needle_hit", summary_json(ds.hit, "needle_hit", p.name,
+                                                      {.case_sizes = ds.case_sizes, .rate = true, .upper = 1.0})},
                           {"needle_mass_ratio",
-                           summary_json(ds.mass_ratio, "needle_mass_ratio", p.name, {.cases = cases})}});
+                           summary_json(ds.mass_ratio, "needle_mass_ratio", p.name, {.case_sizes = ds.case_sizes})}});
       }
       row["needle_depths"] = std::move(depths);
-      row["kernel_vs_sim"] = summary_json(p.kernel_vs_sim, "kernel_vs_sim", p.name, {.cases = cases});
+      row["kernel_vs_sim"] =
+          summary_json(p.kernel_vs_sim, "kernel_vs_sim", p.name, {.case_sizes = p.kernel_case_sizes});
       rows.push_back(std::move(row));
     }
   }

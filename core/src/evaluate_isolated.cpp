@@ -20,9 +20,10 @@ class Writer {
     put<uint64_t>(s.size());
     out_ += s;
   }
-  void put_doubles(const std::vector<double>& v) {
+  template <class T>
+  void put_vector(const std::vector<T>& v) {
     put<uint64_t>(v.size());
-    if (!v.empty()) out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
+    if (!v.empty()) out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
   }
   std::string take() { return std::move(out_); }
 
@@ -43,12 +44,13 @@ class Reader {
     const uint64_t n = get<uint64_t>();
     return std::string(take(n), n);
   }
-  std::vector<double> get_doubles() {
+  template <class T>
+  std::vector<T> get_vector() {
     const uint64_t n = get<uint64_t>();
-    if (n > in_.size() / sizeof(double)) throw std::runtime_error("evaluation result: bad vector length");
-    std::vector<double> v(n);
-    const char* bytes = take(n * sizeof(double));
-    if (n > 0) std::memcpy(v.data(), bytes, n * sizeof(double));  // an empty vector's data() may be null
+    if (n > in_.size() / sizeof(T)) throw std::runtime_error("evaluation result: bad vector length");
+    std::vector<T> v(n);
+    const char* bytes = take(n * sizeof(T));
+    if (n > 0) std::memcpy(v.data(), bytes, n * sizeof(T));  // an empty vector's data() may be null
     return v;
   }
   bool done() const { return in_.empty(); }
@@ -106,14 +108,17 @@ std::string encode_eval_result(const EvalResult& r) {
     w.put_string(p.name);
     w.put(p.k_bits);
     w.put(p.v_bits);
-    for (const std::vector<double>& s : p.samples) w.put_doubles(s);
+    for (const std::vector<double>& s : p.samples) w.put_vector(s);
+    for (const std::vector<size_t>& s : p.case_sizes) w.put_vector(s);
     w.put<uint64_t>(p.needle_depths.size());
     for (const DepthSamples& d : p.needle_depths) {
       w.put(d.depth);
-      w.put_doubles(d.hit);
-      w.put_doubles(d.mass_ratio);
+      w.put_vector(d.hit);
+      w.put_vector(d.mass_ratio);
+      w.put_vector(d.case_sizes);
     }
-    w.put_doubles(p.kernel_vs_sim);
+    w.put_vector(p.kernel_vs_sim);
+    w.put_vector(p.kernel_case_sizes);
   }
   return w.take();
 }
@@ -141,16 +146,19 @@ EvalResult decode_eval_result(std::string_view bytes, const EvalPlan& plan) {
     p.v = plan.v_schemes.at(plan.pairs[i].v);
     p.k_bits = in.get<double>();
     p.v_bits = in.get<double>();
-    for (std::vector<double>& s : p.samples) s = in.get_doubles();
+    for (std::vector<double>& s : p.samples) s = in.get_vector<double>();
+    for (std::vector<size_t>& s : p.case_sizes) s = in.get_vector<size_t>();
     const uint64_t depths = in.get<uint64_t>();
     for (uint64_t d = 0; d < depths; ++d) {
       DepthSamples ds;
       ds.depth = in.get<double>();
-      ds.hit = in.get_doubles();
-      ds.mass_ratio = in.get_doubles();
+      ds.hit = in.get_vector<double>();
+      ds.mass_ratio = in.get_vector<double>();
+      ds.case_sizes = in.get_vector<size_t>();
       p.needle_depths.push_back(std::move(ds));
     }
-    p.kernel_vs_sim = in.get_doubles();
+    p.kernel_vs_sim = in.get_vector<double>();
+    p.kernel_case_sizes = in.get_vector<size_t>();
   }
   if (!in.done()) throw std::runtime_error("evaluation result: trailing bytes");
   return r;

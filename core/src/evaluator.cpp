@@ -442,13 +442,16 @@ EvalResult evaluate(const EvalPlan& plan, size_t case_count, const SharedCaseSou
       const CaseSamples& cs = per_case[i][p];
       for (size_t m = 0; m < kMetricCount; ++m) {
         r.samples[m].insert(r.samples[m].end(), cs.metrics[m].begin(), cs.metrics[m].end());
+        r.case_sizes[m].push_back(cs.metrics[m].size());
       }
       r.kernel_vs_sim.insert(r.kernel_vs_sim.end(), cs.kernel_vs_sim.begin(), cs.kernel_vs_sim.end());
+      r.kernel_case_sizes.push_back(cs.kernel_vs_sim.size());
       if (gap.empty()) gap = cs.kernel_gap;
       for (size_t k = 0; k < std::min(cs.depths.size(), r.needle_depths.size()); ++k) {
         DepthSamples& dst = r.needle_depths[k];
         dst.hit.insert(dst.hit.end(), cs.depths[k][0].begin(), cs.depths[k][0].end());
         dst.mass_ratio.insert(dst.mass_ratio.end(), cs.depths[k][1].begin(), cs.depths[k][1].end());
+        dst.case_sizes.push_back(cs.depths[k][0].size());
       }
     }
     r.backend_used = gap.empty() ? result.backend : "cpu (no fused kernel for this pair: " + gap + ")";

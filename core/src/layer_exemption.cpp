@@ -11,30 +11,54 @@ namespace {
 // The worse of two values on the budget's side (a p95 bound of a mixture).
 double worse(double a, double b, bool higher_is_better) { return higher_is_better ? std::min(a, b) : std::max(a, b); }
 
-// The intervals of a mixture of summaries with these weights: the mean's ends mixed end by end, the
-// p95's the worse ends. Both are bounds: they hold as if the parts moved together. A rate's mean
-// gets the Wilson interval of the mixture's rate over all its samples instead (mixing the parts'
-// Wilson ends would count each part's few samples as if they were all). None when a part has none.
-void mix_intervals(Summary& out, const std::vector<std::pair<const Summary*, double>>& parts, bool higher_is_better,
-                   bool rate) {
+// The intervals of a mixture of summaries with these weights, read without their cases (files
+// written before cases were kept): the mean's ends mixed end by end, as if the parts moved together.
+// A rate's mean gets the Wilson interval of the mixture's rate over all its samples instead (mixing
+// the parts' Wilson ends would count each part's few samples as if they were all).
+void mix_interval_ends(Summary& out, const std::vector<std::pair<const Summary*, double>>& parts, bool rate) {
+  out.mean_ci = {0.0, 0.0};
+  for (const auto& [s, w] : parts) {
+    out.mean_ci.lo += w * s->mean_ci.lo;
+    out.mean_ci.hi += w * s->mean_ci.hi;
+  }
+  out.mean_method = IntervalMethod::mixture_bound;
+  if (rate) {
+    out.mean_ci = wilson_interval(out.mean * double(out.count), double(out.count), out.level);
+    out.mean_method = IntervalMethod::wilson;
+  }
+}
+
+// The mixture's intervals: the mean's from the mixed cases where they are known (`cases`, at least
+// two), else its parts' ends mixed; the p95's the worse of the parts' ends on the budget's side, a
+// bound that holds as if the parts moved together. None when a part has none.
+void mix_intervals(Summary& out, const std::vector<std::pair<const Summary*, double>>& parts, std::vector<CaseMean> cases,
+                   const MetricInfo& info) {
   for (const auto& [s, w] : parts) {
     if (!s->has_intervals() || s->level != parts.front().first->level) return;
   }
   out.level = parts.front().first->level;
-  out.mean_ci = {0.0, 0.0};
   for (size_t i = 0; i < parts.size(); ++i) {
-    const auto& [s, w] = parts[i];
-    out.mean_ci.lo += w * s->mean_ci.lo;
-    out.mean_ci.hi += w * s->mean_ci.hi;
-    out.p95_ci = i == 0 ? s->p95_ci
-                        : Interval{worse(out.p95_ci.lo, s->p95_ci.lo, higher_is_better),
-                                   worse(out.p95_ci.hi, s->p95_ci.hi, higher_is_better)};
+    const Summary& s = *parts[i].first;
+    out.p95_ci = i == 0 ? s.p95_ci
+                        : Interval{worse(out.p95_ci.lo, s.p95_ci.lo, info.higher_is_better),
+                                   worse(out.p95_ci.hi, s.p95_ci.hi, info.higher_is_better)};
   }
-  out.mean_method = out.p95_method = IntervalMethod::mixture_bound;
-  if (rate) {
-    out.mean_ci = wilson_interval(out.mean * double(out.count), out.count, out.level);
-    out.mean_method = IntervalMethod::wilson;
+  out.p95_method = IntervalMethod::mixture_bound;
+  if (cases.size() < 2) return mix_interval_ends(out, parts, info.rate);
+  mean_interval_over_cases(cases, out.level, info.rate, info.upper(), out);
+  out.cases = std::move(cases);
+}
+
+// Two summaries of the same cases (a layer's, under two schemes), mixed case by case with weight w
+// on the first; empty when either lacks its cases or they are not the same cases.
+std::vector<CaseMean> mix_cases(const Summary& a, const Summary& b, double w) {
+  if (a.cases.size() != b.cases.size()) return {};
+  std::vector<CaseMean> out;
+  for (size_t c = 0; c < a.cases.size(); ++c) {
+    if (a.cases[c].count != b.cases[c].count) return {};
+    out.push_back({w * a.cases[c].mean + (1.0 - w) * b.cases[c].mean, a.cases[c].count});
   }
+  return out;
 }
 
 // One sampled layer's summary of one metric with one of the `stratum` model layers it stands for
@@ -49,7 +73,7 @@ Summary mix(const Summary& base, const Summary& exempt, double stratum, const Me
   out.mean = w * exempt.mean + (1.0 - w) * base.mean;
   out.p95 = worse(base.p95, exempt.p95, higher_is_better);
   out.max = std::max(base.max, exempt.max);
-  mix_intervals(out, {{&exempt, w}, {&base, 1.0 - w}}, higher_is_better, info.rate);
+  mix_intervals(out, {{&exempt, w}, {&base, 1.0 - w}}, mix_cases(exempt, base, w), info);
   return out;
 }
 
@@ -70,10 +94,15 @@ Summary combine(const std::vector<LayerSummary>& layers, size_t m) {
   if (out.count == 0) return out;
   out.mean = sum / static_cast<double>(out.count);
   std::vector<std::pair<const Summary*, double>> parts;
+  std::vector<CaseMean> cases;  // every layer's cases, or none when a layer's are not known
+  bool known = true;
   for (const LayerSummary& l : layers) {
     parts.emplace_back(&l.metrics[m], static_cast<double>(l.metrics[m].count) / static_cast<double>(out.count));
+    known = known && !l.metrics[m].cases.empty();
+    cases.insert(cases.end(), l.metrics[m].cases.begin(), l.metrics[m].cases.end());
   }
-  mix_intervals(out, parts, higher_is_better, kMetricInfo[m].rate);
+  if (!known) cases.clear();
+  mix_intervals(out, parts, std::move(cases), kMetricInfo[m]);
   return out;
 }
 

@@ -328,6 +328,26 @@ void add_cache_share(Doc& doc, const SweepSpec& spec, const RuntimeChoice& c) {
   add(doc, Block::text, text);
 }
 
+// What would decide an undecided point: more samples, unless a rate's bound lies beyond what even a
+// perfect score over its samples can certify (Wilson's interval of n of n starts at n / (n + z^2)).
+std::string undecided_text(const SweepSpec& spec, const SweepRecord& r) {
+  const double level = spec.budget.interval_level();
+  for (const BudgetTerm& t : spec.budget.terms) {
+    const size_t n = r.metric(t.metric).count;
+    if (!metric_info(t.metric).rate || t.kind != BoundKind::at_least || n == 0) continue;
+    const double best = wilson_interval(double(n), double(n), level).lo;
+    if (best >= t.bound) continue;
+    const double z = normal_quantile((1.0 + level) / 2.0);
+    return t.key() + " = " + num(t.bound, 4) + " cannot be certified with " + std::to_string(n) + " samples at " +
+           percent(level) + " confidence: a perfect score's interval starts at " + num(best, 4) + "; it takes " +
+           (t.bound < 1.0 ? "more than " + std::to_string(int64_t(std::ceil(t.bound * z * z / (1.0 - t.bound)))) +
+                                " samples (more cases or queries), a lower bound"
+                          : "a bound below 1") +
+           " or a lower budget.confidence";
+  }
+  return "more cases or queries would decide it";
+}
+
 void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>& records,
                  const SweepAnalysis& analysis, size_t index) {
   const RuntimeChoice& c = analysis.runtimes[index];
@@ -367,8 +387,8 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
     add(doc, Block::text, gap.empty() ? "this is the best configuration overall" : "gap: " + gap);
   } else {
     add(doc, Block::text, c.closest && analysis.verdicts[*c.closest].undecided
-                              ? "no option of this version is feasible for sure: its closest is undecided (more "
-                                "cases or queries would decide it)"
+                              ? "no option of this version is feasible for sure: its closest is undecided (" +
+                                    undecided_text(spec, records[*c.closest]) + ")"
                               : "cannot meet the budget: no option of this version is feasible");
     if (c.closest && c.closest_option) {
       Line head = {{"closest option (not a recommendation): " + c.closest_option->name + " ("}};
@@ -391,11 +411,17 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
 // How the intervals in brackets were found, and from how many samples.
 std::string intervals_text(const SweepSpec& spec) {
   const size_t cases = scenario_cases(spec.scenario).size();
-  return "intervals: [low, high] at " + percent(spec.budget.interval_level()) +
-         " confidence; Wilson score for rates (top1_agree, needle_hit), percentile bootstrap (" +
-         std::to_string(kBootstrapResamples) + " resamples) over the " + plural(cases, "case") +
-         (cases < 2 ? " (so over single samples)" : "") + " otherwise" +
-         (spec.exemption.any() ? "; a layer exemption's intervals are its layers' mixed end by end (a bound)" : "");
+  const double level = spec.budget.interval_level();
+  return "intervals: [low, high] at " + percent(level) + " confidence, two-sided (a bound is judged on its far end); " +
+         (cases < 2 ? std::string("one case, so over single samples: Wilson score for rates (top1_agree, needle_hit), "
+                                  "Student's t for other means")
+                    : "over the " + plural(cases, "case") +
+                          " (a layer's or head's over its own): Wilson score with the cases' design effect for rates "
+                          "(top1_agree, needle_hit), Student's t over the cases' means for other means") +
+         ", percentile bootstrap (" + std::to_string(bootstrap_resamples(level)) + " resamples) for p95" +
+         (spec.exemption.any() ? "; a layer exemption's means over its mixed cases, its p95 the worse of its parts' "
+                                 "(a bound)"
+                               : "");
 }
 
 // The products' arithmetic, said only when it is not the float64 reference.
@@ -961,11 +987,13 @@ ordered_json detail::summary_document(const SweepSpec& spec, const std::vector<S
       {"points", spec.points.size()}, {"evaluated", n.evaluated},     {"failed", n.failed},
       {"feasible", n.feasible},       {"undecided", n.undecided},      {"derived", n.derived},
       {"derived_feasible", n.derived_feasible}, {"derived_undecided", n.derived_undecided}};
+  const bool one_case = scenario_cases(spec.scenario).size() < 2;
   doc["intervals"] = {{"level", b.interval_level()},
-                      {"rates", "wilson"},
-                      {"others", scenario_cases(spec.scenario).size() < 2 ? "bootstrap_samples" : "bootstrap_cases"},
-                      {"derived", "mixture_bound"},
-                      {"resamples", kBootstrapResamples}};
+                      {"rates", one_case ? "wilson" : "wilson_cases"},
+                      {"others", one_case ? "t_samples" : "t_cases"},
+                      {"p95", one_case ? "bootstrap_samples" : "bootstrap_cases"},
+                      {"derived_p95", "mixture_bound"},
+                      {"resamples", bootstrap_resamples(b.interval_level())}};
   ordered_json frontier = ordered_json::array();
   for (size_t i : analysis.frontier) frontier.push_back(point_json(spec, records, analysis, i));
   doc["frontier"] = std::move(frontier);

@@ -202,15 +202,14 @@ SweepRecord point_record(const SweepPoint& p, const SweepRecord& provenance) {
   return r;
 }
 
-// A metric's summary with its intervals: `cases` runs of samples, one per case.
-Summary summarize_metric(std::span<const double> samples, size_t m, size_t cases, double level) {
-  return summarize(samples, {.level = level, .cases = cases, .rate = kMetricInfo[m].rate});
+// A metric's summary with its intervals over the cases that gave these samples.
+Summary summarize_metric(std::span<const double> samples, std::span<const size_t> case_sizes, size_t m, double level) {
+  return summarize(samples, {.level = level, .case_sizes = case_sizes, .rate = kMetricInfo[m].rate,
+                             .upper = kMetricInfo[m].upper()});
 }
 
 // The summaries of each sampled layer's (or KV head's) cases: `part_of` names a case's layer (or
-// head). A metric's samples come case by case in equal numbers (one per query, or one per planted
-// needle, and every case of a workload has the same queries and needles); a metric whose sample
-// count does not split evenly is left without samples.
+// head). Each metric's samples come case by case, as many as PairResult::case_sizes says.
 template <class Part>
 std::vector<Part> part_summaries(const PairResult& pair, const std::vector<CaseKey>& cases,
                                  const std::vector<int64_t>& ids, int64_t CaseKey::*part_of, int64_t Part::*id,
@@ -223,30 +222,32 @@ std::vector<Part> part_summaries(const PairResult& pair, const std::vector<CaseK
   }
   for (size_t m = 0; m < kMetricCount; ++m) {
     const std::vector<double>& samples = pair.samples[m];
-    if (samples.empty() || cases.empty() || samples.size() % cases.size() != 0) continue;
-    const size_t per_case = samples.size() / cases.size();
+    const std::vector<size_t>& sizes = pair.case_sizes[m];
+    if (samples.empty() || sizes.size() != cases.size()) continue;
     for (Part& part : out) {
       std::vector<double> mine;
-      size_t part_cases = 0;
+      std::vector<size_t> mine_sizes;
+      size_t at = 0;
       for (size_t c = 0; c < cases.size(); ++c) {
+        const auto first = samples.begin() + static_cast<std::ptrdiff_t>(at);
+        at += sizes[c];
         if (cases[c].*part_of != part.*id) continue;
-        const auto first = samples.begin() + static_cast<std::ptrdiff_t>(c * per_case);
-        mine.insert(mine.end(), first, first + static_cast<std::ptrdiff_t>(per_case));
-        ++part_cases;
+        mine.insert(mine.end(), first, first + static_cast<std::ptrdiff_t>(sizes[c]));
+        mine_sizes.push_back(sizes[c]);
       }
-      part.metrics[m] = summarize_metric(mine, m, part_cases, level);
+      part.metrics[m] = summarize_metric(mine, mine_sizes, m, level);
     }
   }
   return out;
 }
 
-// needle_hit per depth: a rate, so its mean interval is Wilson's whatever the cases.
-std::vector<DepthSummary> depth_summaries(const PairResult& pair, size_t cases, double level) {
+// needle_hit per depth, over the cases' needles at that depth.
+std::vector<DepthSummary> depth_summaries(const PairResult& pair, double level) {
   std::vector<DepthSummary> out;
   const auto hit = static_cast<size_t>(Metric::needle_hit);
   for (const DepthSamples& d : pair.needle_depths) {
     if (d.hit.empty()) continue;
-    out.push_back({.depth = d.depth, .needle_hit = summarize_metric(d.hit, hit, cases, level)});
+    out.push_back({.depth = d.depth, .needle_hit = summarize_metric(d.hit, d.case_sizes, hit, level)});
   }
   return out;
 }
@@ -323,7 +324,7 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
     r.backend = result.pairs[i].backend_used;
     const double level = spec.budget.interval_level();
     for (size_t m = 0; m < kMetricCount; ++m) {
-      r.metrics[m] = summarize_metric(result.pairs[i].samples[m], m, cases.size(), level);
+      r.metrics[m] = summarize_metric(result.pairs[i].samples[m], result.pairs[i].case_sizes[m], m, level);
     }
     if (spec.scenario.layers.size() > 1) {
       r.layers = part_summaries(result.pairs[i], cases, spec.scenario.layers, &CaseKey::layer, &LayerSummary::layer, level);
@@ -331,7 +332,7 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
     if (spec.scenario.heads.size() > 1) {
       r.heads = part_summaries(result.pairs[i], cases, spec.scenario.heads, &CaseKey::kv_head, &HeadSummary::kv_head, level);
     }
-    r.needle_depths = depth_summaries(result.pairs[i], cases.size(), level);
+    r.needle_depths = depth_summaries(result.pairs[i], level);
     out.push_back(std::move(r));
   }
   return out;

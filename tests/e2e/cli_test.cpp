@@ -104,10 +104,11 @@ void expect_summary(const json& summary, size_t count, const std::string& metric
   EXPECT_TRUE(std::isfinite(mean) && std::isfinite(p95) && std::isfinite(max));
   EXPECT_LE(p95, max);
   EXPECT_LE(mean, max);
-  // The mean's 95 % interval: Wilson for the 0/1 metrics, a bootstrap over the cases otherwise.
+  // The mean's 95 % interval over the cases: Wilson with their design effect for the 0/1 metrics,
+  // Student's t otherwise.
   EXPECT_EQ(summary["level"].get<double>(), 0.95);
   const bool rate = metric.rfind("needle_hit", 0) == 0 || metric == "top1_agree";
-  EXPECT_EQ(summary["mean_ci_method"], rate ? "wilson" : "bootstrap_cases");
+  EXPECT_EQ(summary["mean_ci_method"], rate ? "wilson_cases" : "t_cases");
   EXPECT_LE(summary["mean_ci"][0].get<double>(), mean);
   EXPECT_GE(summary["mean_ci"][1].get<double>(), mean);
 }

@@ -92,7 +92,9 @@ TEST_F(SweepCli, WritesEveryOutputAndRecommendsWhatTheRuntimeCanExpress) {
   EXPECT_THAT(read_text(path("out") / "frontier.csv"),
               ::testing::StartsWith("k,v,k_bits,v_bits,bits,rel_out_err,rel_out_err_p95,attn_kl_p95,needle_hit,"
                                     "bytes_per_token,feasible,exempt_layers,undecided,rel_out_err_lo,"));
-  EXPECT_THAT(r.out, HasSubstr("intervals: [low, high] at 95 % confidence; Wilson score for rates"));
+  EXPECT_THAT(r.out, HasSubstr("intervals: [low, high] at 95 % confidence, two-sided (a bound is judged on its far "
+                               "end); over the 2 cases (a layer's or head's over its own): Wilson score with the "
+                               "cases' design effect for rates"));
 
   // --json prints summary.json.
   const RunResult again = run({"sweep", path("small.toml").string(), "--out", out("json"), "--json"});
@@ -233,7 +235,7 @@ TEST_F(SweepCli, RecommendAnswersTheCommonQuestion) {
   EXPECT_EQ(summary["budget"]["confidence"], 0.95);
   const json& point = summary["best"].is_object() ? summary["best"] : summary["runtimes"][0]["closest"]["point"];
   EXPECT_EQ(point["metrics"]["needle_hit"]["count"], 120);
-  EXPECT_EQ(point["metrics"]["needle_hit"]["mean_ci_method"], "wilson");
+  EXPECT_EQ(point["metrics"]["needle_hit"]["mean_ci_method"], "wilson_cases");
   // Simulated at 256 tokens, served at 4096 without a memory budget: memory counted at --ctx.
   EXPECT_EQ(summary["workload"]["tokens"], 256);
   EXPECT_EQ(summary["serving"]["ctx"], 4096);
@@ -254,6 +256,50 @@ TEST_F(SweepCli, RecommendAnswersTheCommonQuestion) {
 
 // --confidence sets the template's level or turns the interval judgement off; a bad value is
 // refused before anything is written.
+// A needle bound decides the needles: a perfect score over n needles certifies at most
+// n / (n + z^2), so 0.97 at 95 % takes 124 and kvtune samples twice that (11 queries x 4 x 6 = 264);
+// a bound of 1 can never be certified on an interval and is refused before anything is written.
+TEST_F(SweepCli, RecommendSamplesEnoughNeedlesToCertifyItsNeedleBound) {
+  const RunResult r = run({"recommend", "--model", "llama-3.2-1b", "--ctx", "4096", "--eval-ctx", "256",
+                           "--min-needle-hit", "0.97", "--runtime", "ollama", "--out", out(), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(read_text(path("out") / "sweep.toml"), HasSubstr("queries = 11"));
+  const json summary = json::parse(r.out);
+  ASSERT_TRUE(summary["best"].is_object()) << r.out;
+  EXPECT_EQ(summary["best"]["metrics"]["needle_hit"]["count"], 264);
+  const RunResult one = run({"recommend", "--model", "llama-3.2-1b", "--ctx", "4096", "--min-needle-hit", "1",
+                             "--out", (path("out") / "one").string()});
+  EXPECT_EQ(one.status, 2);
+  EXPECT_THAT(one.err, HasSubstr("--min-needle-hit 1 can never be certified on a confidence interval"));
+  EXPECT_FALSE(fs::exists(path("out") / "one"));
+}
+
+// A sweep file whose needle bound its needles cannot certify says so, and how many it would take.
+TEST_F(SweepCli, ANeedleBoundBeyondItsSamplesSaysWhatWouldCertifyIt) {
+  write_text(path("bound.toml"), R"(name = "needle bound"
+seeds = 2
+runtimes = ["vllm"]
+[workload]
+model = "llama-3.2-1b"
+tokens = 256
+layers = [0, 15]
+queries = 2
+[workload.needles]
+depths = [0.5]
+mass = 0.5
+[search]
+pairing = "cartesian"
+both = ["bf16"]
+[budget]
+min_needle_hit = 0.99
+confidence = 0.95
+)");
+  const RunResult r = run({"sweep", path("bound.toml").string(), "--out", out()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("min_needle_hit = 0.99 cannot be certified with 256 samples at 95 % confidence: a "
+                               "perfect score's interval starts at 0.9852; it takes more than 381 samples"));
+}
+
 TEST_F(SweepCli, RecommendConfidenceSetsOrRemovesTheIntervalJudgement) {
   const std::vector<std::string> base = {"recommend", "--model", "llama-3.2-1b", "--ctx", "4096", "--eval-ctx", "256",
                                          "--max-rel-err", "0.05", "--runtime", "ollama", "--json"};

@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <filesystem>
 #include <string>
 
@@ -101,9 +103,43 @@ TEST(LayerExemption, AHigherIsBetterMetricTakesTheLowerP95AsItsBound) {
   EXPECT_DOUBLE_EQ(r.layers[0].metrics[kTop1].mean, 0.25 * 0.99 + 0.75 * 0.6);
 }
 
-// A derived record's intervals: each layer's mean interval mixed end by end with the baseline's, the
-// whole record's the count-weighted ends, p95 the worse ends; a rate gets the Wilson interval of its
-// mixed rate over all its samples.
+// A derived record's intervals read without their cases (older files): each layer's mean interval
+// mixed end by end with the baseline's, the whole record's the count-weighted ends, p95 the worse
+// ends; a rate gets the Wilson interval of its mixed rate over all its samples.
+// With the cases kept, a derived record's mean interval is found like any other: over its cases,
+// each exempt layer's mixed case by case with the baseline's (1/4 of the stratum's 4 model layers).
+TEST(LayerExemption, DerivedMeanIntervalsComeFromTheMixedCases) {
+  auto with_cases = [](SweepRecord r, double spread) {
+    for (LayerSummary& l : r.layers) {
+      Summary& s = l.metrics[kErr];
+      s.level = 0.95;
+      s.mean_ci = {s.mean - 0.05, s.mean + 0.05};
+      s.p95_ci = {s.p95 - 0.01, s.p95 + 0.01};
+      s.mean_method = IntervalMethod::t_cases;
+      s.p95_method = IntervalMethod::bootstrap_cases;
+      s.cases = {{s.mean - spread, s.count / 2}, {s.mean + spread, s.count - s.count / 2}};
+    }
+    return r;
+  };
+  const SweepRecord q4 = with_cases(damaged_q4(), 0.02), f16 = with_cases(baseline(), 0.004);
+  const SweepRecord r = exempt_record(q4, f16, {0}, 8, "f16");
+  const Summary& l0 = r.layers[0].metrics[kErr];
+  EXPECT_EQ(l0.mean_method, IntervalMethod::t_cases);
+  ASSERT_EQ(l0.cases.size(), 2u);
+  const Summary &q0 = q4.layers[0].metrics[kErr], &f0 = f16.layers[0].metrics[kErr];
+  EXPECT_DOUBLE_EQ(l0.cases[0].mean, 0.25 * f0.cases[0].mean + 0.75 * q0.cases[0].mean);
+  EXPECT_DOUBLE_EQ(l0.cases[1].mean, 0.25 * f0.cases[1].mean + 0.75 * q0.cases[1].mean);
+  const Summary& all = r.metrics[kErr];
+  EXPECT_EQ(all.mean_method, IntervalMethod::t_cases);
+  ASSERT_EQ(all.cases.size(), 4u);  // layer 0's mixed cases, then layer 1's as they were
+  EXPECT_EQ(all.cases[2], q4.layers[1].metrics[kErr].cases[0]);
+  Summary expected;
+  mean_interval_over_cases(all.cases, 0.95, false, std::numeric_limits<double>::infinity(), expected);
+  EXPECT_EQ(all.mean_ci.lo, expected.mean_ci.lo);
+  EXPECT_EQ(all.mean_ci.hi, expected.mean_ci.hi);
+  EXPECT_EQ(all.p95_method, IntervalMethod::mixture_bound);  // p95 has no cases to mix: the worse ends
+}
+
 TEST(LayerExemption, DerivedIntervalsAreMixtureBoundsAndWilsonForRates) {
   auto with_intervals = [](SweepRecord r) {
     for (LayerSummary& l : r.layers) {

@@ -109,7 +109,8 @@ TEST_F(SweepRun, RecordsCarryEachSampledLayersSummaries) {
 }
 
 // Each sampled KV head summarised apart like a layer, and needle_hit kept per depth (a rate with
-// Wilson's interval): both survive results.jsonl, and the depths' needles add up to the record's.
+// Wilson's interval over its cases): both survive results.jsonl, and the depths' needles add up to
+// the record's.
 TEST_F(SweepRun, RecordsCarryEachHeadAndEachNeedleDepth) {
   SweepSpec spec = points_spec({{"q4_0", "q4_0", "search"}});
   spec.budget.confidence = 0.95;
@@ -133,9 +134,15 @@ TEST_F(SweepRun, RecordsCarryEachHeadAndEachNeedleDepth) {
   const Summary &d0 = r.needle_depths[0].needle_hit, &d1 = r.needle_depths[1].needle_hit;
   EXPECT_EQ(d0.count + d1.count, hit.count);
   EXPECT_NEAR((d0.mean * double(d0.count) + d1.mean * double(d1.count)) / double(hit.count), hit.mean, 1e-12);
-  const Interval wilson = wilson_interval(d0.mean * double(d0.count), d0.count, 0.95);
-  EXPECT_DOUBLE_EQ(d0.mean_ci.lo, wilson.lo);
-  EXPECT_DOUBLE_EQ(d0.mean_ci.hi, wilson.hi);
+  ASSERT_EQ(d0.cases.size(), 6u);  // 3 seeds x 2 heads
+  Summary from_cases;
+  mean_interval_over_cases(d0.cases, 0.95, true, 1.0, from_cases);
+  EXPECT_EQ(d0.mean_method, IntervalMethod::wilson_cases);
+  EXPECT_DOUBLE_EQ(d0.mean_ci.lo, from_cases.mean_ci.lo);
+  EXPECT_DOUBLE_EQ(d0.mean_ci.hi, from_cases.mean_ci.hi);
+  const Interval plain = wilson_interval(d0.mean * double(d0.count), double(d0.count), 0.95);
+  EXPECT_LE(d0.mean_ci.lo, plain.lo);  // a design effect of at least 1 only widens it
+  EXPECT_GE(d0.mean_ci.hi, plain.hi);
   const std::vector<SweepRecord> read = read_records(results());
   ASSERT_EQ(read.size(), 1u);
   EXPECT_TRUE(same_result(read[0], r));
@@ -387,14 +394,53 @@ TEST_F(SweepRun, RecordsCarryTheirIntervalsThroughResultsJsonl) {
     EXPECT_TRUE(same_result(read[i], records[i]));
     const Summary& err = read[i].metric(Metric::rel_out_err);
     EXPECT_EQ(err.level, kDefaultConfidence);
-    EXPECT_EQ(err.mean_method, IntervalMethod::bootstrap_cases);  // 3 seeds x 2 layers = 6 cases
+    EXPECT_EQ(err.mean_method, IntervalMethod::t_cases);  // 3 seeds x 2 layers = 6 cases
+    EXPECT_EQ(err.p95_method, IntervalMethod::bootstrap_cases);
+    EXPECT_EQ(err.cases, records[i].metric(Metric::rel_out_err).cases);
+    EXPECT_EQ(err.cases.size(), 6u);
     EXPECT_LE(err.mean_ci.lo, err.mean);
     EXPECT_GE(err.mean_ci.hi, err.mean);
     EXPECT_EQ(err.mean_ci.hi, records[i].metric(Metric::rel_out_err).mean_ci.hi);
-    EXPECT_EQ(read[i].metric(Metric::top1_agree).mean_method, IntervalMethod::wilson);
+    EXPECT_EQ(read[i].metric(Metric::top1_agree).mean_method, IntervalMethod::wilson_cases);
     ASSERT_EQ(read[i].layers.size(), 2u);
-    EXPECT_EQ(read[i].layers[0].metrics[size_t(Metric::rel_out_err)].mean_method, IntervalMethod::bootstrap_cases);
+    EXPECT_EQ(read[i].layers[0].metrics[size_t(Metric::rel_out_err)].mean_method, IntervalMethod::t_cases);
   }
+}
+
+// A sliding-window layer's cases hold fewer free tokens, so fewer needles than the other layer's:
+// here 16 + 24 + 16 + 24 needles over 4 cases, a total that splits evenly. Each layer's summary
+// gets its own cases' needles, the same as when that layer is swept alone, and every interval
+// stands on the cases as they are.
+TEST_F(SweepRun, CasesWithDifferentNeedleCountsKeepTheirOwnNeedles) {
+  auto uneven = [](std::vector<int64_t> layers) {
+    SweepSpec spec = points_spec({{"q4_0", "q4_0", "search"}});
+    spec.budget.confidence = 0.95;
+    spec.scenario.workload.tokens = 64;
+    spec.scenario.contexts = {64};
+    spec.scenario.workload.queries = 24;
+    spec.scenario.workload.layers = 2;
+    spec.scenario.workload.sliding_window = 16;
+    spec.scenario.workload.sliding_layers = {0};
+    spec.scenario.workload.needles.depths = {0.1, 0.5, 0.9};
+    spec.scenario.workload.needles.mass = 0.3;
+    spec.scenario.seeds = {0, 1};
+    spec.scenario.layers = std::move(layers);
+    return typed(spec);
+  };
+  const auto hit = size_t(Metric::needle_hit);
+  const SweepRecord both = run_sweep(uneven({0, 1}), options()).at(0);
+  ASSERT_EQ(both.layers.size(), 2u);
+  for (size_t l = 0; l < 2; ++l) {
+    fs::remove_all(dir_);
+    const SweepRecord alone = run_sweep(uneven({int64_t(l)}), options()).at(0);
+    const Summary &part = both.layers[l].metrics[hit], &whole = alone.metric(Metric::needle_hit);
+    EXPECT_EQ(part.count, whole.count) << "layer " << l;
+    EXPECT_DOUBLE_EQ(part.mean, whole.mean) << "layer " << l;
+    EXPECT_EQ(part.cases, whole.cases) << "layer " << l;
+  }
+  EXPECT_LT(both.layers[0].metrics[hit].count, both.layers[1].metrics[hit].count);  // the window's fewer needles
+  ASSERT_EQ(both.metric(Metric::needle_hit).cases.size(), 4u);
+  EXPECT_NE(both.metric(Metric::needle_hit).cases[0].count, both.metric(Metric::needle_hit).cases[1].count);
 }
 
 TEST_F(SweepRun, AMalformedIntervalIsNamedWithItsLine) {
@@ -421,6 +467,10 @@ TEST_F(SweepRun, AMalformedIntervalIsNamedWithItsLine) {
   expect_refused("\"mean_ci\":[", "\"mean_ci\":[\"low\",", "metric field 'mean_ci' must be [low, high]");
   expect_refused("\"mean_ci_method\":\"", "\"mean_ci_method\":\"jack", "metric field 'mean_ci_method' must be one of");
   expect_refused("\"level\":0.95", "\"level\":1.5", "metric field 'level' must lie in (0, 1)");
+  const size_t ci = first.find("\"mean_ci\":[");
+  const std::string interval = first.substr(ci, first.find(']', ci) + 1 - ci);
+  expect_refused(interval, "\"mean_ci\":[0.5,0.1]", "metric field 'mean_ci' must be [low, high] with low <= high");
+  expect_refused("\"cases\":[[", "\"cases\":[[0.1,1],[", "metric field 'cases' must be a list of [mean, count] pairs");
 }
 
 }  // namespace

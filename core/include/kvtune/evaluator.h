@@ -47,6 +47,7 @@ struct EvalPlan {
 struct DepthSamples {
   double depth = 0.0;
   std::vector<double> hit, mass_ratio;
+  std::vector<size_t> case_sizes;  // needles at this depth in each case, in case order
 };
 
 struct PairResult {
@@ -55,18 +56,26 @@ struct PairResult {
   double k_bits = 0.0, v_bits = 0.0;  // measured from footprints at the evaluated context
   // One sample per query in case order; needle metrics one per planted needle.
   std::array<std::vector<double>, kMetricCount> samples;
+  // How many of each metric's samples each case gave, in case order: needles per case differ where
+  // a case has fewer free tokens (a sliding window) or fewer query rows.
+  std::array<std::vector<size_t>, kMetricCount> case_sizes;
   std::vector<DepthSamples> needle_depths;  // one entry per workload depth, in the workload's order
   // Kernel mode only, one per query: |o_kernel - o_sim| / |o_sim|, the fused kernel's output against
   // the simulator's product over the same round trips (rel_out_err then comes from the kernel).
   std::vector<double> kernel_vs_sim;
+  std::vector<size_t> kernel_case_sizes;
   // What computed this pair's attention output: the backend's name, or, when a kernel-mode backend
   // has no fused kernel for the pair, "cpu (no fused kernel for this pair: WHY)".
   std::string backend_used = "cpu";
 
   Summary summary(Metric m) const { return summarize(samples[static_cast<size_t>(m)]); }
-  // With confidence intervals at `level`, the samples being `cases` equal runs (EvalResult::cases).
-  Summary summary(Metric m, size_t cases, double level = kDefaultConfidence) const {
-    return summarize(samples[static_cast<size_t>(m)], {.level = level, .cases = cases, .rate = metric_info(m).rate});
+  // With confidence intervals at `level` over the cases.
+  Summary summary_with_intervals(Metric m, double level = kDefaultConfidence) const {
+    const auto i = static_cast<size_t>(m);
+    return summarize(samples[i], {.level = level,
+                                  .case_sizes = case_sizes[i],
+                                  .rate = metric_info(m).rate,
+                                  .upper = metric_info(m).upper()});
   }
 };
 

@@ -5,9 +5,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace kvtune {
 
@@ -36,29 +38,36 @@ struct MetricInfo {
   bool needs_needles;     // sampled only where the workload plants needles
   std::string_view unit;  // "" (a ratio or a count), "nats"
   bool rate;              // every sample is 0 or 1: the mean is a proportion (Wilson interval)
+  bool share;             // every sample lies in [0, 1] (a rate, or an overlap)
+  double upper() const { return share ? 1.0 : std::numeric_limits<double>::infinity(); }
 };
 inline constexpr std::array<MetricInfo, kMetricCount> kMetricInfo = {{
-    {Metric::rel_out_err, false, false, "", false},
-    {Metric::max_logit_err, false, false, "", false},
-    {Metric::shift_logit_err, false, false, "", false},
-    {Metric::attn_kl, false, false, "nats", false},
-    {Metric::top1_agree, true, false, "", true},
-    {Metric::topk_overlap, true, false, "", false},
-    {Metric::needle_hit, true, true, "", true},
-    {Metric::needle_mass_ratio, true, true, "", false},
+    {Metric::rel_out_err, false, false, "", false, false},
+    {Metric::max_logit_err, false, false, "", false, false},
+    {Metric::shift_logit_err, false, false, "", false, false},
+    {Metric::attn_kl, false, false, "nats", false, false},
+    {Metric::top1_agree, true, false, "", true, true},
+    {Metric::topk_overlap, true, false, "", false, true},
+    {Metric::needle_hit, true, true, "", true, true},
+    {Metric::needle_mass_ratio, true, true, "", false, false},
 }};
 constexpr const MetricInfo& metric_info(Metric m) { return kMetricInfo[static_cast<size_t>(m)]; }
 
-// How a confidence interval was found.
+// How a confidence interval was found. A case is one seed x sampled layer x KV head: its queries
+// share its keys and its needles their workload, so the samples of one case are correlated and the
+// cases, not the samples, are the independent draws.
 enum class IntervalMethod : uint8_t {
   none,               // no interval (no samples, or results written before intervals existed)
-  wilson,             // Wilson score interval of a proportion (a rate metric's mean; samples taken
-                      // as independent, which needles of one case are not quite)
-  bootstrap_cases,    // percentile bootstrap resampling whole cases (the samples of one case stay
-                      // together, so within-case correlation is kept)
+  wilson,             // Wilson score interval of a proportion over independent samples (one case)
+  bootstrap_cases,    // percentile bootstrap resampling whole cases (every p95 over several cases)
   bootstrap_samples,  // percentile bootstrap over single samples (one case: nothing else to resample)
-  mixture_bound,      // a derived record (layer exemption): its layers' intervals mixed end by end,
-                      // which bounds the mixture's interval as if the layers moved together
+  mixture_bound,      // a derived record (layer exemption) read without its cases: its layers'
+                      // intervals mixed end by end, as if the layers moved together
+  t_cases,            // Student-t interval of the mean over the cases' means (cluster-robust
+                      // variance of a ratio mean when cases differ in size; C - 1 degrees of freedom)
+  t_samples,          // Student-t interval over single samples (one case)
+  wilson_cases,       // Wilson score interval with the sample count divided by the cases' design
+                      // effect (between-case variance over the binomial variance, at least 1)
 };
 const char* interval_method_name(IntervalMethod method);
 std::optional<IntervalMethod> interval_method_from_name(std::string_view name);
@@ -70,8 +79,18 @@ struct Interval {
 
 // The confidence level of every interval unless a sweep's budget.confidence says otherwise.
 inline constexpr double kDefaultConfidence = 0.95;
-// Resamples of each bootstrap interval (its seed is fixed, so an interval is reproducible).
+// Resamples of each bootstrap interval at most levels (its seed is fixed, so an interval is
+// reproducible); a level above 0.98 takes 20 / (1 - level), so 10 resamples lie beyond each end.
 inline constexpr size_t kBootstrapResamples = 1000;
+size_t bootstrap_resamples(double level);
+
+// One case's share of a summary: its samples' mean and count. A derived record (layer exemption)
+// mixes its parts case by case and finds its interval from these.
+struct CaseMean {
+  double mean = 0.0;
+  size_t count = 0;
+  bool operator==(const CaseMean&) const = default;
+};
 
 struct Summary {
   double mean = 0.0;
@@ -82,24 +101,36 @@ struct Summary {
   double level = 0.0;
   Interval mean_ci, p95_ci;
   IntervalMethod mean_method = IntervalMethod::none, p95_method = IntervalMethod::none;
+  std::vector<CaseMean> cases;  // with intervals over two or more cases, in case order
   bool has_intervals() const { return level > 0.0; }
 };
 
 // Mean, p95, max and count; no intervals.
 Summary summarize(std::span<const double> samples);
 
-// What summarize needs for intervals: the samples come in `cases` equal runs, one per case (a
-// count that does not divide the samples, or 1, resamples single samples), and the metric is or is
-// not a rate (0/1 samples: Wilson for the mean; the bootstrap otherwise, and always for p95).
+// What summarize needs for intervals. The samples come case by case: case_sizes[c] samples of case
+// c, in order (they must add up to the samples; empty, or one case: every sample is its own case).
+// A rate (0/1 samples) gets Wilson for its mean, every other metric Student's t; every p95 the
+// bootstrap. `upper` is the largest value a sample can take (1 for a share), where a t interval is
+// clipped, as it is at 0: every metric kvtune summarizes is non-negative.
 struct IntervalOptions {
   double level = kDefaultConfidence;
-  size_t cases = 1;
+  std::span<const size_t> case_sizes;
   bool rate = false;
+  double upper = std::numeric_limits<double>::infinity();
 };
 Summary summarize(std::span<const double> samples, const IntervalOptions& options);
 
-// The Wilson score interval of `successes` of `n` trials at `level` (n > 0).
-Interval wilson_interval(double successes, size_t n, double level);
+// The interval of the mean of cases with these means and counts (at least two cases with samples):
+// Wilson with the design effect for a rate, Student's t otherwise. Sets mean_ci and mean_method.
+void mean_interval_over_cases(std::span<const CaseMean> cases, double level, bool rate, double upper, Summary& out);
+
+// The Wilson score interval of `successes` of `n` trials at `level` (n > 0; an effective n after a
+// design effect need not be whole).
+Interval wilson_interval(double successes, double n, double level);
+
+// Student's t quantile with `df` degrees of freedom at p in (0, 1), to about 1e-12.
+double t_quantile(double p, size_t df);
 
 // The standard normal quantile (inverse CDF) at p in (0, 1), to double precision.
 double normal_quantile(double p);
