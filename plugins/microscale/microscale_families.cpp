@@ -35,6 +35,7 @@ struct MicroConfig {
   int32_t block = 32;
   TensorScale scale = TensorScale::dynamic;  // nvfp4 only
   float value = 0.0f;                        // nvfp4 scale=static: the per-tensor scale
+  float bound = 0.0f;                        // nvfp4 fitted scales: amax / bound (0: 448 * 6)
   bool ties_away = false;                    // mxfp4 round=away
 };
 
@@ -58,6 +59,10 @@ const std::vector<ParamDomain>& nvfp4_domains() {
        .default_value = "dynamic", .choices = {"dynamic", "calibrated", "static"}, .in_canonical = true},
       {.name = "value", .kind = ParamDomain::Kind::real,
        .help = "the per-tensor scale of scale=static (elements decode as e2m1 * e4m3 * value), rounded to float32"},
+      {.name = "bound", .kind = ParamDomain::Kind::real,
+       .help = "scale=calibrated (or dynamic): the per-tensor scale is amax / bound, rounded to float32, instead of "
+               "amax / (448 * 6) = amax / 2688; 448 is current ModelOpt checkpoints' k_scale (Model-Optimizer PR "
+               "#790), at most 2688 (a smaller scale would overflow the E4M3 block scales)"},
   };
   return d;
 }
@@ -73,6 +78,7 @@ std::string canonical_spec(const MicroConfig& c) {
   std::map<std::string, std::string> v = {
       {"scale", c.scale == TensorScale::fixed ? "static" : c.scale == TensorScale::calibrated ? "calibrated" : "dynamic"}};
   if (c.scale == TensorScale::fixed) v["value"] = spell_float32(c.value);
+  if (c.bound > 0.0f) v["bound"] = spell_float32(c.bound);
   return SchemeParams("nvfp4", nvfp4_domains(), std::move(v)).canonical();
 }
 
@@ -166,7 +172,7 @@ class MicroScheme final : public Scheme {
     amax.resize(static_cast<size_t>(blocks));
     microscale_kernels::block_abs_max(x.data, blocks, config_.block, amax.data());
     // The block maxima are >= +0 and never NaN, so their largest |a| (vectorized) is their maximum.
-    return codec::nvfp4_global_scale(fp8_kernels::abs_max(amax.data(), blocks));
+    return codec::nvfp4_global_scale(fp8_kernels::abs_max(amax.data(), blocks), config_.bound);
   }
 
   // Blocks k0 .. k0 + n of x through their scales, from their amax (overwritten): `global` > 0 is
@@ -186,6 +192,10 @@ class MicroScheme final : public Scheme {
     SchemeTraits t = Scheme::traits();
     t.static_scales = config_.scale == TensorScale::calibrated;
     t.coarse_scales = true;
+    // A fitted tensor scale above amax / 2688 leaves the largest block's E4M3 scale room to round up
+    // (448/6 rounds to 80 at bound=448): its largest element then decodes above amax, and a re-fitted
+    // tensor scale moves.
+    t.requantize_drifts = config_.scale != TensorScale::fixed && config_.bound > 0.0f && config_.bound < 2688.0f;
     // Blocks within a token; nvfp4's per-tensor scale spans the block unless it is given.
     t.rows_independent = config_.kind != CodecKind::nvfp4 || config_.scale == TensorScale::fixed;
     return t;
@@ -198,7 +208,8 @@ class MicroScheme final : public Scheme {
     for (int64_t i = 0; i < sample.size(); ++i) amax = std::max(amax, std::fabs(sample.data[i]));
     MicroConfig fitted = config_;
     fitted.scale = TensorScale::fixed;
-    fitted.value = codec::nvfp4_global_scale(amax);
+    fitted.value = codec::nvfp4_global_scale(amax, config_.bound);
+    fitted.bound = 0.0f;  // the scale is given now
     return std::make_shared<MicroScheme>(fitted);
   }
 
@@ -210,6 +221,7 @@ class MicroScheme final : public Scheme {
     MicroConfig fixed = config_;
     fixed.scale = TensorScale::fixed;
     fixed.value = fitted_tensor_scale(block, amax);
+    fixed.bound = 0.0f;
     return std::make_shared<MicroScheme>(fixed);
   }
 
@@ -224,6 +236,7 @@ class MicroScheme final : public Scheme {
     f.group = c.block;
     f.scale_type = ScaleType::f32;
     if (c.scale == TensorScale::fixed) f.static_scale = c.value;
+    f.tensor_bound = c.bound;
     f.ties_away = c.ties_away;
     return f;
   }
@@ -251,6 +264,15 @@ SchemePtr make_nvfp4(const SchemeParams& p) {
   } else if (p.has("value")) {
     throw InputError("scheme spec '" + p.canonical() + "': 'value' is only for 'scale=static' (found scale=" + scale +
                      ")");
+  }
+  if (p.has("bound")) {
+    const std::string where = "scheme spec '" + p.canonical() + "': ";
+    if (c.scale == TensorScale::fixed) throw InputError(where + "'bound' is for a fitted scale, not 'scale=static'");
+    c.bound = positive_float32(p, "bound");
+    if (!(c.bound > 0.0f && c.bound <= 2688.0f)) {
+      throw InputError(where + "'bound' must be a number in (0, 2688]: the per-tensor scale is amax / bound, and below "
+                               "amax / 2688 the E4M3 block scales would overflow");
+    }
   }
   return std::make_shared<MicroScheme>(c);
 }

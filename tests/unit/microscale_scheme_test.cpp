@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "float_param.h"
+#include "kvtune/error.h"
 #include "kvtune/matrix.h"
 #include "kvtune/numeric/bits.h"
 #include "kvtune/registry.h"
@@ -59,7 +61,8 @@ void expect_fused_is_packed(const std::string& spec, const Matrix& x) {
 TEST(MicroSchemes, FusedRoundTripIsThePackedOne) {
   const Matrix x = hard_block();
   for (const char* spec : {"mxfp4", "mxfp4:block=16", "mxfp4:round=away", "mxfp4:block=16,round=away", "mxfp8",
-                           "nvfp4", "nvfp4:scale=calibrated", "nvfp4:scale=static,value=0.001",
+                           "nvfp4", "nvfp4:scale=calibrated", "nvfp4:scale=calibrated,bound=448",
+                           "nvfp4:bound=74.66667", "nvfp4:scale=static,value=0.001",
                            "nvfp4:scale=static,value=1e-30", "nvfp4:scale=static,value=1e20"}) {
     expect_fused_is_packed(spec, x);
   }
@@ -85,7 +88,7 @@ TEST(MicroSchemes, FusedRoundTripIsThePackedOneOverManyTiles) {
     x(150, 3) = with_nan ? -std::numeric_limits<float>::quiet_NaN() : 2.0f;
     x(211, 9) = with_nan ? std::numeric_limits<float>::infinity() : -3.0f;
     for (const char* spec : {"mxfp4", "mxfp4:block=16", "mxfp4:block=16,round=away", "mxfp8", "nvfp4",
-                             "nvfp4:scale=static,value=0.001", "nvfp4:scale=static,value=1"}) {
+                             "nvfp4:bound=448", "nvfp4:scale=static,value=0.001", "nvfp4:scale=static,value=1"}) {
       expect_fused_is_packed(spec, x);
     }
   }
@@ -117,6 +120,24 @@ TEST(MicroSchemes, FusedRoundTripIsThePackedOneForMaximaInEveryBinade) {
   for (const char* spec : {"mxfp4", "mxfp4:block=16", "mxfp4:block=16,round=away", "nvfp4", "nvfp4:scale=static,value=1",
                            "nvfp4:scale=static,value=1e-30", "nvfp4:scale=static,value=1e20"}) {
     expect_fused_is_packed(spec, x);
+  }
+}
+
+// `bound` fits the per-tensor scale as amax / bound: a calibrated scheme keeps amax / 448 of its
+// sample as its static scale (ModelOpt's checkpoints since PR #790), the block codes then sit 6x
+// lower in E4M3 than with the default amax / 2688, and a bound that would overflow the block scales,
+// or one given with a static scale, is refused.
+TEST(MicroSchemes, ABoundFitsThePerTensorScaleAgainstIt) {
+  Matrix sample(2, 16, 0.5f);
+  sample(1, 3) = -896.0f;  // amax 896: amax / 448 = 2, amax / 2688 = 1/3
+  const SchemePtr modelopt = builtin_registry().make("nvfp4:scale=calibrated,bound=448");
+  EXPECT_EQ(modelopt->spec(), "nvfp4:scale=calibrated,bound=448");
+  const auto fitted = modelopt->calibrate(sample.view(), {});
+  EXPECT_EQ(fitted->spec(), "nvfp4:scale=static,value=2");
+  EXPECT_EQ(builtin_registry().make("nvfp4:scale=calibrated")->calibrate(sample.view(), {})->spec(),
+            "nvfp4:scale=static,value=" + builtin::spell_float32(896.0f / 2688.0f));
+  for (const char* bad : {"nvfp4:bound=3000", "nvfp4:bound=0", "nvfp4:scale=static,value=1,bound=448"}) {
+    EXPECT_THROW(builtin_registry().make(bad), InputError) << bad;
   }
 }
 

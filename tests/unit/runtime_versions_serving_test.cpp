@@ -241,16 +241,22 @@ TEST(RuntimeVersionsServing, VllmPerHeadCheckpointScalesAndNotEmulatedTypes) {
     ASSERT_NE(unit, nullptr) << version;
     EXPECT_TRUE(unit->settings.needs.empty());
     EXPECT_EQ(lists_not_emulated(view, "nvfp4_4over6"), version == "0.28.0");  // max/6 or max/4 per block
-    // NVFP4's per-tensor scale is the layer's k_scale/v_scale: 1.0 without a checkpoint, else calibrated.
+    // NVFP4's per-tensor scale is the layer's k_scale/v_scale as it is (kv_cache.py): 1.0 without a
+    // checkpoint, else the exporter's, amax/448 from ModelOpt 0.42 and amax/(6*448) before.
     const RuntimeOption* nvfp4 = find(view, "nvfp4, no checkpoint scales");
     ASSERT_NE(nvfp4, nullptr) << version;
     EXPECT_EQ(nvfp4->k_spec, canonical("nvfp4:scale=static,value=1"));
     EXPECT_TRUE(nvfp4->settings.needs.empty());
-    EXPECT_FALSE(nvfp4->settings.verified);
-    const RuntimeOption* nvfp4_ckpt = find(view, "nvfp4, checkpoint scales");
-    ASSERT_NE(nvfp4_ckpt, nullptr) << version;
-    EXPECT_EQ(nvfp4_ckpt->k_spec, "nvfp4:scale=calibrated");
-    EXPECT_TRUE(any_contains(nvfp4_ckpt->settings.needs, "NVFP4-KV k_scale/v_scale"));
+    EXPECT_TRUE(nvfp4->settings.verified);
+    const RuntimeOption* current = find(view, "nvfp4, ModelOpt 0.42+ checkpoint scales (amax/448)");
+    ASSERT_NE(current, nullptr) << version;
+    EXPECT_EQ(current->k_spec, "nvfp4:scale=calibrated,bound=448");
+    EXPECT_TRUE(any_contains(current->settings.needs, "ModelOpt 0.42.0 or later"));
+    EXPECT_FALSE(any_contains(current->settings.needs, "llm-compressor"));  // no 4-bit KV scheme from v0.24.0
+    const RuntimeOption* older = find(view, "nvfp4, ModelOpt 0.41 or older checkpoint scales (amax/(6*448))");
+    ASSERT_NE(older, nullptr) << version;
+    EXPECT_EQ(older->k_spec, "nvfp4:scale=calibrated");
+    EXPECT_FALSE(older->settings.verified);
   }
 }
 
@@ -274,14 +280,13 @@ TEST(RuntimeVersionsServing, VllmNvfp4FromItsFirstWorkingRelease) {
   for (const std::string version : {"0.11.2", "0.16.0", "0.20.0"}) {
     const RuntimeView view = runtime_options(t, version);
     EXPECT_EQ(find(view, "nvfp4, no checkpoint scales"), nullptr) << version;
-    EXPECT_EQ(find(view, "nvfp4, checkpoint scales"), nullptr) << version;
+    EXPECT_EQ(find(view, "nvfp4, ModelOpt 0.42+ checkpoint scales (amax/448)"), nullptr) << version;
   }
   for (const std::string version : {"0.21.0", "0.28.0"}) {
     const RuntimeView view = runtime_options(t, version);
-    for (const char* name : {"nvfp4, no checkpoint scales", "nvfp4, checkpoint scales"}) {
-      const RuntimeOption* o = find(view, name);
-      ASSERT_NE(o, nullptr) << name << " at " << version;
-      EXPECT_FALSE(o->settings.verified);  // the default k_scale was not read in the source
+    for (const char* name : {"nvfp4, no checkpoint scales", "nvfp4, ModelOpt 0.42+ checkpoint scales (amax/448)",
+                             "nvfp4, ModelOpt 0.41 or older checkpoint scales (amax/(6*448))"}) {
+      ASSERT_NE(find(view, name), nullptr) << name << " at " << version;
     }
   }
   for (const char* name : {"nvfp4_4over6", "nvfp4_ds_mla"}) {
@@ -345,8 +350,16 @@ TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
   // choices from the v0.5.16 tag, not at v0.5.15.post1; from v0.5.16 fp4_e2m1 is refused at start.
   const std::vector<std::pair<std::string, std::string>> newer = {
       {"fp4_mx_block16", "mxfp4:block=16,round=away"},
-      {"nvfp4, no checkpoint scales", canonical("nvfp4:scale=static,value=1")},  // global scale 1.0 without one
-      {"nvfp4, checkpoint scales", "nvfp4:scale=calibrated"},
+      // The global scale: 1.0 without a checkpoint, the checkpoint's otherwise, times 6 on compute
+      // capability 10.x (fp4_kv_cache_quant_method.py load_scales_from_model); ModelOpt's k_scale is
+      // amax/(6*448) through 0.41 and amax/448 from 0.42.
+      {"nvfp4, no checkpoint scales, compute capability 10.x", canonical("nvfp4:scale=static,value=6")},
+      {"nvfp4, no checkpoint scales, compute capability 12.x", canonical("nvfp4:scale=static,value=1")},
+      {"nvfp4, ModelOpt 0.41 or older checkpoint scales, compute capability 10.x", "nvfp4:scale=calibrated,bound=448"},
+      {"nvfp4, ModelOpt 0.42+ checkpoint scales, compute capability 10.x",
+       canonical("nvfp4:scale=calibrated,bound=74.66667")},
+      {"nvfp4, ModelOpt 0.41 or older checkpoint scales, compute capability 12.x", "nvfp4:scale=calibrated"},
+      {"nvfp4, ModelOpt 0.42+ checkpoint scales, compute capability 12.x", "nvfp4:scale=calibrated,bound=448"},
       {"mxfp8", "mxfp8"}};
   for (const std::string version : {"0.5.11", "0.5.12", "0.5.13", "0.5.15.post1", "0.5.16", "0.5.18"}) {
     const RuntimeView v = runtime_options(t, version);
@@ -364,10 +377,10 @@ TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
       EXPECT_FALSE(lists_not_emulated(v, name));
     }
   }
-  // fp4_mx_block16's write path was read at v0.5.16; nvfp4's SM100 scale and mxfp8's write path were not.
+  // fp4_mx_block16's write path and nvfp4's SM10x scale were read at v0.5.16; mxfp8's write path was not.
   const RuntimeView later = runtime_options(t, "0.5.16");
   EXPECT_TRUE(find(later, "fp4_mx_block16")->settings.verified);
-  EXPECT_FALSE(find(later, "nvfp4, no checkpoint scales")->settings.verified);
+  EXPECT_TRUE(find(later, "nvfp4, no checkpoint scales, compute capability 10.x")->settings.verified);
   EXPECT_FALSE(find(later, "mxfp8")->settings.verified);
   // bf16 forces a bfloat16 cache; auto follows an FP8-KV checkpoint (configure_kv_cache_dtype at v0.5.11).
   const RuntimeOption* bf16 = find(view, "bf16 (--kv-cache-dtype bf16)");
@@ -379,7 +392,10 @@ TEST(RuntimeVersionsServing, SglangScalesDefaultToOneAndNewTypesAreListed) {
   EXPECT_EQ(fp8kv->k_spec, "fp8:format=e4m3,scale=calibrated");
   EXPECT_TRUE(fp8kv->settings.verified);
   EXPECT_TRUE(any_contains(fp8kv->settings.needs, "kv_cache_quant_algo = FP8"));
-  EXPECT_TRUE(any_contains(find(later, "nvfp4, checkpoint scales")->settings.needs, "amax / (6 * 448)"));
+  const RuntimeOption* old_ckpt = find(later, "nvfp4, ModelOpt 0.41 or older checkpoint scales, compute capability 10.x");
+  ASSERT_NE(old_ckpt, nullptr);
+  EXPECT_TRUE(any_contains(old_ckpt->settings.needs, "amax / (6 * 448)"));
+  EXPECT_TRUE(any_contains(old_ckpt->settings.needs, "compute capability 10.x"));
   EXPECT_TRUE(any_contains(find(later, "fp4_mx_block16")->settings.caveats, "model dtype"));
   // Before 0.5.16 fp4_e2m1 says that later releases refuse it.
   EXPECT_TRUE(any_contains(find(view, "fp4_e2m1")->settings.caveats, "fp4_e2m1 is deprecated"));
@@ -403,7 +419,7 @@ TEST(RuntimeVersionsServing, TensorrtLlmAutoFollowsTheCheckpoint) {
     EXPECT_EQ(find(view, "fp8, ModelOpt checkpoint scales"), nullptr);  // the same cache as without scales
     const RuntimeOption* nvfp4 = find(view, "nvfp4, ModelOpt NVFP4-KV checkpoint");
     ASSERT_NE(nvfp4, nullptr) << version;
-    EXPECT_EQ(nvfp4->k_spec, "nvfp4:scale=calibrated");
+    EXPECT_EQ(nvfp4->k_spec, "nvfp4:scale=calibrated,bound=448");
     EXPECT_FALSE(nvfp4->settings.needs.empty());
     EXPECT_FALSE(nvfp4->settings.verified);
     EXPECT_TRUE(any_contains(nvfp4->settings.caveats, "TensorRT-LLM's tensor scale is amax/448"));

@@ -30,6 +30,7 @@ struct DeviceFormat {
   bool scales_stored = true;         // false: the block holds no scales and the scale is 1 (fp8 scale=unit)
   float static_scale = 0.0f;         // fp8 with a fixed (or calibrated) scale, nvfp4 with a fixed per-tensor
                                      // scale: that scale; 0 = fitted per block
+  float tensor_bound = 0.0f;         // nvfp4 with a fitted per-tensor scale: amax / tensor_bound (0: 448 * 6)
   bool ties_away = false;            // E2M1 elements (mxfp4, nvfp4): a tie rounds away from zero as
                                      // SGLang's fp4_mx_block16 does; false: to even, as CUDA's cvt
 };

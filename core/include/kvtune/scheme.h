@@ -69,7 +69,8 @@ struct SchemeTraits {
                                   // a round-tripped block moves values (truncating rounding loses the
                                   // top code, a midpoint zero point puts both extremes on half steps,
                                   // a scale with its low mantissa bits cleared loses 16 ulps):
-                                  // tokenint with round=trunc, zero=mid or zero_in_scale
+                                  // tokenint with round=trunc, zero=mid or zero_in_scale; nvfp4
+                                  // with a fitted scale's bound below 2688
   bool rows_independent = false; // a row's round trip reads that row alone (per-token scales, ggml
                                   // blocks, fixed scales): a slice of rows round-trips to the bits
                                   // it has inside the whole block, so a wrapper may go a few rows

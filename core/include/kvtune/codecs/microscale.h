@@ -147,9 +147,10 @@ KVTUNE_HD uint8_t mx_scale_code(float amax, MicroElement e) { return f32_to_e8m0
 
 // NVFP4's two levels: a float32 scale g per tensor, g = amax / (448 * 6) (1 for an all-zero tensor),
 // and an E4M3 scale per 16 elements fitted relative to it, e4m3(amax_block / 6 / g). An element is
-// e2m1(x / S) with S = f32(block code) * g, and decodes as f32(e2m1) * S.
-KVTUNE_HD float nvfp4_global_scale(float amax) {
-  const float g = amax / (kFp8E4M3MaxFinite * kE2M1MaxFinite);
+// e2m1(x / S) with S = f32(block code) * g, and decodes as f32(e2m1) * S. A runtime may fit g
+// against another bound (amax / 448: current ModelOpt checkpoints): `bound` > 0 replaces 448 * 6.
+KVTUNE_HD float nvfp4_global_scale(float amax, float bound = 0.0f) {
+  const float g = amax / (bound > 0.0f ? bound : kFp8E4M3MaxFinite * kE2M1MaxFinite);
   return g > 0.0f ? g : 1.0f;
 }
 

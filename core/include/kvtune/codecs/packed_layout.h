@@ -309,7 +309,8 @@ KVTUNE_HD void store_group(const PackedLayout& L, uint8_t* packed, int64_t g, fl
   const DeviceFormat& f = L.format;
   if (f.kind == CodecKind::nvfp4) {  // the per-tensor scale
     const float amax = -lo > hi ? -lo : hi;
-    write_scale(packed, 0, f.static_scale > 0.0f ? f.static_scale : nvfp4_global_scale(amax), ScaleType::f32);
+    write_scale(packed, 0, f.static_scale > 0.0f ? f.static_scale : nvfp4_global_scale(amax, f.tensor_bound),
+                ScaleType::f32);
     return;
   }
   if (is_fp8(f.kind)) {
