@@ -45,8 +45,11 @@ cleanup() {
 trap cleanup EXIT
 keep=1  # until the end: a failure leaves the logs
 
-$sudo runuser -u munge -- /usr/sbin/munged --socket="$work/munge/munge.sock" --key-file="$work/munge/munge.key" \
-  --pid-file="$work/munge/munged.pid" --log-file="$work/munge/munged.log" --seed-file="$work/munge/munged.seed"
+# --force: munged refuses a key below a directory its user does not own (path_is_secure in munge's
+# src/munged/path.c), and under sudo $work belongs to the caller. This munged serves this test only.
+$sudo runuser -u munge -- /usr/sbin/munged --force --socket="$work/munge/munge.sock" \
+  --key-file="$work/munge/munge.key" --pid-file="$work/munge/munged.pid" --log-file="$work/munge/munged.log" \
+  --seed-file="$work/munge/munged.seed"
 
 # Ports away from Slurm's defaults (6817/6818), so a real cluster's daemons are not in the way.
 cat >"$SLURM_CONF" <<CONF
@@ -72,9 +75,17 @@ ReturnToService=2
 MpiDefault=none
 SlurmctldLogFile=$work/log/slurmctld.log
 SlurmdLogFile=$work/log/slurmd.log
-NodeName=localhost CPUs=$(nproc) State=UNKNOWN
+NodeName=localhost CPUs=$(nproc --all) State=UNKNOWN
 PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
+# slurmd reads cgroup.conf beside slurm.conf (cgroup.conf(5)). On a cgroup v2 host without systemd
+# it cannot start unless told: Slurm 24.05+ takes CgroupPlugin=disabled, older ones IgnoreSystemd.
+version=$(slurmd -V | awk '{print $2}')
+if [ "$(printf '%s\n24.05\n' "$version" | sort -V | head -1)" = 24.05 ]; then
+  echo "CgroupPlugin=disabled" >"$work/cgroup.conf"
+else
+  echo "IgnoreSystemd=yes" >"$work/cgroup.conf"
+fi
 $sudo env SLURM_CONF="$SLURM_CONF" slurmctld
 $sudo env SLURM_CONF="$SLURM_CONF" slurmd
 for _ in $(seq 30); do
@@ -88,8 +99,10 @@ sinfo -h -o %t | grep -q idle || { echo "slurm test: the node never became idle"
 cp "$here/small.toml" "$work/sweep.toml"
 env -u CI KVTUNE="$kvtune" SBATCH_OPTS="--cpus-per-task=1" "$examples/submit.sh" "$work/sweep.toml" "$work/out" 4
 deadline=$((SECONDS + 300))
-while [ -n "$(squeue -h -o %i)" ]; do
-  [ $SECONDS -lt $deadline ] || { echo "slurm test: jobs still queued after 300 s"; squeue; exit 1; }
+while true; do
+  queued=$(squeue -h -o %i) || { echo "slurm test: squeue failed"; cat "$work/log/"*.log; exit 1; }
+  [ -n "$queued" ] || break
+  [ $SECONDS -lt $deadline ] || { echo "slurm test: jobs still queued after 300 s"; squeue; cat "$work/out/"*.log; exit 1; }
   sleep 1
 done
 for a in 0 1 2 3; do
@@ -102,19 +115,31 @@ grep -q "Pareto frontier" "$work/out/kvtune-merge.log" || { echo "slurm test: th
 "$kvtune" sweep "$work/sweep.toml" --out "$work/unsharded" >/dev/null
 python3 - "$work/out/merged/results.jsonl" "$work/unsharded/results.jsonl" <<'PY'
 import json, sys
+from collections import Counter
+# The record lists, in order, without the four fields a shard may change (each must be there).
 def records(path):
-    out = {}
+    out, shards = [], Counter()
     for line in open(path):
         r = json.loads(line)
         for key in ("time", "host", "shard", "shards"):
-            r.pop(key, None)
-        out[(r["k"], r["v"])] = r
-    return out
-merged, single = records(sys.argv[1]), records(sys.argv[2])
+            assert key in r, f"{path}: a record without '{key}'"
+        shards[(r.pop("shard"), r.pop("shards"))] += 1
+        del r["time"], r["host"]
+        out.append(json.dumps(r, sort_keys=True))
+    return out, shards
+merged, merged_shards = records(sys.argv[1])
+single, single_shards = records(sys.argv[2])
 assert len(single) == 36, len(single)
-assert merged.keys() == single.keys(), sorted(set(merged) ^ set(single))
-diff = [k for k in single if merged[k] != single[k]]
-assert not diff, f"{len(diff)} records differ, e.g. {diff[0]}: {merged[diff[0]]} vs {single[diff[0]]}"
-print(f"slurm test: {len(single)} merged records equal the unsharded run's (time, host, shard aside)")
+assert len(merged) == len(single), f"{len(merged)} merged records for {len(single)} points"
+diff = [i for i in range(len(single)) if merged[i] != single[i]]
+assert not diff, f"{len(diff)} records differ, the first at line {diff[0] + 1}: {merged[diff[0]]} vs {single[diff[0]]}"
+# Each merged record keeps the shard that evaluated it: 9 points each of 4 shards (i mod 4).
+assert merged_shards == Counter({(s, 4): 9 for s in range(4)}), merged_shards
+assert single_shards == Counter({(0, 1): 36}), single_shards
+print(f"slurm test: {len(single)} merged records equal the unsharded run's, in order (time, host, shard aside)")
 PY
+cmp "$work/out/merged/frontier.csv" "$work/unsharded/frontier.csv" ||
+  { echo "slurm test: the merged frontier.csv differs from the unsharded run's"; exit 1; }
+# The tasks read the copy submit.sh made, not the file given.
+cmp "$work/sweep.toml" "$work/out/sweep.toml" || { echo "slurm test: submit.sh made no copy of the sweep"; exit 1; }
 keep=0
