@@ -49,4 +49,19 @@ grep -q "PASSED  \] 3 tests" "$s" || fail "summary lacks the tests' counts"
 grep -q "Targets met: 1, missed: 2" "$s" || fail "summary lacks the benchmark's targets line"
 grep -q "^LD_LIBRARY_PATH=$b/lib" "$out/gpu-tests.log" || fail "the bundle's lib/ is not first on LD_LIBRARY_PATH"
 grep -q "tests args: --gtest_output=xml:$out/gpu-tests.xml" "$out/gpu-tests.log" || fail "the tests were not given the XML output"
+# nvidia-smi sees a GPU but the runtime does not: the tests skip and the bench finds nothing to
+# measure, which must fail the check rather than pass it.
+mkdir -p "$work/fake-smi" "$work/blind/bin" "$work/blind/lib"
+printf '#!/usr/bin/env bash\necho "NVIDIA H200, 143771 MiB, 550.54.15"\n' > "$work/fake-smi/nvidia-smi"
+echo "0123456789ab" > "$work/blind/commit"
+printf '#!/usr/bin/env bash\necho "[  PASSED  ] 0 tests."\necho "[  SKIPPED ] 137 tests, listed below:"\n' \
+  > "$work/blind/bin/kvtune_gpu_tests"
+printf '#!/usr/bin/env bash\necho "kvtune_gpu_bench: nothing to measure: no CUDA device"\n' > "$work/blind/bin/kvtune_gpu_bench"
+chmod +x "$work/fake-smi/nvidia-smi" "$work/blind/bin/"*
+PATH="$work/fake-smi:$PATH" "$root/scripts/gpu-check" --prebuilt "$work/blind" --out "$work/out-blind" --budget 200 \
+  > "$work/log-blind" 2>&1 && fail "gpu-check passed although every GPU test skipped on a machine with a GPU"
+grep -q -- "- GPU tests: FAILED: 137 tests skipped: the CUDA runtime found no device" "$work/out-blind/summary.md" ||
+  fail "summary lacks the skipped tests' failure ($(cat "$work/out-blind/summary.md"))"
+grep -q -- "- benchmark: FAILED: the CUDA runtime found no device" "$work/out-blind/summary.md" ||
+  fail "summary lacks the benchmark's failure"
 echo "gpu-check: argument errors and the prebuilt path behave"
