@@ -183,8 +183,37 @@ std::optional<LayerTable> layer_table(const SweepSpec& spec, const std::vector<S
   return out;
 }
 
-// A point's figures, each mean and p95 followed by its confidence interval when the record has one.
-Line metrics_line(const SweepRecord& r) {
+// The budget's terms on metrics the fixed figures leave out (rel_out_err mean and p95, attn_kl p95,
+// top1_agree and needle_hit means): what a point is judged on is shown with it.
+std::vector<BudgetTerm> terms_beyond_the_fixed_figures(const SweepSpec& spec) {
+  auto fixed = [](const BudgetTerm& t) {
+    const bool mean = t.statistic == Statistic::mean;
+    switch (t.metric) {
+      case Metric::rel_out_err: return true;
+      case Metric::attn_kl: return !mean;
+      case Metric::top1_agree:
+      case Metric::needle_hit: return mean;
+      default: return false;
+    }
+  };
+  std::vector<BudgetTerm> out;
+  for (const BudgetTerm& t : spec.budget.terms) {
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const BudgetTerm& o) {
+      return o.metric == t.metric && o.statistic == t.statistic;
+    });
+    if (!fixed(t) && !seen) out.push_back(t);
+  }
+  return out;
+}
+
+// "shift_logit_err" or "attn_kl_p95": a term's figure, as the CSV columns name it.
+std::string term_figure(const BudgetTerm& t) {
+  return std::string(metric_name(t.metric)) + (t.statistic == Statistic::p95 ? "_p95" : "");
+}
+
+// A point's figures, each mean and p95 followed by its confidence interval when the record has one,
+// then the budget's other terms.
+Line metrics_line(const SweepSpec& spec, const SweepRecord& r) {
   const Summary &err = r.metric(Metric::rel_out_err), &kl = r.metric(Metric::attn_kl),
                 &top1 = r.metric(Metric::top1_agree), &needle = r.metric(Metric::needle_hit);
   std::string text = "bits " + fmt(r.bits()) + " (K " + fmt(r.k_bits) + ", V " + fmt(r.v_bits) + "); rel_out_err " +
@@ -194,6 +223,12 @@ Line metrics_line(const SweepRecord& r) {
   if (needle.count > 0) {
     text += "; needle_hit " + fmt(needle.mean) + interval_text(needle, needle.mean_ci) + " of " +
             std::to_string(needle.count) + " needles";
+  }
+  for (const BudgetTerm& t : terms_beyond_the_fixed_figures(spec)) {
+    const Summary& m = r.metric(t.metric);
+    if (m.count == 0) continue;
+    text += "; " + std::string(metric_name(t.metric)) + (t.statistic == Statistic::p95 ? " p95 " : " ") +
+            fmt(t.value(m)) + interval_text(m, t.interval(m));
   }
   if (r.backend != "cpu") text += "; computed by " + r.backend;
   return {{"metrics: " + text}};
@@ -217,7 +252,7 @@ void add(Doc& doc, Block::Kind kind, const std::string& text) { add(doc, kind, L
 
 void describe_point(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>& records,
                     const SweepAnalysis& analysis, size_t i) {
-  add(doc, Block::text, metrics_line(records[i]));
+  add(doc, Block::text, metrics_line(spec, records[i]));
   if (auto m = memory_line(spec, analysis.verdicts[i])) add(doc, Block::text, *m);
 }
 
@@ -1010,12 +1045,16 @@ std::string sweep_summary_json(const SweepSpec& spec, const std::vector<SweepRec
   return detail::summary_document(spec, records, analysis).dump(2) + "\n";
 }
 
-std::string frontier_csv(const SweepSpec& /*spec*/, const std::vector<SweepRecord>& records,
+std::string frontier_csv(const SweepSpec& spec, const std::vector<SweepRecord>& records,
                          const SweepAnalysis& analysis) {
+  // The budget's other terms last, each with its interval: the columns of earlier files keep their places.
+  const std::vector<BudgetTerm> terms = terms_beyond_the_fixed_figures(spec);
   std::string out =
       "k,v,k_bits,v_bits,bits,rel_out_err,rel_out_err_p95,attn_kl_p95,needle_hit,bytes_per_token,feasible,"
       "exempt_layers,undecided,rel_out_err_lo,rel_out_err_hi,rel_out_err_p95_lo,rel_out_err_p95_hi,attn_kl_p95_lo,"
-      "attn_kl_p95_hi,needle_hit_lo,needle_hit_hi,level\n";
+      "attn_kl_p95_hi,needle_hit_lo,needle_hit_hi,level";
+  for (const BudgetTerm& t : terms) out += "," + term_figure(t) + "," + term_figure(t) + "_lo," + term_figure(t) + "_hi";
+  out += "\n";
   // %.9g keeps the figures exact enough to re-sort and re-plot without printing float noise.
   for (size_t i : analysis.frontier) {
     const SweepRecord& r = records[i];
@@ -1041,7 +1080,12 @@ std::string frontier_csv(const SweepSpec& /*spec*/, const std::vector<SweepRecor
     };
     out += join_with(fields, ",") + "," + (v.undecided ? "true" : "false") + "," + ends(err, err.mean_ci) + "," +
            ends(err, err.p95_ci) + "," + ends(kl, kl.p95_ci) + "," + ends(needle, needle.mean_ci) + "," +
-           (err.has_intervals() ? fmt(err.level, "%.9g") : "") + "\n";
+           (err.has_intervals() ? fmt(err.level, "%.9g") : "");
+    for (const BudgetTerm& t : terms) {
+      const Summary& m = r.metric(t.metric);
+      out += "," + (m.count ? fmt(t.value(m), "%.9g") : "") + "," + (m.count ? ends(m, t.interval(m)) : ",");
+    }
+    out += "\n";
   }
   return out;
 }

@@ -854,5 +854,38 @@ TEST(SweepReport, UndecidedPointsAreCountedAndMarkedInEveryOutput) {
   EXPECT_THAT(csv, HasSubstr("\nmaybe,maybe,4,4,4,0.018,0.036,0.0036,,,false,,true,0.015,0.024,0.036,0.036,,,,,0.95\n"));
 }
 
+// A budget on a metric outside the fixed figures (here shift_logit_err and topk_overlap) shows that
+// metric with its interval on each point's line and in its own frontier.csv columns, after the old
+// ones: what a point was judged on is visible beside the verdict.
+TEST(SweepReport, EveryBudgetTermIsShownWithItsInterval) {
+  auto with_terms = [](SweepRecord r, double shift, double overlap) {
+    r = with_interval(r, r.metric(Metric::rel_out_err).mean * 0.9, r.metric(Metric::rel_out_err).mean * 1.1);
+    Summary& s = r.metrics[size_t(Metric::shift_logit_err)];
+    s = {shift, shift * 2, shift * 3, 16};
+    s.level = 0.95;
+    s.mean_ci = {shift * 0.8, shift * 1.25};
+    s.p95_ci = {shift * 2, shift * 2};
+    Summary& o = r.metrics[size_t(Metric::topk_overlap)];
+    o = {overlap, overlap, 1.0, 16};
+    o.level = 0.95;
+    o.mean_ci = {overlap - 0.01, overlap + 0.005};
+    o.p95_ci = {overlap, overlap};
+    return r;
+  };
+  const std::vector<SweepRecord> records = {with_terms(record("q8_0", "q8_0", 8.5, 8.5, 0.01), 0.02, 0.99)};
+  SweepSpec spec = make_spec(records);
+  spec.budget.terms = {{Metric::shift_logit_err, Statistic::mean, BoundKind::at_most, 0.05},
+                       {Metric::topk_overlap, Statistic::mean, BoundKind::at_least, 0.9},
+                       {Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.05}};
+  spec.budget.confidence = 0.95;
+  const SweepAnalysis a = analyze(spec, records);
+  const std::string text = summary(spec, records, a);
+  EXPECT_THAT(text, HasSubstr("; shift_logit_err 0.02 [0.016, 0.025]; topk_overlap 0.99 [0.98, 0.995]"));
+  const std::string csv = frontier_csv(spec, records, a);
+  EXPECT_THAT(csv, HasSubstr(",level,shift_logit_err,shift_logit_err_lo,shift_logit_err_hi,topk_overlap,"
+                             "topk_overlap_lo,topk_overlap_hi\n"));
+  EXPECT_THAT(csv, HasSubstr(",0.95,0.02,0.016,0.025,0.99,0.98,0.995\n"));
+}
+
 }  // namespace
 }  // namespace kvtune
