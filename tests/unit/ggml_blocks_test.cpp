@@ -145,6 +145,31 @@ TEST(GgmlBlocks, F16ScaleOverflowBecomesInfinite) {
   EXPECT_TRUE(std::isnan(y[1]));  // code 0 times inf
 }
 
+// A block below about 1e-37: its scale's reciprocal overflows, so x / d is infinite (NaN for a 0),
+// which C++ cannot convert to int. Every conversion gives x86's INT_MIN, on the host and on the
+// device alike (PTX would saturate): q8_0 stores code 0 (INT_MIN's low byte), q4_0 clamps INT_MIN to
+// nothing and keeps its nibble 0, and the f16 scale flushes to 0, so the block decodes to zeros.
+TEST(GgmlBlocks, ATinyBlockConvertsAsX86Does) {
+  EXPECT_EQ(ggml::truncate_to_int(std::numeric_limits<float>::infinity()), std::numeric_limits<int>::min());
+  EXPECT_EQ(ggml::truncate_to_int(-std::numeric_limits<float>::infinity()), std::numeric_limits<int>::min());
+  EXPECT_EQ(ggml::truncate_to_int(std::numeric_limits<float>::quiet_NaN()), std::numeric_limits<int>::min());
+  EXPECT_EQ(ggml::truncate_to_int(2147483648.0f), std::numeric_limits<int>::min());
+  EXPECT_EQ(ggml::truncate_to_int(-2147483648.0f), std::numeric_limits<int>::min());
+  EXPECT_EQ(ggml::truncate_to_int(2147483520.0f), 2147483520);  // the largest float below 2^31
+  EXPECT_EQ(ggml::truncate_to_int(-7.9f), -7);
+  float x[ggml::kBlock];
+  for (int j = 0; j < ggml::kBlock; ++j) x[j] = (j % 3 - 1) * 1e-38f * float(j);  // zeros and +-tiny values
+  uint8_t block[ggml::kMaxBlockBytes];
+  ggml::quantize_q8_0(x, block);
+  for (int j = 0; j < ggml::kBlock; ++j) EXPECT_EQ(block[2 + j], 0u) << j;
+  ggml::quantize_q8_0_x86(x, block);
+  for (int j = 0; j < ggml::kBlock; ++j) EXPECT_EQ(block[2 + j], 0u) << j;
+  float y[ggml::kBlock];
+  ggml::quantize_q4_0(x, block);
+  ggml::dequantize_q4_0(block, y);
+  for (int j = 0; j < ggml::kBlock; ++j) EXPECT_EQ(y[j], 0.0f) << j;
+}
+
 TEST(GgmlBlocks, Q5FifthBitsLiveInALittleEndianWord) {
   float x[32];
   for (int j = 0; j < 32; ++j) x[j] = float(j);  // min 0, max 31: d = 1, codes = j

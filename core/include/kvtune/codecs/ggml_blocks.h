@@ -77,8 +77,13 @@ KVTUNE_HD void block_min_max(const float* x, float& lo, float& hi) {
   }
 }
 
-// C's float -> int8_t conversion truncates toward zero; the callers' values are in range.
-KVTUNE_HD int truncate_to_int(float v) { return static_cast<int>(v); }
+// float -> int as x86's cvttss2si gives it, on the host and on the device alike: toward zero, and
+// INT_MIN (x86's "integer indefinite") for NaN and anything beyond int's range. C++ leaves those
+// undefined and PTX's cvt saturates instead; they arise in a block so small (below about 1e-37)
+// that the reciprocal of its scale overflows. The vectorized conversions give INT_MIN too.
+KVTUNE_HD int truncate_to_int(float v) {
+  return v >= -2147483648.0f && v < 2147483648.0f ? static_cast<int>(v) : -2147483647 - 1;
+}
 
 KVTUNE_HD void pack_nibbles(const int* q, uint8_t* qs) {
   for (int j = 0; j < kBlock / 2; ++j) qs[j] = static_cast<uint8_t>((q[j] & 0x0f) | ((q[j + 16] & 0x0f) << 4));
@@ -113,7 +118,7 @@ KVTUNE_HD void quantize_q8_0(const float* x, uint8_t* block) {
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   put_half(block, d);
   for (int j = 0; j < kBlock; ++j) {
-    block[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(round_half_away(x[j] * id)));
+    block[2 + j] = static_cast<uint8_t>(truncate_to_int(round_half_away(x[j] * id)));
   }
 }
 
@@ -123,7 +128,7 @@ KVTUNE_HD void quantize_q8_0_x86(const float* x, uint8_t* block) {
   put_half(block, amax / 127.0f);
   const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
   for (int j = 0; j < kBlock; ++j) {
-    block[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(round_half_even(x[j] * id)));
+    block[2 + j] = static_cast<uint8_t>(truncate_to_int(round_half_even(x[j] * id)));
   }
 }
 
@@ -237,12 +242,12 @@ KVTUNE_HD void roundtrip_q8_0(const float* x, float* y, bool x86) {
   const float d = round_to_f16(amax / 127.0f);
   if (x86) {
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    for (int j = 0; j < kBlock; ++j) y[j] = static_cast<float>(static_cast<int>(round_half_even(x[j] * id))) * d;
+    for (int j = 0; j < kBlock; ++j) y[j] = static_cast<float>(truncate_to_int(round_half_even(x[j] * id))) * d;
   } else {
     // Through int like the int8 code, so a rounded -0 decodes as +0 (code 0), as in ggml.
     const float d_exact = amax / 127.0f;
     const float id = d_exact != 0.0f ? 1.0f / d_exact : 0.0f;
-    for (int j = 0; j < kBlock; ++j) y[j] = static_cast<float>(static_cast<int>(round_half_away(x[j] * id))) * d;
+    for (int j = 0; j < kBlock; ++j) y[j] = static_cast<float>(truncate_to_int(round_half_away(x[j] * id))) * d;
   }
 }
 
