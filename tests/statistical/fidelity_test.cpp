@@ -473,9 +473,10 @@ TEST(Fidelity, RotationGainOfFourBitCachesOnLlama2IsThePublishedOne) {
 
 // ik_llama.cpp issue 1509: q4_0/q4_0 with K and V rotated costs Qwen3-8B +2.18 % PPL and Qwen3-0.6B
 // +254 %, x117 apart. The qwen3-0.6b profile's larger massive key value was fitted to the direction
-// (configs/profiles/qwen3-0.6b.toml). Asserted: the 0.6B damage at least x3 the 8B's (x9 at these
-// seeds); the published x117 is out of reach (printed): one head's rel_out_err saturates near 1,
-// where the model's perplexity keeps growing.
+// (configs/profiles/qwen3-0.6b.toml). Asserted: the 0.6B damage x3 to x30 the 8B's (x9.4 at these
+// seeds). Both ends bind the fitted value: offsets below about 55 or above about 180 leave the band
+// (an offset of 400 would give the published x117, but nothing measured supports a value that large;
+// the choice of 100 is a fit to the direction, not to the size).
 TEST(Fidelity, TheSameRecipeIsHarmlessOnQwen3DenseAndRuinousOnQwen3Small) {
   const std::vector<Published> sizes = read_table("qwen3-0.6b-8b_q4_0-hadamard.csv");
   auto change = [&](const std::string& model) {
@@ -490,8 +491,9 @@ TEST(Fidelity, TheSameRecipeIsHarmlessOnQwen3DenseAndRuinousOnQwen3Small) {
   report("issue1509_qwen3_0_6b_kvtune_damage", small, "the same on qwen3-0.6b + qwen3-0.6b");
   report("issue1509_0_6b_over_8b_published", change("Qwen3-0.6B") / change("Qwen3-8B"),
          "relative ΔPPL of 0.6B over 8B");
-  report("issue1509_0_6b_over_8b_kvtune", small / dense, "kvtune damage, same ratio (band: >= 3)");
+  report("issue1509_0_6b_over_8b_kvtune", small / dense, "kvtune damage, same ratio (band: 3 to 30)");
   EXPECT_GE(small / dense, 3.0);
+  EXPECT_LE(small / dense, 30.0);
 }
 
 }  // namespace
