@@ -76,7 +76,7 @@ double confidence_level(const std::string& text) {
 
 // Needles that let needle_hit >= `bound` be certified at `level`: Wilson's interval of n hits of n
 // starts at n / (n + z^2), so a perfect score holds from n = bound z^2 / (1 - bound) on; twice that,
-// so a point may miss a few needles and still hold. At 95 %: 146 for 0.95, 248 for 0.97.
+// so a point may miss a few needles and still hold. At 95 %: 146 for 0.95, 250 for 0.97.
 int64_t needles_for(double bound, double level) {
   if (level == 0.0) return kNeedleSamples;  // the estimate is judged: no interval to fit
   if (bound >= 1.0) {

@@ -80,7 +80,7 @@ Interval bootstrap_p95(std::span<const double> samples, std::span<const size_t> 
   return percentile_interval(p95s, level);
 }
 
-// The cases' means and counts, and the sizes of the cases that have samples.
+// The means and counts of the cases that have samples, in case order.
 std::vector<CaseMean> case_means(std::span<const double> samples, std::span<const size_t> sizes) {
   std::vector<CaseMean> out;
   size_t at = 0;
@@ -194,7 +194,10 @@ Summary summarize(std::span<const double> samples, const IntervalOptions& option
   if (with_samples >= 2) {
     out.cases = case_means(samples, options.case_sizes);
     mean_interval_over_cases(out.cases, options.level, options.rate, options.upper, out);
-    out.p95_ci = bootstrap_p95(samples, options.case_sizes, options.level);
+    // The bootstrap draws among the cases that have samples: a resample of empty cases has no p95.
+    std::vector<size_t> sizes;
+    for (const CaseMean& c : out.cases) sizes.push_back(c.count);
+    out.p95_ci = bootstrap_p95(samples, sizes, options.level);
     out.p95_method = IntervalMethod::bootstrap_cases;
     return out;
   }
@@ -235,7 +238,7 @@ double t_quantile(double p, size_t df) {
   if (p == 0.5) return 0.0;
   const double z = normal_quantile(p), nu = double(df);
   if (df > 2000) {
-    // Cornish-Fisher expansion in 1 / nu: its next term is below 1e-15 here.
+    // Cornish-Fisher expansion in 1 / nu: its next term is below 1e-11 at the levels kvtune allows.
     const double z2 = z * z;
     return z + z * (z2 + 1.0) / (4.0 * nu) + z * ((5.0 * z2 + 16.0) * z2 + 3.0) / (96.0 * nu * nu) +
            z * (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) / (384.0 * nu * nu * nu);

@@ -375,7 +375,7 @@ std::string undecided_text(const SweepSpec& spec, const SweepRecord& r) {
     const double z = normal_quantile((1.0 + level) / 2.0);
     return t.key() + " = " + num(t.bound, 4) + " cannot be certified with " + std::to_string(n) + " samples at " +
            percent(level) + " confidence: a perfect score's interval starts at " + num(best, 4) + "; it takes " +
-           (t.bound < 1.0 ? "more than " + std::to_string(int64_t(std::ceil(t.bound * z * z / (1.0 - t.bound)))) +
+           (t.bound < 1.0 ? "at least " + std::to_string(int64_t(std::ceil(t.bound * z * z / (1.0 - t.bound)))) +
                                 " samples (more cases or queries), a lower bound"
                           : "a bound below 1") +
            " or a lower budget.confidence";

@@ -257,7 +257,7 @@ TEST_F(SweepCli, RecommendAnswersTheCommonQuestion) {
 // --confidence sets the template's level or turns the interval judgement off; a bad value is
 // refused before anything is written.
 // A needle bound decides the needles: a perfect score over n needles certifies at most
-// n / (n + z^2), so 0.97 at 95 % takes 124 and kvtune samples twice that (11 queries x 4 x 6 = 264);
+// n / (n + z^2), so 0.97 at 95 % takes 125 and kvtune samples twice that, 250 (11 queries x 4 x 6 = 264);
 // a bound of 1 can never be certified on an interval and is refused before anything is written.
 TEST_F(SweepCli, RecommendSamplesEnoughNeedlesToCertifyItsNeedleBound) {
   const RunResult r = run({"recommend", "--model", "llama-3.2-1b", "--ctx", "4096", "--eval-ctx", "256",
@@ -297,7 +297,7 @@ confidence = 0.95
   const RunResult r = run({"sweep", path("bound.toml").string(), "--out", out()});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("min_needle_hit = 0.99 cannot be certified with 256 samples at 95 % confidence: a "
-                               "perfect score's interval starts at 0.9852; it takes more than 381 samples"));
+                               "perfect score's interval starts at 0.9852; it takes at least 381 samples"));
 }
 
 TEST_F(SweepCli, RecommendConfidenceSetsOrRemovesTheIntervalJudgement) {

@@ -90,6 +90,13 @@ TEST(Confidence, CasesOfDifferentSizesGiveTheRatioMeansInterval) {
   EXPECT_NEAR(s.mean_ci.hi, 0.25 + 12.706204736174707 * 0.375, 1e-12);
   EXPECT_EQ(s.cases[0], (CaseMean{1.0, 1}));
   EXPECT_EQ(s.cases[1], (CaseMean{0.0, 3}));
+  // A case without samples (no needles at a depth, say) takes no part: the same summary as without it.
+  const std::vector<size_t> with_empty = {0, 1, 0, 3, 0};
+  const Summary same = summarize(samples, {.case_sizes = with_empty});
+  EXPECT_EQ(same.mean_ci.hi, s.mean_ci.hi);
+  EXPECT_EQ(same.p95_ci.lo, s.p95_ci.lo);
+  EXPECT_EQ(same.p95_ci.hi, s.p95_ci.hi);
+  EXPECT_EQ(same.cases, s.cases);
   // Sizes that do not add up to the samples are a caller's bug.
   EXPECT_THROW(summarize(samples, {.case_sizes = std::vector<size_t>{2, 3}}), std::invalid_argument);
 }
