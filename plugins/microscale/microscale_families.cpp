@@ -192,9 +192,9 @@ class MicroScheme final : public Scheme {
     SchemeTraits t = Scheme::traits();
     t.static_scales = config_.scale == TensorScale::calibrated;
     t.coarse_scales = true;
-    // A fitted tensor scale above amax / 2688 leaves the largest block's E4M3 scale room to round up
-    // (448/6 rounds to 80 at bound=448): its largest element then decodes above amax, and a re-fitted
-    // tensor scale moves.
+    // A fitted tensor scale above amax / 2688 puts the largest block's E4M3 scale off its exact value
+    // (at bound=448, 448/6 = 74.7 rounds to 72, and the largest element saturates at 6 x 72/448 of
+    // amax): the round trip's amax moves, and so does a re-fitted tensor scale.
     t.requantize_drifts = config_.scale != TensorScale::fixed && config_.bound > 0.0f && config_.bound < 2688.0f;
     // Blocks within a token; nvfp4's per-tensor scale spans the block unless it is given.
     t.rows_independent = config_.kind != CodecKind::nvfp4 || config_.scale == TensorScale::fixed;
