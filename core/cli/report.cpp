@@ -83,9 +83,7 @@ namespace {
 // A metric summary as JSON, with its intervals as results.jsonl writes them (mean_ci, p95_ci, their
 // methods and level); null means "does not apply". A non-finite metric is a bug, never printed as
 // if it were null.
-nlohmann::json summary_json(std::span<const double> samples, const std::string& metric, const std::string& pair,
-                            const IntervalOptions& intervals) {
-  const Summary s = summarize(samples, intervals);
+nlohmann::json summary_json(const Summary& s, const std::string& metric, const std::string& pair) {
   if (!std::isfinite(s.mean) || !std::isfinite(s.p95) || !std::isfinite(s.max)) {
     throw std::runtime_error("metric " + metric + " of pair '" + pair + "' is not finite");
   }
@@ -125,7 +123,7 @@ void print_needle_tables(std::ostream& out, const std::vector<EvalResult>& runs)
       for (const EvalResult& r : runs) {
         const DepthSamples& ds = r.pairs[p].needle_depths[d];
         // needle_hit is a rate: its interval is the Wilson one over the cases (as in needle_csv).
-        const Summary hit = summarize(ds.hit, {.case_sizes = ds.case_sizes, .rate = true, .upper = 1.0});
+        const Summary hit = summarize_metric(ds.hit, ds.case_sizes, Metric::needle_hit);
         const Summary mass = summarize(ds.mass_ratio);
         if (hit.count == 0) {
           row.push_back("-");
@@ -147,8 +145,8 @@ std::string needle_csv(const std::vector<EvalResult>& runs) {
   for (const EvalResult& r : runs) {
     for (const PairResult& p : r.pairs) {
       for (const DepthSamples& ds : p.needle_depths) {
-        const Summary hit = summarize(ds.hit, {.case_sizes = ds.case_sizes, .rate = true, .upper = 1.0});
-        const Summary mass = summarize(ds.mass_ratio, {.case_sizes = ds.case_sizes});
+        const Summary hit = summarize_metric(ds.hit, ds.case_sizes, Metric::needle_hit);
+        const Summary mass = summarize_metric(ds.mass_ratio, ds.case_sizes, Metric::needle_mass_ratio);
         std::string fields = ",,,,,";
         if (hit.count) {
           fields = fmt(hit.mean, "%.6g") + "," + fmt(mass.mean, "%.6g") + "," + fmt(hit.mean_ci.lo, "%.6g") + "," +
@@ -174,20 +172,20 @@ nlohmann::json to_json(const std::string& name, const std::vector<EvalResult>& r
                             {"tokens", result.tokens}, {"k_bits", p.k_bits}, {"v_bits", p.v_bits}};
       for (size_t m = 0; m < kMetricCount; ++m) {
         row[std::string(kMetricNames[m])] =
-            summary_json(p.samples[m], std::string(kMetricNames[m]), p.name,
-                         {.case_sizes = p.case_sizes[m], .rate = kMetricInfo[m].rate, .upper = kMetricInfo[m].upper()});
+            summary_json(p.summary_with_intervals(Metric(m)), std::string(kMetricNames[m]), p.name);
       }
       nlohmann::json depths = nlohmann::json::array();
       for (const DepthSamples& ds : p.needle_depths) {
         depths.push_back({{"depth", ds.depth},
-                          {"needle_hit", summary_json(ds.hit, "needle_hit", p.name,
-                                                      {.case_sizes = ds.case_sizes, .rate = true, .upper = 1.0})},
+                          {"needle_hit", summary_json(summarize_metric(ds.hit, ds.case_sizes, Metric::needle_hit),
+                                                      "needle_hit", p.name)},
                           {"needle_mass_ratio",
-                           summary_json(ds.mass_ratio, "needle_mass_ratio", p.name, {.case_sizes = ds.case_sizes})}});
+                           summary_json(summarize_metric(ds.mass_ratio, ds.case_sizes, Metric::needle_mass_ratio),
+                                        "needle_mass_ratio", p.name)}});
       }
       row["needle_depths"] = std::move(depths);
       row["kernel_vs_sim"] =
-          summary_json(p.kernel_vs_sim, "kernel_vs_sim", p.name, {.case_sizes = p.kernel_case_sizes});
+          summary_json(summarize(p.kernel_vs_sim, {.case_sizes = p.kernel_case_sizes}), "kernel_vs_sim", p.name);
       rows.push_back(std::move(row));
     }
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "kvtune/error.h"
@@ -194,14 +195,13 @@ std::vector<int64_t> capture_samples(const Capture& c, const std::vector<int64_t
   if (out.empty()) {
     for (size_t s = 0; s < c.samples.size(); ++s) out.push_back(int64_t(s));
   }
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i] < 0 || out[i] >= int64_t(c.samples.size())) {
-      throw InputError(c.dir + ": sample " + std::to_string(out[i]) + " is outside the capture's " +
+  std::set<int64_t> seen;
+  for (int64_t s : out) {
+    if (s < 0 || s >= int64_t(c.samples.size())) {
+      throw InputError(c.dir + ": sample " + std::to_string(s) + " is outside the capture's " +
                        std::to_string(c.samples.size()) + " samples");
     }
-    if (std::find(out.begin(), out.begin() + i, out[i]) != out.begin() + i) {
-      throw InputError(c.dir + ": sample " + std::to_string(out[i]) + " is given twice");
-    }
+    if (!seen.insert(s).second) throw InputError(c.dir + ": sample " + std::to_string(s) + " is given twice");
   }
   return out;
 }

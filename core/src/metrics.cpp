@@ -221,6 +221,12 @@ Summary summarize(std::span<const double> samples, const IntervalOptions& option
   return out;
 }
 
+Summary summarize_metric(std::span<const double> samples, std::span<const size_t> case_sizes, Metric metric,
+                         double level) {
+  const MetricInfo& info = metric_info(metric);
+  return summarize(samples, {.level = level, .case_sizes = case_sizes, .rate = info.rate, .upper = info.upper()});
+}
+
 Interval wilson_interval(double successes, double n, double level) {
   if (!(n > 0.0)) throw std::invalid_argument("wilson_interval: no trials");
   const double z = normal_quantile((1.0 + level) / 2.0);

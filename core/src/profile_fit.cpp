@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 
+#include "first_repeat.h"
 #include "kvtune/error.h"
 #include "kvtune/safetensors.h"
 
@@ -392,10 +393,8 @@ FittedProfile fit_profile(const Capture& c, const ProfileFitOptions& o) {
   out.q_per_kv = c.q_per_kv();
   out.keys_derotated = !c.k_pre_rope && c.rope.enabled;
   const std::vector<int64_t> layers = o.layers.empty() ? c.layers : o.layers;
-  for (size_t i = 1; i < layers.size(); ++i) {
-    if (std::find(layers.begin(), layers.begin() + i, layers[i]) != layers.begin() + i) {
-      throw InputError(c.dir + ": layer " + std::to_string(layers[i]) + " is given twice");
-    }
+  if (const auto i = detail::first_repeat(layers)) {
+    throw InputError(c.dir + ": layer " + std::to_string(layers[*i]) + " is given twice");
   }
   const std::vector<int64_t> samples = capture_samples(c, o.samples);
   out.samples = int64_t(samples.size());

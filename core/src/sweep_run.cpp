@@ -202,12 +202,6 @@ SweepRecord point_record(const SweepPoint& p, const SweepRecord& provenance) {
   return r;
 }
 
-// A metric's summary with its intervals over the cases that gave these samples.
-Summary summarize_metric(std::span<const double> samples, std::span<const size_t> case_sizes, size_t m, double level) {
-  return summarize(samples, {.level = level, .case_sizes = case_sizes, .rate = kMetricInfo[m].rate,
-                             .upper = kMetricInfo[m].upper()});
-}
-
 // The summaries of each sampled layer's (or KV head's) cases: `part_of` names a case's layer (or
 // head). Each metric's samples come case by case, as many as PairResult::case_sizes says.
 template <class Part>
@@ -235,7 +229,7 @@ std::vector<Part> part_summaries(const PairResult& pair, const std::vector<CaseK
         mine.insert(mine.end(), first, first + static_cast<std::ptrdiff_t>(sizes[c]));
         mine_sizes.push_back(sizes[c]);
       }
-      part.metrics[m] = summarize_metric(mine, mine_sizes, m, level);
+      part.metrics[m] = summarize_metric(mine, mine_sizes, Metric(m), level);
     }
   }
   return out;
@@ -244,10 +238,9 @@ std::vector<Part> part_summaries(const PairResult& pair, const std::vector<CaseK
 // needle_hit per depth, over the cases' needles at that depth.
 std::vector<DepthSummary> depth_summaries(const PairResult& pair, double level) {
   std::vector<DepthSummary> out;
-  const auto hit = static_cast<size_t>(Metric::needle_hit);
   for (const DepthSamples& d : pair.needle_depths) {
     if (d.hit.empty()) continue;
-    out.push_back({.depth = d.depth, .needle_hit = summarize_metric(d.hit, d.case_sizes, hit, level)});
+    out.push_back({.depth = d.depth, .needle_hit = summarize_metric(d.hit, d.case_sizes, Metric::needle_hit, level)});
   }
   return out;
 }
@@ -324,7 +317,7 @@ std::vector<SweepRecord> evaluate_points(const SweepSpec& spec, const std::vecto
     r.backend = result.pairs[i].backend_used;
     const double level = spec.budget.interval_level();
     for (size_t m = 0; m < kMetricCount; ++m) {
-      r.metrics[m] = summarize_metric(result.pairs[i].samples[m], result.pairs[i].case_sizes[m], m, level);
+      r.metrics[m] = result.pairs[i].summary_with_intervals(Metric(m), level);
     }
     if (spec.scenario.layers.size() > 1) {
       r.layers = part_summaries(result.pairs[i], cases, spec.scenario.layers, &CaseKey::layer, &LayerSummary::layer, level);

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "first_repeat.h"
 #include "kvtune/error.h"
 
 namespace kvtune::detail {
@@ -110,10 +111,7 @@ class TableReader {
   // same cases twice. Fails at the array, naming the repeated value.
   std::vector<int64_t> distinct_integers(const std::string& key, int64_t min, int64_t max) {
     std::vector<int64_t> out = integers(key, min, max);
-    std::set<int64_t> seen;
-    for (int64_t v : out) {
-      if (!seen.insert(v).second) fail(*node(key), "'" + key + "' lists " + std::to_string(v) + " twice");
-    }
+    if (const auto i = first_repeat(out)) fail(*node(key), "'" + key + "' lists " + std::to_string(out[*i]) + " twice");
     return out;
   }
 
@@ -138,14 +136,10 @@ class TableReader {
   // As reals, each value once (the entry given twice is named).
   std::vector<double> distinct_reals(const std::string& key, double min, double max) {
     std::vector<double> out = reals(key, min, max);
-    if (out.empty()) return out;
-    const toml::array& entries = *node(key)->as_array();
-    for (size_t i = 1; i < out.size(); ++i) {
-      if (std::find(out.begin(), out.begin() + i, out[i]) != out.begin() + i) {
-        std::ostringstream value;
-        value << out[i];
-        fail(entries[i], "'" + key + "' lists " + value.str() + " twice");
-      }
+    if (const auto i = first_repeat(out)) {
+      std::ostringstream value;
+      value << out[*i];
+      fail((*node(key)->as_array())[*i], "'" + key + "' lists " + value.str() + " twice");
     }
     return out;
   }

@@ -71,11 +71,7 @@ struct PairResult {
   Summary summary(Metric m) const { return summarize(samples[static_cast<size_t>(m)]); }
   // With confidence intervals at `level` over the cases.
   Summary summary_with_intervals(Metric m, double level = kDefaultConfidence) const {
-    const auto i = static_cast<size_t>(m);
-    return summarize(samples[i], {.level = level,
-                                  .case_sizes = case_sizes[i],
-                                  .rate = metric_info(m).rate,
-                                  .upper = metric_info(m).upper()});
+    return summarize_metric(samples[static_cast<size_t>(m)], case_sizes[static_cast<size_t>(m)], m, level);
   }
 };
 

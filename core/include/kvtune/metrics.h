@@ -121,6 +121,11 @@ struct IntervalOptions {
 };
 Summary summarize(std::span<const double> samples, const IntervalOptions& options);
 
+// A metric's samples summarized with their intervals: its MetricInfo says whether it is a rate and
+// the largest value it can take.
+Summary summarize_metric(std::span<const double> samples, std::span<const size_t> case_sizes, Metric metric,
+                         double level = kDefaultConfidence);
+
 // The interval of the mean of cases with these means and counts (at least two cases with samples):
 // Wilson with the design effect for a rate, Student's t otherwise. Sets mean_ci and mean_method.
 void mean_interval_over_cases(std::span<const CaseMean> cases, double level, bool rate, double upper, Summary& out);
