@@ -13,6 +13,7 @@
 #include "kvtune/memory.h"
 #include "kvtune/runtime_table.h"
 #include "kvtune/sweep_report.h"
+#include "figure_text.h"
 #include "report_doc.h"
 
 namespace kvtune {
@@ -118,17 +119,14 @@ std::string cell(const std::string& text, double sort_value) {
          "</td>";
 }
 
-std::string interval_cell(const Summary& s, bool p95) {
+// A figure with its interval, more digits where fewer would print it equal to a bound (figure_text.h).
+std::string interval_cell(const SweepBudget& budget, const Summary& s, Metric m, Statistic st) {
   if (s.count == 0) return cell("-", NAN);
-  const double v = p95 ? s.p95 : s.mean;
-  const Interval& ci = p95 ? s.p95_ci : s.mean_ci;
-  return cell(
-      number_cell(v) +
-          (s.has_intervals() ? " [" + number_cell(ci.lo, "%.3g") + ", " + number_cell(ci.hi, "%.3g") + "]" : ""),
-      v);
+  return cell(figure_text(s, st, bounds_on(budget, m, st), 4, 3), st == Statistic::mean ? s.mean : s.p95);
 }
 
-std::string points_table(const std::vector<SweepRecord>& records, const SweepAnalysis& analysis) {
+std::string points_table(const SweepBudget& budget, const std::vector<SweepRecord>& records,
+                         const SweepAnalysis& analysis) {
   std::string out =
       "<table class=\"sortable\" id=\"points-table\"><thead><tr><th class=\"num\">#</th><th>K</th><th>V</th>"
       "<th>origin</th><th class=\"num\">bits</th><th class=\"num\">K bits</th><th class=\"num\">V bits</th>"
@@ -146,9 +144,10 @@ std::string points_table(const std::vector<SweepRecord>& records, const SweepAna
     out += "<tr class=\"" + std::string(status) + "\">" + cell(std::to_string(i), double(i)) + "<td><code>" +
            escape(r.k) + "</code></td><td><code>" + escape(r.v) + "</code></td><td>" + escape(origin) + "</td>" +
            cell(number_cell(r.bits()), r.bits()) + cell(number_cell(r.k_bits), r.k_bits) +
-           cell(number_cell(r.v_bits), r.v_bits) + interval_cell(r.metric(Metric::rel_out_err), false) +
-           interval_cell(r.metric(Metric::rel_out_err), true) + interval_cell(r.metric(Metric::attn_kl), true) +
-           interval_cell(r.metric(Metric::needle_hit), false) +
+           cell(number_cell(r.v_bits), r.v_bits) + interval_cell(budget, r.metric(Metric::rel_out_err), Metric::rel_out_err, Statistic::mean) +
+           interval_cell(budget, r.metric(Metric::rel_out_err), Metric::rel_out_err, Statistic::p95) +
+           interval_cell(budget, r.metric(Metric::attn_kl), Metric::attn_kl, Statistic::p95) +
+           interval_cell(budget, r.metric(Metric::needle_hit), Metric::needle_hit, Statistic::mean) +
            (v.memory ? cell(format_bytes(double(v.memory->total_bytes), 2), double(v.memory->total_bytes))
                      : cell("-", NAN)) +
            "<td>" + status + "</td><td>" + escape(violations) + "</td></tr>\n";
@@ -289,7 +288,7 @@ std::string page_html(const SweepSpec& spec, const std::vector<SweepRecord>& rec
   }
   out << "<section id=\"section-points\">\n<h2>Every point</h2>\n<p class=\"about\">" << records.size()
       << " points (layer exemptions included); click a heading to sort.</p>\n<div class=\"table-wrap\">"
-      << points_table(records, analysis) << "</div>\n</section>\n";
+      << points_table(spec.budget, records, analysis) << "</div>\n</section>\n";
   out << "<section id=\"section-report\">\n" << doc_html(doc, header_end, doc.size()) << "</section>\n";
   nlohmann::ordered_json specs = nlohmann::ordered_json::object();
   for (const ChartSpec& c : charts) specs[c.name] = nlohmann::ordered_json::parse(c.vega_lite);

@@ -10,6 +10,7 @@
 #include "kvtune/csv.h"
 #include "kvtune/file_io.h"
 #include "kvtune/layer_exemption.h"
+#include "figure_text.h"
 #include "report_doc.h"
 #include "summary_json.h"
 #include "sweep_json.h"
@@ -35,17 +36,18 @@ std::string num(double v, int digits) {
 // "a op b" with the fewest significant digits (at least 3) that keep a and b apart, so a value
 // just over its bound never reads "0.02 > 0.02".
 std::string compare_text(const std::string& what, double value, const char* op, double bound) {
-  int digits = 3;
-  while (digits < 17 && num(value, digits) == num(bound, digits)) ++digits;
+  const int digits = digits_apart(value, {bound}, 3);
   return what + " " + num(value, digits) + " " + op + " " + num(bound, digits);
 }
 
 // "95 %" for a confidence level of 0.95.
 std::string percent(double level) { return num(100.0 * level, 4) + " %"; }
 
-// " [lo, hi]": a statistic's confidence interval after its value; "" when it has none.
-std::string interval_text(const Summary& s, const Interval& ci, const char* spec = "%.4g") {
-  return s.has_intervals() ? " [" + fmt(ci.lo, spec) + ", " + fmt(ci.hi, spec) + "]" : "";
+// A judged figure with its interval, "value [lo, hi]" (figure_text.h): more digits where fewer would
+// print a figure equal to the budget's bound on it.
+std::string judged_text(const SweepSpec& spec, const Summary& s, Metric m, Statistic st, int digits = 4,
+                        int interval_digits = 4) {
+  return figure_text(s, st, bounds_on(spec.budget, m, st), digits, interval_digits);
 }
 
 std::string plural(size_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
@@ -96,6 +98,11 @@ std::vector<std::string> budget_terms(const SweepSpec& spec) {
   }
   if (b.confidence && !b.terms.empty()) {
     terms.back() += " (each judged on its " + percent(*b.confidence) + " confidence interval)";
+    // Measured by Confidence.TheP95BootstrapCoversLessThanItsLevelOverFewCases (confidence_test.cpp).
+    if (std::any_of(b.terms.begin(), b.terms.end(), [](const BudgetTerm& t) { return t.statistic == Statistic::p95; })) {
+      terms.back() += "; a p95's interval (a bootstrap over the cases) covers less than its level when the cases "
+                      "differ (0.50 of 95 % over 6 cases in a test), so a p95 bound is less sure than that";
+    }
   }
   if (b.max_bits) terms.push_back("bits <= " + fmt(*b.max_bits));
   if (b.fit) {
@@ -173,9 +180,8 @@ std::optional<LayerTable> layer_table(const SweepSpec& spec, const std::vector<S
       const bool exempt = std::find(r.exempt_layers.begin(), r.exempt_layers.end(), l.layer) != r.exempt_layers.end();
       (r.exempt_pattern.empty() ? out.counted : out.sliding) |= exempt;
       const Summary& layer_metric = l.metrics[m];
-      row.push_back(layer_metric.count ? fmt(layer_metric.mean) + interval_text(layer_metric, layer_metric.mean_ci, "%.3g") +
-                                             (exempt ? "*" : "")
-                                       : "-");
+      // One layer's figure is not judged against the budget: no bound to print it apart from.
+      row.push_back(layer_metric.count ? figure_text(layer_metric, Statistic::mean, {}, 4, 3) + (exempt ? "*" : "") : "-");
     }
     row.resize(t.header.size(), "-");
     t.rows.push_back(std::move(row));
@@ -216,19 +222,21 @@ std::string term_figure(const BudgetTerm& t) {
 Line metrics_line(const SweepSpec& spec, const SweepRecord& r) {
   const Summary &err = r.metric(Metric::rel_out_err), &kl = r.metric(Metric::attn_kl),
                 &top1 = r.metric(Metric::top1_agree), &needle = r.metric(Metric::needle_hit);
+  using enum Statistic;
   std::string text = "bits " + fmt(r.bits()) + " (K " + fmt(r.k_bits) + ", V " + fmt(r.v_bits) + "); rel_out_err " +
-                     fmt(err.mean) + interval_text(err, err.mean_ci) + " (p95 " + fmt(err.p95) +
-                     interval_text(err, err.p95_ci) + "); attn_kl p95 " + fmt(kl.p95) + interval_text(kl, kl.p95_ci) +
-                     "; top1_agree " + fmt(top1.mean) + interval_text(top1, top1.mean_ci);
+                     judged_text(spec, err, Metric::rel_out_err, mean) + " (p95 " +
+                     judged_text(spec, err, Metric::rel_out_err, p95) + "); attn_kl p95 " +
+                     judged_text(spec, kl, Metric::attn_kl, p95) + "; top1_agree " +
+                     judged_text(spec, top1, Metric::top1_agree, mean);
   if (needle.count > 0) {
-    text += "; needle_hit " + fmt(needle.mean) + interval_text(needle, needle.mean_ci) + " of " +
+    text += "; needle_hit " + judged_text(spec, needle, Metric::needle_hit, mean) + " of " +
             std::to_string(needle.count) + " needles";
   }
   for (const BudgetTerm& t : terms_beyond_the_fixed_figures(spec)) {
     const Summary& m = r.metric(t.metric);
     if (m.count == 0) continue;
-    text += "; " + std::string(metric_name(t.metric)) + (t.statistic == Statistic::p95 ? " p95 " : " ") +
-            fmt(t.value(m)) + interval_text(m, t.interval(m));
+    text += "; " + std::string(metric_name(t.metric)) + (t.statistic == p95 ? " p95 " : " ") +
+            judged_text(spec, m, t.metric, t.statistic);
   }
   if (r.backend != "cpu") text += "; computed by " + r.backend;
   return {{"metrics: " + text}};
@@ -285,9 +293,9 @@ Table frontier_table(const SweepSpec& spec, const std::vector<SweepRecord>& reco
     if (exemptions) row.push_back(r.derived() ? exempt_layers_text(r) + " at " + r.exempt : "-");
     const Summary &err = r.metric(Metric::rel_out_err), &kl = r.metric(Metric::attn_kl);
     row.insert(row.end(), {fmt(r.k_bits), fmt(r.v_bits), fmt(r.bits()),
-                           fmt(err.mean) + interval_text(err, err.mean_ci, "%.3g"),
-                           fmt(kl.p95) + interval_text(kl, kl.p95_ci, "%.3g"),
-                           needle.count ? fmt(needle.mean) + interval_text(needle, needle.mean_ci, "%.3g") : "-"});
+                           judged_text(spec, err, Metric::rel_out_err, Statistic::mean, 4, 3),
+                           judged_text(spec, kl, Metric::attn_kl, Statistic::p95, 4, 3),
+                           needle.count ? judged_text(spec, needle, Metric::needle_hit, Statistic::mean, 4, 3) : "-"});
     if (spec.model) row.push_back(v.memory ? format_bytes(double(v.memory->total_bytes), 2) : "-");
     row.push_back(v.feasible ? (analysis.best == i ? "yes (best)" : "yes") : v.undecided ? "undecided" : "no");
     t.rows.push_back(std::move(row));
@@ -885,23 +893,28 @@ ordered_json detail::sweep_point_json(const SweepSpec& spec, const std::vector<S
   return point_json(spec, records, analysis, index);
 }
 
+// "[lo, hi]" beside a bound: each end with more than 4 digits where fewer would print it equal to
+// the bound it is not equal to.
+std::string interval_beside(const Interval& ci, double bound) {
+  auto end = [&](double x) { return num(x, digits_apart(x, {bound}, 4)); };
+  return "[" + end(ci.lo) + ", " + end(ci.hi) + "]";
+}
+
 std::string violation_text(const Violation& v) {
   switch (v.kind) {
     case Violation::Kind::failed:
       return v.detail.empty() ? "failed" : "failed: " + v.detail;
     case Violation::Kind::metric:
       return compare_text(term_quantity(v.term), v.value, v.term.kind == BoundKind::at_most ? ">" : "<", v.bound) +
-             (v.interval ? " (" + percent(v.level) + " interval [" + num(v.interval->lo, 4) + ", " +
-                               num(v.interval->hi, 4) + "])"
+             (v.interval ? " (" + percent(v.level) + " interval " + interval_beside(*v.interval, v.bound) + ")"
                          : std::string());
     case Violation::Kind::undecided:
       if (!v.interval) {
         return term_quantity(v.term) + " " + num(v.value, 4) + " has no " + percent(v.level) +
                " interval to judge (results written without one): undecided";
       }
-      return term_quantity(v.term) + " " + num(v.value, 4) + ": its " + percent(v.level) + " interval [" +
-             num(v.interval->lo, 4) + ", " + num(v.interval->hi, 4) + "] straddles the bound " + num(v.bound, 4) +
-             " (undecided)";
+      return term_quantity(v.term) + " " + num(v.value, 4) + ": its " + percent(v.level) + " interval " +
+             interval_beside(*v.interval, v.bound) + " straddles the bound " + num(v.bound, 4) + " (undecided)";
     case Violation::Kind::no_samples:
       return metric_info(v.term.metric).needs_needles ? "no needle samples"
                                                       : "no " + std::string(metric_name(v.term.metric)) + " samples";

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "kvtune/model_preset.h"
+#include "kvtune/sweep_html.h"
 #include "kvtune/sweep_report.h"
 #include "test_support.h"
 
@@ -885,6 +886,42 @@ TEST(SweepReport, EveryBudgetTermIsShownWithItsInterval) {
   EXPECT_THAT(csv, HasSubstr(",level,shift_logit_err,shift_logit_err_lo,shift_logit_err_hi,topk_overlap,"
                              "topk_overlap_lo,topk_overlap_hi\n"));
   EXPECT_THAT(csv, HasSubstr(",0.95,0.02,0.016,0.025,0.99,0.98,0.995\n"));
+}
+
+// An interval's judged end just past its bound prints with the digits that show it: at three or four
+// significant digits 0.050003 would read "0.05", the bound itself, beside a point marked undecided.
+// Figures no bound applies to keep their digits.
+TEST(SweepReport, AJudgedEndBesideItsBoundPrintsTheDigitsThatSeparateThem) {
+  const std::vector<SweepRecord> records = {with_interval(record("near", "near", 4, 4, 0.0412), 0.0351, 0.050003)};
+  SweepSpec spec = make_spec(records);
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.05}};
+  spec.budget.confidence = 0.95;
+  const SweepAnalysis a = analyze(spec, records);
+  ASSERT_TRUE(a.verdicts[0].undecided);
+  const std::string text = summary(spec, records, a);
+  EXPECT_THAT(text, HasSubstr("rel_out_err 0.0412 [0.0351, 0.050003] (p95 0.0824"));  // metrics line
+  EXPECT_THAT(text, HasSubstr("0.0412 [0.0351, 0.050003]"));
+  EXPECT_THAT(text, HasSubstr("its 95 % interval [0.0351, 0.050003] straddles the bound 0.05"));  // violation
+  EXPECT_THAT(text, Not(HasSubstr("0.05]")));
+  EXPECT_THAT(text, HasSubstr("; attn_kl p95 0.00824;"));  // no bound on it: four digits as before
+  const std::string html = sweep_report_html(spec, records, a, {});
+  EXPECT_THAT(html, HasSubstr("0.0412 [0.0351, 0.050003]"));
+  EXPECT_THAT(html, Not(HasSubstr("0.05]")));
+}
+
+// A p95 bound judged on its interval carries the interval's measured shortfall
+// (Confidence.TheP95BootstrapCoversLessThanItsLevelOverFewCases); a mean's bound does not.
+TEST(SweepReport, AP95BoundJudgedOnItsIntervalSaysTheIntervalCoversLess) {
+  const std::vector<SweepRecord> records = {with_interval(record("a", "a", 4, 4, 0.01), 0.008, 0.012)};
+  SweepSpec spec = make_spec(records);
+  spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.05}};
+  spec.budget.confidence = 0.95;
+  const std::string caveat = "a p95's interval (a bootstrap over the cases) covers less than its level";
+  EXPECT_THAT(summary(spec, records, analyze(spec, records)), Not(HasSubstr(caveat)));
+  spec.budget.terms.push_back({Metric::attn_kl, Statistic::p95, BoundKind::at_most, 0.1});
+  EXPECT_THAT(summary(spec, records, analyze(spec, records)), HasSubstr(caveat + " when the cases differ (0.50 of 95 %"));
+  spec.budget.confidence.reset();  // judged on the estimates: no interval to qualify
+  EXPECT_THAT(summary(spec, records, analyze(spec, records)), Not(HasSubstr(caveat)));
 }
 
 }  // namespace
