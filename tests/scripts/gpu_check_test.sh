@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/gpu-check's arguments and its --prebuilt path, without a GPU: bad arguments exit 2 with a
-# message naming the problem; a bundle (here stand-in binaries that record what they were given)
+# scripts/gpu-check's arguments, its build's time limit and its --prebuilt path, without a GPU: bad
+# arguments exit 2 with a message naming the problem; a bundle (here stand-in binaries that record what they were given)
 # is run without a build, with its lib/ on LD_LIBRARY_PATH, and summary.md says so.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -64,4 +64,15 @@ grep -q -- "- GPU tests: FAILED: 137 tests skipped: the CUDA runtime found no de
   fail "summary lacks the skipped tests' failure ($(cat "$work/out-blind/summary.md"))"
 grep -q -- "- benchmark: FAILED: the CUDA runtime found no device" "$work/out-blind/summary.md" ||
   fail "summary lacks the benchmark's failure"
-echo "gpu-check: argument errors and the prebuilt path behave"
+# A build that would overrun the budget is stopped at its share (the budget less 150 s, at least
+# 10 s) and the summary says so, instead of the caller's limit ending the run without one.
+mkdir -p "$work/slow-cmake"
+printf '#!/usr/bin/env bash\necho "cmake $*"\nsleep 120\n' > "$work/slow-cmake/cmake"
+chmod +x "$work/slow-cmake/cmake"
+t0=$SECONDS
+PATH="$work/slow-cmake:$PATH" KVTUNE_GPU_BUILD_DIR="$work/build-gpu" "$root/scripts/gpu-check" --out "$work/out-slow" \
+  --budget 155 > "$work/log-slow" 2>&1 && fail "gpu-check passed although its build timed out"
+[ $((SECONDS - t0)) -lt 60 ] || fail "the build was not stopped at its limit ($((SECONDS - t0)) s)"
+grep -q -- "- build: TIMED OUT after [0-9]* s (limit 10 s;" "$work/out-slow/summary.md" ||
+  fail "summary lacks the build's time-out ($(cat "$work/out-slow/summary.md"))"
+echo "gpu-check: argument errors, the build's time limit and the prebuilt path behave"
