@@ -190,6 +190,37 @@ __global__ void merge_splits_kernel(const float* ws_out,    // [heads, num_split
   out[head * head_dim + c] = den > 0.0f ? num / den : 0.0f;  // den = 0: an empty sequence reads as zeros
 }
 
+// One thread per (token, run of kRun channels): the attention kernel's load() and decode() of the
+// run, written out. The iq4_nl table lives in shared memory, as in the attention kernel.
+template <class Dec, int D>
+__global__ void decoders_kernel(const detail::CodecArgs a, int64_t tokens, float* out) {
+  __shared__ float s_iq4nl[16];
+  if (threadIdx.x < 16) s_iq4nl[threadIdx.x] = ggml::iq4nl_value(static_cast<int>(threadIdx.x));
+  __syncthreads();
+  constexpr int kLanes = D / detail::kRun;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t t = i / kLanes;
+  if (t >= tokens) return;
+  const int c0 = static_cast<int>(i % kLanes) * detail::kRun;
+  const typename Dec::Raw raw = Dec::template load<D>(a, a.cache, t, c0);
+  float x[detail::kRun];
+  Dec::decode(a, a.cache, raw, c0, s_iq4nl, x);
+  for (int j = 0; j < detail::kRun; ++j) out[t * D + c0 + j] = x[j];
+}
+
+template <class Dec>
+cudaError_t launch_decoders(const detail::CodecArgs& a, int32_t head_dim, int64_t tokens, float* out,
+                            cudaStream_t stream) {
+  constexpr unsigned kThreads = 128;
+  const auto blocks = static_cast<unsigned>((tokens * (head_dim / detail::kRun) + kThreads - 1) / kThreads);
+  switch (head_dim) {
+    case 64: return detail::launch(decoders_kernel<Dec, 64>, blocks, kThreads, stream, a, tokens, out);
+    case 128: return detail::launch(decoders_kernel<Dec, 128>, blocks, kThreads, stream, a, tokens, out);
+    case 256: return detail::launch(decoders_kernel<Dec, 256>, blocks, kThreads, stream, a, tokens, out);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 }  // namespace
 
 size_t decode_attention_workspace_bytes(int32_t batch, int32_t kv_heads, int32_t group, int32_t head_dim,
@@ -277,6 +308,23 @@ cudaError_t decode_attention(const DecodeAttentionParams& p, cudaStream_t stream
   if (err != cudaSuccess || p.num_splits == 1) return err;
   return detail::launch(merge_splits_kernel, static_cast<unsigned>(heads), static_cast<unsigned>(d), stream,
                         kp.ws_out, kp.ws_stats, p.out, p.num_splits, d);
+}
+
+cudaError_t decode_attention_decoders(const CacheDesc& desc, const uint8_t* cache, int64_t tokens, float* out,
+                                      cudaStream_t stream) {
+  if (out == nullptr || tokens < 1 || !valid_cache(desc, cache, tokens)) return cudaErrorInvalidValue;
+  if (!decode_attention_unsupported(desc.format, desc.format, desc.head_dim, 1).empty()) return cudaErrorInvalidValue;
+  Family family{};
+  family_of(desc.format.kind, family);
+  const detail::CodecArgs a = codec_args(desc, cache);
+  switch (family) {
+    case Family::half: return launch_decoders<detail::HalfDecoder>(a, desc.head_dim, tokens, out, stream);
+    case Family::fp8: return launch_decoders<detail::Fp8Decoder>(a, desc.head_dim, tokens, out, stream);
+    case Family::integer: return launch_decoders<detail::IntDecoder>(a, desc.head_dim, tokens, out, stream);
+    case Family::ggml: return launch_decoders<detail::GgmlDecoder>(a, desc.head_dim, tokens, out, stream);
+    case Family::micro: return launch_decoders<detail::MicroDecoder>(a, desc.head_dim, tokens, out, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace kvtune::cuda

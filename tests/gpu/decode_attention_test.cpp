@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <stdexcept>
@@ -482,7 +483,95 @@ TEST_F(DecodeAttentionGpu, MoreSplitsThanTokens) {
                 {7, 40, 64});
 }
 
+// The decoders alone against decode_element, bit for bit, for every format at every head dim. The
+// attention tests above see a decoder only through the attention's rounding (1e-3 relative), which
+// would hide one off by an ulp, or wrong in a few elements. Rows of zeros (zero blocks and scales),
+// rows 1000 times larger (saturation under static scales), rows of quarter steps (ties) and key-like
+// rows; 67 tokens, so the int formats' 24-token tiles end partway.
+TEST_F(DecodeAttentionGpu, DecodersMatchDecodeElementBitForBit) {
+  constexpr int64_t kTokens = 67;
+  for (const int32_t d : {64, 128, 256}) {
+    kvtune::Matrix x = kv_data(kvtune::Role::key, kTokens, d, 71);
+    for (int64_t t = 0; t < kTokens; ++t) {
+      for (int64_t c = 0; c < d; ++c) {
+        if (t % 7 == 0) x(t, c) = 0.0f;
+        if (t % 7 == 1) x(t, c) *= 1000.0f;
+        if (t % 7 == 2) x(t, c) = 0.25f * static_cast<float>((c * 5 + t) % 17 - 8);
+      }
+    }
+    for (const Format& f : formats()) {
+      SCOPED_TRACE(f.spec + " D=" + std::to_string(d));
+      const kvtune::SchemePtr scheme = kvtune::builtin_registry().make(f.spec);
+      kvtune::QuantContext ctx;
+      ctx.role = kvtune::Role::key;
+      const std::vector<std::byte> packed = scheme->quantize(x, ctx);
+      const kvtune::codec::PackedLayout layout = kvtune::codec::packed_layout(f.device, kTokens, d);
+      ASSERT_EQ(static_cast<int64_t>(packed.size()), layout.bytes);
+      std::vector<uint8_t> bytes(static_cast<size_t>(round_up16(layout.bytes)), 0xff);
+      std::memcpy(bytes.data(), packed.data(), packed.size());
+      kc::CacheDesc desc;
+      desc.format = f.device;
+      desc.head_dim = d;
+      desc.capacity = kTokens;
+      desc.kv_heads = 1;
+      desc.head_stride = static_cast<int64_t>(bytes.size());
+      kc::DeviceBuffer<uint8_t> cache(bytes);
+      kc::DeviceBuffer<float> out(static_cast<size_t>(kTokens * d));
+      kc::check(cudaMemset(out.data(), 0xff, out.bytes()), "cudaMemset");
+      kc::check(kc::decode_attention_decoders(desc, cache.data(), kTokens, out.data()), "decode_attention_decoders");
+      kc::check(cudaDeviceSynchronize(), "decoders kernel");
+      const std::vector<float> got = out.download();
+      int64_t mismatches = 0;
+      std::string first;
+      for (int64_t t = 0; t < kTokens; ++t) {
+        for (int64_t c = 0; c < d; ++c) {
+          const float want = kvtune::codec::decode_element(layout, bytes.data(), t, c);
+          const float have = got[static_cast<size_t>(t * d + c)];
+          if (std::memcmp(&want, &have, sizeof want) == 0) continue;
+          if (mismatches++ == 0) {
+            auto bits = [](float v) {
+              uint32_t u;
+              std::memcpy(&u, &v, sizeof u);
+              char buf[48];
+              std::snprintf(buf, sizeof buf, "%.9g (0x%08x)", double(v), u);
+              return std::string(buf);
+            };
+            first = "token " + std::to_string(t) + " channel " + std::to_string(c) + ": decode_element " + bits(want) +
+                    ", the kernel's decoder " + bits(have);
+          }
+        }
+      }
+      EXPECT_EQ(mismatches, 0) << "first: " << first;
+    }
+  }
+}
+
 // ---- host-only: no device needed, never skipped ------------------------------------------
+
+TEST(DecodeAttentionHost, TheDecodersAloneRefuseWhatTheKernelsWould) {
+  const auto* fake_cache = reinterpret_cast<const uint8_t*>(uintptr_t{0x20000});
+  auto* fake_out = reinterpret_cast<float*>(uintptr_t{0x40000});
+  kc::CacheDesc desc;
+  desc.format = float_format(CodecKind::f16);
+  desc.head_dim = 128;
+  desc.capacity = 1024;
+  desc.kv_heads = 1;
+  desc.head_stride = 1024 * 128 * 2;
+  EXPECT_EQ(kc::decode_attention_decoders(desc, fake_cache, 1024, nullptr), cudaErrorInvalidValue) << "out null";
+  EXPECT_EQ(kc::decode_attention_decoders(desc, fake_cache, 0, fake_out), cudaErrorInvalidValue) << "no tokens";
+  EXPECT_EQ(kc::decode_attention_decoders(desc, fake_cache, 1025, fake_out), cudaErrorInvalidValue)
+      << "beyond capacity";
+  EXPECT_EQ(kc::decode_attention_decoders(desc, fake_cache + 8, 1024, fake_out), cudaErrorInvalidValue)
+      << "misaligned cache";
+  kc::CacheDesc f32 = desc;
+  f32.format.kind = CodecKind::f32;
+  EXPECT_EQ(kc::decode_attention_decoders(f32, fake_cache, 1024, fake_out), cudaErrorInvalidValue) << "f32";
+  kc::CacheDesc d96 = desc;
+  d96.head_dim = 96;
+  d96.head_stride = 1024 * 96 * 2;
+  EXPECT_EQ(kc::decode_attention_decoders(d96, fake_cache, 1024, fake_out), cudaErrorInvalidValue) << "head_dim 96";
+}
+
 
 TEST(DecodeAttentionHost, EveryTestFormatIsSupportedAtEveryHeadDim) {
   for (const Format& f : formats()) {

@@ -47,4 +47,13 @@ std::string decode_attention_unsupported(const DeviceFormat& k, const DeviceForm
 
 cudaError_t decode_attention(const DecodeAttentionParams& p, cudaStream_t stream = nullptr);
 
+// The fused kernels' decoders alone: the first `tokens` rows of one region (the cache's first
+// sequence and KV head) as decode_attention decodes them, written to `out` ([tokens, head_dim]
+// float32, device). Each value is decode_element's bit for bit by design; tests/gpu checks it, for
+// the decoders' arithmetic is otherwise seen only through the attention's rounding. A check, not a
+// path evaluation uses. cudaErrorInvalidValue for what decode_attention would refuse (the format,
+// the head_dim, the cache's alignment or strides), `tokens` outside [1, capacity], or a null `out`.
+cudaError_t decode_attention_decoders(const CacheDesc& desc, const uint8_t* cache, int64_t tokens, float* out,
+                                      cudaStream_t stream = nullptr);
+
 }  // namespace kvtune::cuda
