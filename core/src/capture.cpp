@@ -45,6 +45,32 @@ int64_t count(const json& obj, const std::string& key, const std::string& where,
   return static_cast<int64_t>(v);
 }
 
+// The config's rope_scaling: null, or an object with "rope_type" (transformers 4.45+; "type"
+// before) and the type's parameters. "default" is plain RoPE. A type kvtune does not reproduce
+// comes back with its name in `unmodelled` and no scaling.
+RopeScaling read_rope_scaling(const json& cfg, const std::string& wc, std::string& unmodelled) {
+  RopeScaling s;
+  if (!cfg.contains("rope_scaling") || cfg["rope_scaling"].is_null()) return s;
+  const json& r = field(cfg, "rope_scaling", wc, json::value_t::object);
+  const std::string ws = wc + ".rope_scaling";
+  const char* type_key = r.contains("rope_type") ? "rope_type" : "type";
+  const std::string type = field(r, type_key, ws, json::value_t::string).get<std::string>();
+  if (type == "default") return s;
+  if (type != "linear" && type != "llama3") {
+    unmodelled = type;
+    return s;
+  }
+  s.type = type == "llama3" ? RopeScalingType::llama3 : RopeScalingType::linear;
+  s.factor = field(r, "factor", ws, json::value_t::number_float).get<double>();
+  if (s.type == RopeScalingType::llama3) {
+    s.low_freq_factor = field(r, "low_freq_factor", ws, json::value_t::number_float).get<double>();
+    s.high_freq_factor = field(r, "high_freq_factor", ws, json::value_t::number_float).get<double>();
+    s.original_max_position = double(count(r, "original_max_position_embeddings", ws, 1));
+  }
+  if (const std::string why = rope_scaling_problem(s); !why.empty()) throw InputError(ws + ": " + why);
+  return s;
+}
+
 std::string safetensors_dtype(const std::string& dtype) {
   return dtype == "float16" ? "F16" : dtype == "bfloat16" ? "BF16" : "F32";
 }
@@ -114,7 +140,8 @@ Capture open_capture(const std::string& dir) {
     throw InputError(wc + ": 'rope_convention' must be \"rotate_half\", \"interleaved\" or \"unknown\" (found \"" +
                      convention + "\")");
   }
-  c.rope.enabled = theta.is_number() && convention != "unknown";
+  c.rope.scaling = read_rope_scaling(cfg, wc, c.rope_unmodelled);
+  c.rope.enabled = theta.is_number() && convention != "unknown" && c.rope_unmodelled.empty();
   if (theta.is_number()) c.rope.theta = theta.get<double>();
   c.rope.convention = convention == "interleaved" ? RopeConvention::interleaved : RopeConvention::rotate_half;
   if (cfg.contains("sliding_window") && !cfg["sliding_window"].is_null()) {
@@ -226,6 +253,7 @@ ModelPreset capture_model(const Capture& c) {
   p.q_heads = c.q_heads;
   p.rope_theta = c.rope.theta;
   p.rope_convention = c.rope.convention;
+  p.rope_scaling = c.rope.scaling;
   return p;
 }
 

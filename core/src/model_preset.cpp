@@ -7,6 +7,7 @@
 
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
+#include "rope_scaling_toml.h"
 #include "toml_reader.h"
 
 namespace kvtune {
@@ -34,6 +35,7 @@ ModelPreset parse_model_preset(std::string_view text, const std::string& source_
   p.rope_convention = r.required_choice("rope_convention", {"rotate_half", "interleaved"}) == "interleaved"
                           ? RopeConvention::interleaved
                           : RopeConvention::rotate_half;
+  if (r.has("rope_scaling")) p.rope_scaling = detail::read_rope_scaling(r.table("rope_scaling"));
   p.max_context = r.required_integer("max_context", 1, int64_t(1) << 40);
   p.parameters = r.integer("parameters", 0, 1, int64_t(1) << 60);
   p.shape.sliding_window = r.integer("sliding_window", 0, 1, int64_t(1) << 40);

@@ -45,8 +45,16 @@ std::string profile_toml(const FittedProfile& p, const std::string& name) {
     << " KV head(s) of each measured layer; the base\n"
     << "# tables hold the median over the layers and [[overrides]] each measured layer's own values.\n";
   if (p.keys_derotated) {
-    o << "# The capture has no pre-RoPE keys: they were recovered by inverse RoPE (theta " << num(w.rope.theta)
-      << ").\n";
+    o << "# The capture has no pre-RoPE keys: they were recovered by inverse RoPE (theta " << num(w.rope.theta);
+    if (const RopeScaling& s = w.rope.scaling; s.type != RopeScalingType::none) {
+      o << ", rope_scaling " << rope_scaling_name(s.type) << " factor " << num(s.factor);
+    }
+    o << ").\n";
+  } else if (p.keys_as_cached) {
+    o << "# The capture has no pre-RoPE keys and kvtune cannot undo its RoPE ("
+      << (p.rope_unmodelled.empty() ? std::string("rope_convention unknown")
+                                    : "rope_scaling \"" + p.rope_unmodelled + "\" is not reproduced")
+      << "): the keys were measured as cached, after RoPE, which spreads a channel's statistics over its pair.\n";
   }
   o << "name = " << quoted(name) << "\n"
     << "description = " << quoted("measured on a capture of " + (p.model.empty() ? std::string("a model") : p.model))

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 #include <mutex>
+#include <numbers>
 #include <stdexcept>
 #include <vector>
 
@@ -18,6 +19,7 @@ namespace {
 // rope_stage=pre each quantization of them), and the sines and cosines took most of the time.
 struct AngleTable {
   double theta;
+  RopeScaling scaling;
   int64_t head_dim;
   bool inverse;
   int64_t rows;
@@ -29,20 +31,14 @@ struct AngleTable {
 constexpr int64_t kMaxTableEntries = int64_t(1) << 21;
 constexpr size_t kTablesKept = 4;
 
-std::vector<double> inverse_frequencies(const RopeConfig& rope, int64_t d) {
-  std::vector<double> inv_freq(static_cast<size_t>(d / 2));
-  for (int64_t i = 0; i < d / 2; ++i) inv_freq[i] = std::pow(rope.theta, -2.0 * double(i) / double(d));
-  return inv_freq;
-}
-
 double angle(bool inverse, int64_t position, double inv_freq) {
   const double sign = inverse ? -1.0 : 1.0;
   return sign * double(position) * inv_freq;
 }
 
 std::shared_ptr<const AngleTable> make_table(const RopeConfig& rope, int64_t d, bool inverse, int64_t rows) {
-  auto table = std::make_shared<AngleTable>(AngleTable{rope.theta, d, inverse, rows, {}, {}});
-  const std::vector<double> inv_freq = inverse_frequencies(rope, d);
+  auto table = std::make_shared<AngleTable>(AngleTable{rope.theta, rope.scaling, d, inverse, rows, {}, {}});
+  const std::vector<double> inv_freq = rope_inverse_frequencies(rope, d);
   const int64_t half = d / 2;
   table->cos.resize(static_cast<size_t>(rows * half));
   table->sin.resize(static_cast<size_t>(rows * half));
@@ -74,7 +70,7 @@ std::shared_ptr<const AngleTable> angle_table(const RopeConfig& rope, int64_t d,
   const std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);
   if (!lock.owns_lock()) return nullptr;
   const auto same = std::find_if(tables->begin(), tables->end(), [&](const auto& t) {
-    return t->theta == rope.theta && t->head_dim == d && t->inverse == inverse;
+    return t->theta == rope.theta && t->scaling == rope.scaling && t->head_dim == d && t->inverse == inverse;
   });
   const std::shared_ptr<const AngleTable> kept = same != tables->end() ? *same : nullptr;
   if (kept != nullptr && kept->rows >= needed) return kept;
@@ -88,6 +84,57 @@ std::shared_ptr<const AngleTable> angle_table(const RopeConfig& rope, int64_t d,
 
 }  // namespace
 
+const char* rope_scaling_name(RopeScalingType type) {
+  switch (type) {
+    case RopeScalingType::linear: return "linear";
+    case RopeScalingType::llama3: return "llama3";
+    case RopeScalingType::none: break;
+  }
+  return "default";
+}
+
+std::string rope_scaling_problem(const RopeScaling& s) {
+  const std::string who = std::string("rope_scaling '") + rope_scaling_name(s.type) + "'";
+  // A factor below 1 would shorten the wavelengths: no model's config does that.
+  if (s.type != RopeScalingType::none && !(s.factor >= 1.0 && s.factor <= 1e6)) {
+    return who + ": 'factor' must be in [1, 1e6]";
+  }
+  if (s.type != RopeScalingType::llama3) return {};
+  if (!(s.low_freq_factor > 0.0 && s.high_freq_factor > s.low_freq_factor && s.high_freq_factor <= 1e6)) {
+    return who + ": needs 0 < 'low_freq_factor' < 'high_freq_factor' <= 1e6";
+  }
+  if (!(s.original_max_position >= 1.0 && s.original_max_position <= 1e12)) {
+    return who + ": 'original_max_position_embeddings' must be in [1, 1e12]";
+  }
+  return {};
+}
+
+std::vector<double> rope_inverse_frequencies(const RopeConfig& rope, int64_t d) {
+  std::vector<double> inv_freq(static_cast<size_t>(d / 2));
+  for (int64_t i = 0; i < d / 2; ++i) inv_freq[i] = std::pow(rope.theta, -2.0 * double(i) / double(d));
+  const RopeScaling& s = rope.scaling;
+  if (s.type == RopeScalingType::linear) {
+    for (double& f : inv_freq) f /= s.factor;
+  } else if (s.type == RopeScalingType::llama3) {
+    // _compute_llama3_parameters: wavelengths shorter than original / high_freq_factor are kept,
+    // those longer than original / low_freq_factor divided by factor, and the ones between
+    // interpolated by how many times they fit into the original context.
+    const double low_wavelen = s.original_max_position / s.low_freq_factor;
+    const double high_wavelen = s.original_max_position / s.high_freq_factor;
+    for (double& f : inv_freq) {
+      const double wavelen = 2.0 * std::numbers::pi / f;
+      if (wavelen > low_wavelen) {
+        f /= s.factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth =
+            (s.original_max_position / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = (1.0 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+  }
+  return inv_freq;
+}
+
 void apply_rope(MatrixView x, std::span<const int64_t> positions, const RopeConfig& rope, bool inverse) {
   if (!rope.enabled) return;
   const int64_t d = x.cols;
@@ -98,7 +145,7 @@ void apply_rope(MatrixView x, std::span<const int64_t> positions, const RopeConf
   }
   if (x.rows == 0 || d == 0) return;
   const int64_t half = d / 2;
-  const std::vector<double> inv_freq = inverse_frequencies(rope, d);
+  const std::vector<double> inv_freq = rope_inverse_frequencies(rope, d);
   const int64_t last = *std::max_element(positions.begin(), positions.begin() + x.rows);
   const auto table = last >= 0 ? angle_table(rope, d, inverse, std::min(last, kMaxTableEntries) + 1, x.rows) : nullptr;
   const int64_t a_step = rope.convention == RopeConvention::rotate_half ? 1 : 2;

@@ -10,6 +10,7 @@
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
 #include "kvtune/runtime_table.h"
+#include "rope_scaling_toml.h"
 #include "toml_reader.h"
 #include "workload_reader.h"
 
@@ -314,6 +315,7 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
     cfg.rope.enabled = true;
     cfg.rope.theta = preset.rope_theta;
     cfg.rope.convention = preset.rope_convention;
+    cfg.rope.scaling = preset.rope_scaling;
     cfg.sliding_window = preset.shape.sliding_window;
     cfg.sliding_layers = sliding_layer_indices(preset);
   }
@@ -358,6 +360,8 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
     cfg.rope.convention = r.choice("convention", convention, {"rotate_half", "interleaved"}) == "interleaved"
                               ? RopeConvention::interleaved
                               : RopeConvention::rotate_half;
+    // A scaling of its own replaces the preset's; a theta without one keeps it.
+    if (r.has("scaling")) cfg.rope.scaling = detail::read_rope_scaling(r.table("scaling"));
     r.finish();
   }
   if (cfg.rope.enabled && cfg.head_dim % 2 != 0) {

@@ -875,6 +875,12 @@ uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
           (cfg.rope.enabled ? "rope," + detail::shortest_number(cfg.rope.theta) + "," +
                                   (cfg.rope.convention == RopeConvention::interleaved ? "interleaved" : "rotate_half")
                             : "norope");
+  // A rope_scaling only where there is one, so the hashes of workloads without one stay.
+  if (const RopeScaling& s = cfg.rope.scaling; cfg.rope.enabled && s.type != RopeScalingType::none) {
+    text += ",scaling," + std::string(rope_scaling_name(s.type)) + "," + detail::shortest_number(s.factor) + "," +
+            detail::shortest_number(s.low_freq_factor) + "," + detail::shortest_number(s.high_freq_factor) + "," +
+            detail::shortest_number(s.original_max_position);
+  }
   text += "\ncontexts=" + list(sc.contexts) + "\nseeds=" + list(sc.seeds) + "\nlayers=" + list(sc.layers) +
           "\nheads=" + list(sc.heads) + "\ntopk=" + std::to_string(sc.topk);
   // The level of the records' intervals (only when the file sets one, so other hashes stay).

@@ -1,16 +1,19 @@
 // Calibration as the tools do it (issue #15 item 4): on the recommend template's workload at 32k
-// (sweeps/recommend.toml: llama-3.1-8b, layers 0/15/31, two seeds), static FP8 scales fitted as the
-// maximum over a calibration set of 4 fresh draws of 1024 tokens of every KV head of the layer
-// (llm-compressor's static_minmax, per tensor) clip nothing the context holds: the result equals a
-// scale fitted on the evaluated context itself (fp8 scale=dynamic per tensor, the oracle), while
-// the single 1024-token draw of one head the template used before clips and errs more.
+// (sweeps/recommend.toml: llama-3.1-8b, layers 0/15/31), static FP8 scales fitted as the maximum
+// over a calibration set of 4 fresh draws of 1024 tokens of every KV head of the layer
+// (llm-compressor's static_minmax, per tensor) clip nothing the context holds: the result matches
+// a scale fitted on the evaluated context itself (fp8 scale=dynamic per tensor, the oracle) and
+// unit scale, while the single 1024-token draw of one head the template used before clips, which
+// shows in attn_kl's tail.
 //
-// Measured at these seeds: rel_out_err unit 0.05856, calibration set 0.07456, oracle 0.08139,
-// single draw 0.09093; attn_kl p95 0.0340, 0.0556, 0.0425, 0.0800 (also in the test's XML
-// output). Unit scale is the lowest on these 6 cases although it never clips either: where the few
-// keys that hold most of the attention (the sinks, the needles) fall within E4M3's binades is a
-// draw of luck per case, the same for unit and any power-of-two scale. The issue's "calibrated at
-// least as accurate as unit" is therefore asserted by the second test, over 48 cases.
+// 48 cases (8 seeds x 3 layers x KV heads 0 and 4; 6 cases are a draw of luck: where the few keys
+// that hold most of the attention, the sinks and the needles, fall within E4M3's binades decides
+// them, the same for unit and any power-of-two scale). Measured with the llama3 RoPE scaling
+// (seeds 0-7 / 8-15 / 16-23): rel_out_err unit 0.0860 / 0.0792 / 0.0770, set 0.0817 / 0.0764 /
+// 0.0848, oracle 0.0823 / 0.0769 / 0.0797, single draw 0.0797 / 0.1001 / 0.0910; attn_kl p95 unit
+// 0.0671 / 0.0697 / 0.0570, set 0.0641 / 0.0720 / 0.0580, oracle 0.0798 / 0.0537 / 0.0574, single
+// draw 0.1020 / 0.1329 / 0.1204. The single draw's mean error is not reliably worse (0.975 of the
+// set's on seeds 0-7), its tail is (1.6 to 2.1 times the set's attn_kl p95).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -41,11 +44,13 @@ Scenario template_scenario() {
 
 Summary summary(const EvalResult& r, size_t pair, Metric m) { return r.pairs.at(pair).summary(m); }
 
-TEST(Calibration, ACalibrationSetClipsNothingAndMatchesAScaleFittedOnTheContext) {
+TEST(Calibration, ACalibrationSetClipsNothingAndMatchesUnitScaleAndTheOracle) {
   Scenario sc = template_scenario();
   ASSERT_EQ(sc.workload.tokens, 32768);
   ASSERT_EQ(sc.workload.calibration.samples, 4);
   ASSERT_EQ(sc.workload.calibration.granularity, CalibrationGranularity::layer);
+  sc.seeds = {0, 1, 2, 3, 4, 5, 6, 7};
+  sc.heads = {0, 4};
   sc.pairs = {{"unit", "fp8:format=e4m3,scale=unit", "fp8:format=e4m3,scale=unit", "test"},
               {"calibration set", "fp8:format=e4m3,scale=calibrated", "fp8:format=e4m3,scale=calibrated", "test"},
               {"oracle", "fp8:format=e4m3,scale=dynamic", "fp8:format=e4m3,scale=dynamic", "test"}};
@@ -56,52 +61,26 @@ TEST(Calibration, ACalibrationSetClipsNothingAndMatchesAScaleFittedOnTheContext)
   single.pairs = {sc.pairs[1]};
   const EvalResult s = evaluate_scenario(single, builtin_registry()).at(0);
 
-  const double set = summary(r, 1, Metric::rel_out_err).mean, oracle = summary(r, 2, Metric::rel_out_err).mean;
-  const double one = summary(s, 0, Metric::rel_out_err).mean, unit = summary(r, 0, Metric::rel_out_err).mean;
-  RecordProperty("rel_out_err_unit", std::to_string(unit));
-  RecordProperty("rel_out_err_calibration_set", std::to_string(set));
-  RecordProperty("rel_out_err_oracle", std::to_string(oracle));
-  RecordProperty("rel_out_err_single_draw", std::to_string(one));
-  RecordProperty("attn_kl_p95_unit", std::to_string(summary(r, 0, Metric::attn_kl).p95));
-  RecordProperty("attn_kl_p95_calibration_set", std::to_string(summary(r, 1, Metric::attn_kl).p95));
-  RecordProperty("attn_kl_p95_oracle", std::to_string(summary(r, 2, Metric::attn_kl).p95));
-  RecordProperty("attn_kl_p95_single_draw", std::to_string(summary(s, 0, Metric::attn_kl).p95));
-  // The set sees the context's range: within 10 % of the oracle (measured 0.916 of it).
-  EXPECT_LT(set, 1.10 * oracle);
-  // The single short draw clips what the context holds: measured 1.22 x the set's error, and
-  // attn_kl p95 0.0800 against the set's 0.0556 (the oracle's 0.0425; p95 over 24 queries is too
-  // noisy to bound the set against the oracle tighter than the mean does).
-  EXPECT_GT(one, 1.08 * set);
-  EXPECT_LT(summary(r, 1, Metric::attn_kl).p95, 0.8 * summary(s, 0, Metric::attn_kl).p95);
-}
-
-// The issue's test: calibrated this way, fp8 e4m3 is at least as accurate as unit scale on the
-// default workload at 32k. Neither scale clips here (every value lies within +-448 and the set's
-// maximum covers the context), so what separates them is where the few keys that hold most of the
-// attention (4 identical sink keys, the needles) fall within E4M3's binades: a draw of luck per
-// case, the same for unit and any power-of-two scale, that decided the 6-case comparison above
-// (unit 0.0586, set 0.0746) and averages out over cases. Over 48 cases (8 seeds x layers 0/15/31 x
-// KV heads 0 and 4) calibrated measured 0.0806 vs unit 0.0762 (seeds 0-7), 0.0809 vs 0.0801
-// (8-15), 0.0799 vs 0.0814 (16-23): equal within the spread between seed blocks (+-6 %), and attn_kl
-// p95 0.0579 vs 0.0581, 0.0768 vs 0.0677, 0.0554 vs 0.0642. Band: calibrated <= 1.1 x unit on
-// both, the blocks' spread; a scale that clipped would be far outside it (scale 0.1: x1.3 and x2.3
-// at 8k).
-TEST(Calibration, ACalibratedScaleIsAsAccurateAsUnitScaleOverManyCases) {
-  Scenario sc = template_scenario();
-  sc.seeds = {0, 1, 2, 3, 4, 5, 6, 7};
-  sc.heads = {0, 4};
-  sc.pairs = {{"unit", "fp8:format=e4m3,scale=unit", "fp8:format=e4m3,scale=unit", "test"},
-              {"calibration set", "fp8:format=e4m3,scale=calibrated", "fp8:format=e4m3,scale=calibrated", "test"}};
-  const EvalResult r = evaluate_scenario(sc, builtin_registry()).at(0);
-  const Summary unit_err = summary(r, 0, Metric::rel_out_err), set_err = summary(r, 1, Metric::rel_out_err);
-  const Summary unit_kl = summary(r, 0, Metric::attn_kl), set_kl = summary(r, 1, Metric::attn_kl);
-  ASSERT_EQ(unit_err.count, 48 * 4);  // 48 cases x 4 query heads per KV head
-  RecordProperty("rel_out_err_unit_48", std::to_string(unit_err.mean));
-  RecordProperty("rel_out_err_calibration_set_48", std::to_string(set_err.mean));
-  RecordProperty("attn_kl_p95_unit_48", std::to_string(unit_kl.p95));
-  RecordProperty("attn_kl_p95_calibration_set_48", std::to_string(set_kl.p95));
-  EXPECT_LE(set_err.mean, 1.1 * unit_err.mean);
-  EXPECT_LE(set_kl.p95, 1.1 * unit_kl.p95);
+  const Summary unit = summary(r, 0, Metric::rel_out_err), set = summary(r, 1, Metric::rel_out_err);
+  const Summary oracle = summary(r, 2, Metric::rel_out_err), one = summary(s, 0, Metric::rel_out_err);
+  ASSERT_EQ(unit.count, 48 * 4);  // 48 cases x 4 query heads per KV head
+  const double unit_kl = summary(r, 0, Metric::attn_kl).p95, set_kl = summary(r, 1, Metric::attn_kl).p95;
+  const double oracle_kl = summary(r, 2, Metric::attn_kl).p95, one_kl = summary(s, 0, Metric::attn_kl).p95;
+  RecordProperty("rel_out_err_unit", std::to_string(unit.mean));
+  RecordProperty("rel_out_err_calibration_set", std::to_string(set.mean));
+  RecordProperty("rel_out_err_oracle", std::to_string(oracle.mean));
+  RecordProperty("rel_out_err_single_draw", std::to_string(one.mean));
+  RecordProperty("attn_kl_p95_unit", std::to_string(unit_kl));
+  RecordProperty("attn_kl_p95_calibration_set", std::to_string(set_kl));
+  RecordProperty("attn_kl_p95_oracle", std::to_string(oracle_kl));
+  RecordProperty("attn_kl_p95_single_draw", std::to_string(one_kl));
+  // Calibrated is as accurate as unit (neither clips): within the seed blocks' spread.
+  EXPECT_LE(set.mean, 1.1 * unit.mean);
+  EXPECT_LE(set_kl, 1.1 * unit_kl);
+  // The set sees the context's range: within 10 % of the oracle.
+  EXPECT_LT(set.mean, 1.10 * oracle.mean);
+  // The single short draw clips what the context holds, and it shows in the attention's tail.
+  EXPECT_LT(set_kl, 0.8 * one_kl);
 }
 
 }  // namespace

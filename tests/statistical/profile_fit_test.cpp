@@ -154,6 +154,34 @@ TEST(ProfileFit, RecoversAConstantMassivePairInTheSlowBand) {
   EXPECT_TRUE(p.workload.keys.outlier_pairs);
 }
 
+// A Llama-3.2-like capture without pre-RoPE keys: its RoPE has rope_scaling llama3 (factor 32), and
+// a constant massive pair sits in pairs 32..35 of 64, whose frequencies the scaling divides by 8 to
+// 32. Inverse RoPE must use the scaled frequencies to find the pair constant again: the profile then
+// equals the one measured on the true pre-RoPE keys. (With the plain frequencies, as before rope_scaling was
+// read, the pair's angle is off by up to 1.4 rad at 2048 tokens and the offset measures 13.8.)
+TEST(ProfileFit, InverseRopeUndoesTheCapturesRopeScaling) {
+  WorkloadConfig truth = qwen3_like_model();
+  truth.rope.scaling = {RopeScalingType::llama3, 32.0, 1.0, 4.0, 8192.0};
+  truth.keys.outlier_band_low = 0.5;
+  truth.keys.outlier_band_high = 0.56;
+  const fs::path derotated_dir = scratch("llama3-derotated"), pre_dir = scratch("llama3-pre");
+  testing::write_generated_capture(derotated_dir, truth, 2, {1});
+  testing::write_generated_capture(pre_dir, truth, 2, {1}, /*with_pre_rope=*/true);
+  const Capture capture = open_capture(derotated_dir.string());
+  EXPECT_EQ(capture.rope.scaling, truth.rope.scaling);
+  const FittedProfile derotated = fit_profile(capture), pre = fit_profile(open_capture(pre_dir.string()));
+  fs::remove_all(derotated_dir);
+  fs::remove_all(pre_dir);
+  EXPECT_TRUE(derotated.keys_derotated);
+  const LayerMeasurement &d = layer(derotated, 1), &p = layer(pre, 1);
+  report("llama3.outlier_offset_derotated", d.outlier_offset);
+  report("llama3.outlier_offset_pre_rope", p.outlier_offset);
+  expect_ratio(p.outlier_offset, 20.0, 1.1, "llama3.outlier_offset_pre_rope");
+  EXPECT_NEAR(d.outlier_offset, p.outlier_offset, 1e-3 * p.outlier_offset);
+  EXPECT_NEAR(d.key_scale, p.key_scale, 1e-3 * p.key_scale);
+  EXPECT_EQ(std::llround(d.outlier_count), 2);
+}
+
 const char* kGrid =
     "[[pairs]]\nk = \"q8_0\"\nv = \"q8_0\"\n"
     "[[pairs]]\nk = \"q4_0\"\nv = \"q8_0\"\n"

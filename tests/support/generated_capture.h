@@ -16,6 +16,18 @@
 
 namespace kvtune::testing {
 
+// config.json's rope_scaling for a scaling (null for plain RoPE), as the capture tool writes it.
+inline nlohmann::json rope_scaling_json(const RopeScaling& s) {
+  if (s.type == RopeScalingType::none) return nullptr;
+  nlohmann::json j = {{"rope_type", rope_scaling_name(s.type)}, {"factor", s.factor}};
+  if (s.type == RopeScalingType::llama3) {
+    j["low_freq_factor"] = s.low_freq_factor;
+    j["high_freq_factor"] = s.high_freq_factor;
+    j["original_max_position_embeddings"] = int64_t(s.original_max_position);
+  }
+  return j;
+}
+
 inline void write_generated_capture(const std::filesystem::path& dir, const WorkloadConfig& cfg, int64_t samples,
                                     const std::vector<int64_t>& layers, bool with_pre_rope = false) {
   std::filesystem::create_directories(dir);
@@ -75,7 +87,7 @@ inline void write_generated_capture(const std::filesystem::path& dir, const Work
         {"num_key_value_heads", cfg.kv_heads},
         {"head_dim", d},
         {"rope_theta", cfg.rope.enabled ? nlohmann::json(cfg.rope.theta) : nlohmann::json(nullptr)},
-        {"rope_scaling", nullptr},
+        {"rope_scaling", rope_scaling_json(cfg.rope.scaling)},
         {"rope_convention", cfg.rope.convention == RopeConvention::interleaved ? "interleaved" : "rotate_half"}}},
       {"dtype", "float32"},
       {"layers", layers},

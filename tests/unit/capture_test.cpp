@@ -112,6 +112,46 @@ TEST_F(CaptureDir, RefusesCapturesThatDisagreeWithThemselves) {
   EXPECT_THAT(error_of({{"\"rope_theta\": 10000.0", "\"rope_theta\": 1e999999"}}), HasSubstr("manifest.json: not valid JSON"));
 }
 
+// rope_scaling as the capture tool writes it (the config's, "rope_type" or the older "type"): linear
+// and llama3 are read back for inverse RoPE; a type kvtune does not reproduce leaves RoPE off, as an
+// unknown convention does, and says which; bad parameters are refused at the key.
+TEST_F(CaptureDir, RopeScalingIsReadBackOrNamedAsNotReproduced) {
+  auto open_with = [&](const std::string& scaling) {
+    fs::remove_all(dir_);
+    testing::write_capture(dir_, {}, {{"\"rope_scaling\": null", "\"rope_scaling\": " + scaling}});
+    return open_capture(dir_.string());
+  };
+  const Capture llama3 = open_with(
+      "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+      "\"original_max_position_embeddings\": 8192}");
+  EXPECT_EQ(llama3.rope.scaling, (RopeScaling{RopeScalingType::llama3, 8.0, 1.0, 4.0, 8192.0}));
+  EXPECT_TRUE(llama3.rope.enabled);
+  EXPECT_EQ(llama3.rope_unmodelled, "");
+  const Capture linear = open_with("{\"type\": \"linear\", \"factor\": 2.0}");
+  EXPECT_EQ(linear.rope.scaling.type, RopeScalingType::linear);
+  EXPECT_EQ(linear.rope.scaling.factor, 2.0);
+  EXPECT_EQ(open_with("{\"rope_type\": \"default\"}").rope.scaling.type, RopeScalingType::none);
+  const Capture yarn =
+      open_with("{\"rope_type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}");
+  EXPECT_FALSE(yarn.rope.enabled);
+  EXPECT_EQ(yarn.rope_unmodelled, "yarn");
+  const FittedProfile as_cached = fit_profile(yarn);
+  EXPECT_FALSE(as_cached.keys_derotated);
+  EXPECT_THAT(profile_toml(as_cached, "p"),
+              HasSubstr("kvtune cannot undo its RoPE (rope_scaling \"yarn\" is not reproduced): the keys were measured "
+                        "as cached, after RoPE"));
+  EXPECT_THAT(profile_toml(fit_profile(llama3), "p"),
+              HasSubstr("recovered by inverse RoPE (theta 1e+04, rope_scaling llama3 factor 8.0)."));
+  EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": \"llama3\""}}),
+              HasSubstr("config: 'rope_scaling' must be an object"));
+  EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": {\"factor\": 8.0}"}}),
+              HasSubstr("config.rope_scaling: no 'type'"));
+  EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}"}}),
+              HasSubstr("config.rope_scaling: no 'low_freq_factor'"));
+  EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 0.5}"}}),
+              HasSubstr("config.rope_scaling: rope_scaling 'linear': 'factor' must be in [1, 1e6]"));
+}
+
 // A directory where a file belongs is named as such (it was an internal error for the manifest, and an
 // unchecked read of the layer file's header length).
 TEST_F(CaptureDir, RefusesDirectoriesWhereFilesBelong) {

@@ -466,6 +466,30 @@ TEST(Scenario, APresetsSlidingLayersReachTheWorkload) {
   EXPECT_EQ(one.workload.sliding_layers, (std::vector<int64_t>{0}));
 }
 
+// A preset's rope_scaling reaches the workload; [workload.rope.scaling] replaces it, and is checked
+// key by key like the preset's.
+TEST(Scenario, APresetsRopeScalingReachesTheWorkload) {
+  ModelPreset toy;
+  toy.name = "toy";
+  toy.shape = {4, 1, 16, 0, 0};
+  toy.q_heads = 1;
+  toy.rope_theta = 500000.0;
+  toy.rope_scaling = {RopeScalingType::llama3, 8.0, 1.0, 4.0, 8192.0};
+  const ModelLookup models = [&](const std::string&) { return toy; };
+  const std::string head = "[workload]\nmodel = \"toy\"\ntokens = 256\n", pairs = "[[pairs]]\nk = \"none\"\nv = \"none\"\n";
+  EXPECT_EQ(parse_scenario(head + pairs, "t.toml", models).workload.rope.scaling, toy.rope_scaling);
+  const Scenario linear = parse_scenario(
+      head + "[workload.rope.scaling]\nrope_type = \"linear\"\nfactor = 2.0\n" + pairs, "t.toml", models);
+  EXPECT_EQ(linear.workload.rope.scaling, (RopeScaling{RopeScalingType::linear, 2.0}));
+  EXPECT_EQ(linear.workload.rope.theta, 500000.0);  // the preset's base stays
+  try {
+    parse_scenario(head + "[workload.rope.scaling]\nrope_type = \"dynamic\"\nfactor = 2.0\n" + pairs, "t.toml", models);
+    ADD_FAILURE() << "an unmodelled rope_scaling type was accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("t.toml:5:13: 'rope_type' must be one of: linear, llama3"));
+  }
+}
+
 // An odd head_dim with RoPE on is refused at the key it came from; when the model preset gives it,
 // [workload] has no head_dim key, and the error points at `model` (this dereferenced a null node).
 TEST(Scenario, AnOddHeadDimWithRopeIsRefusedWhereverItCameFrom) {

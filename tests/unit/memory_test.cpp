@@ -380,6 +380,24 @@ TEST(ModelPresetTest, ShapesMatchThePublishedConfigs) {
   }
 }
 
+// The Llama 3.1 and 3.2 configs' rope_scaling (config.json of meta-llama/Llama-3.1-8B, -70B, -405B:
+// llama3, factor 8; Llama-3.2-1B, -3B: factor 32; low_freq_factor 1, high_freq_factor 4,
+// original_max_position_embeddings 8192 in all five); no other preset has one.
+TEST(ModelPresetTest, Llama3PresetsCarryTheirConfigsRopeScaling) {
+  for (const std::string& name : model_preset_names(config_dir())) {
+    const RopeScaling s = find_model_preset(config_dir(), name).rope_scaling;
+    if (!name.starts_with("llama-3.")) {
+      EXPECT_EQ(s.type, RopeScalingType::none) << name;
+      continue;
+    }
+    EXPECT_EQ(s.type, RopeScalingType::llama3) << name;
+    EXPECT_EQ(s.factor, name.starts_with("llama-3.1") ? 8.0 : 32.0) << name;
+    EXPECT_EQ(s.low_freq_factor, 1.0) << name;
+    EXPECT_EQ(s.high_freq_factor, 4.0) << name;
+    EXPECT_EQ(s.original_max_position, 8192.0) << name;
+  }
+}
+
 TEST(ModelPresetTest, Llama70bPresetGivesTheDesignFigure) {
   const ModelPreset p = find_model_preset(config_dir(), "llama-3.1-70b");
   EXPECT_EQ(estimate(p.shape, k128k, "f16", "f16").total_bytes, 40 * GiB);
@@ -435,6 +453,28 @@ TEST(ModelPresetTest, BadFilesNameFileLineColumnAndKey) {
   EXPECT_THAT(
       parse("layers = 4\nkv_heads = 2\nq_heads = 8\nhead_dim = 64\nrope_theta = 1e4\nrope_convention = \"neox\"\n"),
       HasSubstr("m.toml:6:19: 'rope_convention' must be one of: rotate_half, interleaved"));
+}
+
+TEST(ModelPresetTest, ARopeScalingTableIsCheckedKeyByKey) {
+  auto parse = [](const std::string& scaling) {
+    return input_error([&] { parse_model_preset(std::string(kMinimalPreset) + scaling, "m.toml", "m"); });
+  };
+  const ModelPreset linear =
+      parse_model_preset(std::string(kMinimalPreset) + "[rope_scaling]\nrope_type = \"linear\"\nfactor = 4.0\n",
+                         "m.toml", "m");
+  EXPECT_EQ(linear.rope_scaling.type, RopeScalingType::linear);
+  EXPECT_EQ(linear.rope_scaling.factor, 4.0);
+  EXPECT_THAT(parse("[rope_scaling]\nrope_type = \"yarn\"\nfactor = 4.0\n"),
+              HasSubstr("m.toml:9:13: 'rope_type' must be one of: linear, llama3"));
+  EXPECT_THAT(parse("[rope_scaling]\nrope_type = \"linear\"\nfactor = 0.5\n"),
+              HasSubstr("m.toml:10:10: 'factor' must be a number in 1"));
+  EXPECT_THAT(parse("[rope_scaling]\nrope_type = \"llama3\"\nfactor = 8.0\n"),
+              HasSubstr("missing key 'low_freq_factor' in [rope_scaling]"));
+  EXPECT_THAT(parse("[rope_scaling]\nrope_type = \"llama3\"\nfactor = 8.0\nlow_freq_factor = 4.0\n"
+                    "high_freq_factor = 1.0\noriginal_max_position_embeddings = 8192\n"),
+              HasSubstr("m.toml:12:20: rope_scaling 'llama3': needs 0 < 'low_freq_factor' < 'high_freq_factor'"));
+  EXPECT_THAT(parse("[rope_scaling]\nrope_type = \"linear\"\nfactor = 2.0\nlow_freq_factor = 1.0\n"),
+              HasSubstr("unknown key 'low_freq_factor' in [rope_scaling]"));
 }
 
 TEST(ModelPresetTest, ConfigDirIsFoundBesideTheExecutableOrInTheSourceTree) {

@@ -187,6 +187,41 @@ TEST(Rope, RotatesPairsByPositionTimesFrequency) {
   EXPECT_NEAR(y(0, 1), 0.0, 1e-6);
 }
 
+// Llama 3.1's rope_scaling (llama3, factor 8, low 1, high 4, original 8192) at theta 500000 and
+// D = 128. The expected values come from a separate transcription of transformers'
+// _compute_llama3_parameters (src/transformers/modeling_rope_utils.py) in Python doubles: pairs with
+// wavelengths below 2048 tokens (i <= 28) keep theta^(-2i/D), those above 8192 (i >= 35) are divided
+// by 8, and those between (i = 29..34) interpolate by 8192 / wavelength.
+TEST(Rope, Llama3ScalingGivesTransformersFrequencies) {
+  RopeConfig rope{true, 500000.0, RopeConvention::rotate_half};
+  rope.scaling = {RopeScalingType::llama3, 8.0, 1.0, 4.0, 8192.0};
+  const std::vector<double> f = rope_inverse_frequencies(rope, 128);
+  ASSERT_EQ(f.size(), 64u);
+  const std::pair<int, double> expected[] = {
+      {0, 1.0},
+      {28, 0.003211445994752591},     // wavelength 1956: kept
+      {29, 0.002166570763503359},     // 2402: interpolated
+      {31, 0.0008567514129196321},    // 3619
+      {34, 0.0001785078127679964},    // 6695
+      {35, 9.556212353964683e-05},    // 8219: divided by 8
+      {40, 3.428102195952591e-05},
+      {63, 3.068925988914511e-07},
+  };
+  for (const auto& [i, want] : expected) EXPECT_DOUBLE_EQ(f[size_t(i)], want) << "pair " << i;
+  // linear: every frequency divided by its factor.
+  rope.scaling = {RopeScalingType::linear, 4.0};
+  const std::vector<double> linear = rope_inverse_frequencies(rope, 128);
+  for (int i = 0; i < 64; ++i) EXPECT_DOUBLE_EQ(linear[size_t(i)], std::pow(500000.0, -i / 64.0) / 4.0) << i;
+  // And a rotation uses them: a pair-63 channel at position 10000 turns by 10000 x its frequency.
+  rope.scaling = {RopeScalingType::llama3, 8.0, 1.0, 4.0, 8192.0};
+  Matrix x(1, 128);
+  x(0, 63) = 1.0f;
+  const int64_t pos = 10000;
+  apply_rope(x, std::span<const int64_t>(&pos, 1), rope);
+  EXPECT_NEAR(x(0, 63), std::cos(10000 * 3.068925988914511e-07), 1e-7);
+  EXPECT_NEAR(x(0, 127), std::sin(10000 * 3.068925988914511e-07), 1e-7);
+}
+
 // apply_rope keeps the cos and sin of the positions it rotates in a table shared across calls
 // (up to 2^21 angles each, then computed per row): the rows must come out with the bits of the
 // rotation computed directly, angle by angle, forward and inverse, in both conventions, at two
@@ -200,8 +235,7 @@ bool same_bits(const Matrix& a, const Matrix& b) {
 
 Matrix rotated_directly(Matrix x, const std::vector<int64_t>& positions, const RopeConfig& rope, bool inverse) {
   const int64_t d = x.cols(), half = d / 2;
-  std::vector<double> inv_freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) inv_freq[i] = std::pow(rope.theta, -2.0 * double(i) / double(d));
+  const std::vector<double> inv_freq = rope_inverse_frequencies(rope, d);  // checked above
   for (int64_t r = 0; r < x.rows(); ++r) {
     for (int64_t i = 0; i < half; ++i) {
       const double a = (inverse ? -1.0 : 1.0) * double(positions[r]) * inv_freq[i];
@@ -247,6 +281,11 @@ TEST(Rope, TheSharedAngleTablesGiveTheDirectRotationsBits) {
       }
     }
   }
+  // A scaled RoPE at a base an unscaled table already holds gets a table of its own.
+  RopeConfig scaled{true, 500000.0, RopeConvention::rotate_half};
+  scaled.scaling = {RopeScalingType::llama3, 32.0, 1.0, 4.0, 8192.0};
+  check(x, in_order(0, 3000), scaled, false);
+  check(few, shuffled, scaled, false);
 }
 
 TEST(Rope, AttentionDependsOnlyOnRelativePosition) {

@@ -22,6 +22,7 @@ struct ModelPreset {
   int64_t q_heads = 0;  // attention (query) heads
   double rope_theta = 0.0;
   RopeConvention rope_convention = RopeConvention::rotate_half;
+  RopeScaling rope_scaling;  // [rope_scaling], the config's (none without one)
   int64_t max_context = 0;  // max_position_embeddings of the published config
   int64_t parameters = 0;   // 0 when the file does not give it
   // Sliding-window layers follow Hugging Face's pattern: layer i slides unless (i + 1) is a
