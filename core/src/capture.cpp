@@ -48,7 +48,7 @@ int64_t count(const json& obj, const std::string& key, const std::string& where,
 // The config's rope_scaling: null, or an object with "rope_type" (transformers 4.45+; "type"
 // before) and the type's parameters. "default" is plain RoPE. A type kvtune does not reproduce
 // comes back with its name in `unmodelled` and no scaling.
-RopeScaling read_rope_scaling(const json& cfg, const std::string& wc, std::string& unmodelled) {
+RopeScaling rope_scaling_of_config(const json& cfg, const std::string& wc, std::string& unmodelled) {
   RopeScaling s;
   if (!cfg.contains("rope_scaling") || cfg["rope_scaling"].is_null()) return s;
   const json& r = field(cfg, "rope_scaling", wc, json::value_t::object);
@@ -140,7 +140,7 @@ Capture open_capture(const std::string& dir) {
     throw InputError(wc + ": 'rope_convention' must be \"rotate_half\", \"interleaved\" or \"unknown\" (found \"" +
                      convention + "\")");
   }
-  c.rope.scaling = read_rope_scaling(cfg, wc, c.rope_unmodelled);
+  c.rope.scaling = rope_scaling_of_config(cfg, wc, c.rope_unmodelled);
   c.rope.enabled = theta.is_number() && convention != "unknown" && c.rope_unmodelled.empty();
   if (theta.is_number()) c.rope.theta = theta.get<double>();
   c.rope.convention = convention == "interleaved" ? RopeConvention::interleaved : RopeConvention::rotate_half;

@@ -120,7 +120,8 @@ std::string cell(const std::string& text, double sort_value) {
 }
 
 // A figure with its interval, more digits where fewer would print it equal to a bound (figure_text.h).
-std::string interval_cell(const SweepBudget& budget, const Summary& s, Metric m, Statistic st) {
+std::string interval_cell(const SweepBudget& budget, const SweepRecord& r, Metric m, Statistic st) {
+  const Summary& s = r.metric(m);
   if (s.count == 0) return cell("-", NAN);
   return cell(figure_text(s, st, bounds_on(budget, m, st), 4, 3), st == Statistic::mean ? s.mean : s.p95);
 }
@@ -144,10 +145,10 @@ std::string points_table(const SweepBudget& budget, const std::vector<SweepRecor
     out += "<tr class=\"" + std::string(status) + "\">" + cell(std::to_string(i), double(i)) + "<td><code>" +
            escape(r.k) + "</code></td><td><code>" + escape(r.v) + "</code></td><td>" + escape(origin) + "</td>" +
            cell(number_cell(r.bits()), r.bits()) + cell(number_cell(r.k_bits), r.k_bits) +
-           cell(number_cell(r.v_bits), r.v_bits) + interval_cell(budget, r.metric(Metric::rel_out_err), Metric::rel_out_err, Statistic::mean) +
-           interval_cell(budget, r.metric(Metric::rel_out_err), Metric::rel_out_err, Statistic::p95) +
-           interval_cell(budget, r.metric(Metric::attn_kl), Metric::attn_kl, Statistic::p95) +
-           interval_cell(budget, r.metric(Metric::needle_hit), Metric::needle_hit, Statistic::mean) +
+           cell(number_cell(r.v_bits), r.v_bits) + interval_cell(budget, r, Metric::rel_out_err, Statistic::mean) +
+           interval_cell(budget, r, Metric::rel_out_err, Statistic::p95) +
+           interval_cell(budget, r, Metric::attn_kl, Statistic::p95) +
+           interval_cell(budget, r, Metric::needle_hit, Statistic::mean) +
            (v.memory ? cell(format_bytes(double(v.memory->total_bytes), 2), double(v.memory->total_bytes))
                      : cell("-", NAN)) +
            "<td>" + status + "</td><td>" + escape(violations) + "</td></tr>\n";

@@ -99,7 +99,8 @@ std::vector<std::string> budget_terms(const SweepSpec& spec) {
   if (b.confidence && !b.terms.empty()) {
     terms.back() += " (each judged on its " + percent(*b.confidence) + " confidence interval)";
     // Measured by Confidence.TheP95BootstrapCoversLessThanItsLevelOverFewCases (confidence_test.cpp).
-    if (std::any_of(b.terms.begin(), b.terms.end(), [](const BudgetTerm& t) { return t.statistic == Statistic::p95; })) {
+    auto p95_term = [](const BudgetTerm& t) { return t.statistic == Statistic::p95; };
+    if (std::any_of(b.terms.begin(), b.terms.end(), p95_term)) {
       terms.back() += "; a p95's interval (a bootstrap over the cases) covers less than its level when the cases "
                       "differ (0.50 of 95 % over 6 cases in a test), so a p95 bound is less sure than that";
     }
@@ -181,7 +182,8 @@ std::optional<LayerTable> layer_table(const SweepSpec& spec, const std::vector<S
       (r.exempt_pattern.empty() ? out.counted : out.sliding) |= exempt;
       const Summary& layer_metric = l.metrics[m];
       // One layer's figure is not judged against the budget: no bound to print it apart from.
-      row.push_back(layer_metric.count ? figure_text(layer_metric, Statistic::mean, {}, 4, 3) + (exempt ? "*" : "") : "-");
+      row.push_back(layer_metric.count ? figure_text(layer_metric, Statistic::mean, {}, 4, 3) + (exempt ? "*" : "")
+                                       : "-");
     }
     row.resize(t.header.size(), "-");
     t.rows.push_back(std::move(row));
@@ -893,8 +895,8 @@ ordered_json detail::sweep_point_json(const SweepSpec& spec, const std::vector<S
   return point_json(spec, records, analysis, index);
 }
 
-// "[lo, hi]" beside a bound: each end with more than 4 digits where fewer would print it equal to
-// the bound it is not equal to.
+// "[lo, hi]" beside a bound: each end to 4 significant digits, more where fewer would print it
+// equal to the bound it is not equal to.
 std::string interval_beside(const Interval& ci, double bound) {
   auto end = [&](double x) { return num(x, digits_apart(x, {bound}, 4)); };
   return "[" + end(ci.lo) + ", " + end(ci.hi) + "]";
