@@ -230,7 +230,8 @@ TEST(Confidence, IntervalsCoverTheTrueValueAtTheirLevel) {
 // bound judged on its interval (docs/sweep-file.md, "Confidence intervals"); this test keeps the
 // measured figures it cites. Same model as above: case effect 0.5, spread 0.3 within a case, 10
 // samples per case, true p95 1 + 1.645 * sqrt(0.34). Measured: 3 cases 0.42, 6 cases 0.50, 12
-// cases 0.68; the bands hold each within three binomial spreads of 400 draws (+-0.075). (Woodruff's inversion of the share below p95 with Student's t over the cases, and a
+// cases 0.68; the bands hold each within three binomial spreads of 400 draws (+-0.075).
+// (Woodruff's inversion of the share below p95 with Student's t over the cases, and a
 // bias-corrected bootstrap-t, reached at most 0.87 in a prototype: neither replaces it.)
 TEST(Confidence, TheP95BootstrapCoversLessThanItsLevelOverFewCases) {
   std::mt19937_64 rng(2027);

@@ -476,7 +476,8 @@ TEST(Scenario, APresetsRopeScalingReachesTheWorkload) {
   toy.rope_theta = 500000.0;
   toy.rope_scaling = {RopeScalingType::llama3, 8.0, 1.0, 4.0, 8192.0};
   const ModelLookup models = [&](const std::string&) { return toy; };
-  const std::string head = "[workload]\nmodel = \"toy\"\ntokens = 256\n", pairs = "[[pairs]]\nk = \"none\"\nv = \"none\"\n";
+  const std::string head = "[workload]\nmodel = \"toy\"\ntokens = 256\n";
+  const std::string pairs = "[[pairs]]\nk = \"none\"\nv = \"none\"\n";
   EXPECT_EQ(parse_scenario(head + pairs, "t.toml", models).workload.rope.scaling, toy.rope_scaling);
   const Scenario linear = parse_scenario(
       head + "[workload.rope.scaling]\nrope_type = \"linear\"\nfactor = 2.0\n" + pairs, "t.toml", models);

@@ -919,7 +919,8 @@ TEST(SweepReport, AP95BoundJudgedOnItsIntervalSaysTheIntervalCoversLess) {
   const std::string caveat = "a p95's interval (a bootstrap over the cases) covers less than its level";
   EXPECT_THAT(summary(spec, records, analyze(spec, records)), Not(HasSubstr(caveat)));
   spec.budget.terms.push_back({Metric::attn_kl, Statistic::p95, BoundKind::at_most, 0.1});
-  EXPECT_THAT(summary(spec, records, analyze(spec, records)), HasSubstr(caveat + " when the cases differ (0.50 of 95 %"));
+  EXPECT_THAT(summary(spec, records, analyze(spec, records)),
+              HasSubstr(caveat + " when the cases differ (0.50 of 95 %"));
   spec.budget.confidence.reset();  // judged on the estimates: no interval to qualify
   EXPECT_THAT(summary(spec, records, analyze(spec, records)), Not(HasSubstr(caveat)));
 }
