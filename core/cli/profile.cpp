@@ -62,13 +62,26 @@ int run(const ProfileOptions& o) {
                         {"value_effective_rank", l.value_rank},
                         {"attention_entropy", l.attention_entropy}});
     }
-    std::cout << nlohmann::json{{"capture", o.dir}, {"out", o.out}, {"samples", p.samples}, {"layers", layers}}.dump(2)
+    // Where the key statistics' pre-RoPE keys came from: "captured", "inverse_rope" or "as_cached"
+    // (a RoPE kvtune cannot undo; rope_unmodelled names the scaling, empty for an unknown convention).
+    const char* keys = p.keys_derotated ? "inverse_rope" : p.keys_as_cached ? "as_cached" : "captured";
+    std::cout << nlohmann::json{{"capture", o.dir},  {"out", o.out},
+                                {"samples", p.samples}, {"pre_rope_keys", keys},
+                                {"rope_unmodelled", p.rope_unmodelled}, {"layers", layers}}
+                     .dump(2)
               << "\n";
     return 0;
   }
   std::cout << "profile of " << o.dir << " (" << (capture.model.empty() ? "unnamed model" : capture.model) << "): "
             << p.samples << " sample(s), " << p.kv_heads << " KV head(s) per layer"
-            << (p.keys_derotated ? ", pre-RoPE keys by inverse RoPE" : "") << "\n\n"
+            << (p.keys_derotated ? ", pre-RoPE keys by inverse RoPE" : "")
+            << (p.keys_as_cached ? ", keys as cached: kvtune cannot undo their RoPE (" +
+                                       (p.rope_unmodelled.empty() ? std::string("its rotary convention is unknown")
+                                                                  : "rope_scaling \"" + p.rope_unmodelled +
+                                                                        "\" is not reproduced") +
+                                       ")"
+                                 : std::string())
+            << "\n\n"
             << "  layer  k_scale  outliers  outl_offset  ch_offset  sinks  sink_mass  recency  v_scale  q_scale  k_rank\n";
   for (const LayerMeasurement& l : p.layers) {
     char line[160];

@@ -141,7 +141,8 @@ Capture open_capture(const std::string& dir) {
                      convention + "\")");
   }
   c.rope.scaling = rope_scaling_of_config(cfg, wc, c.rope_unmodelled);
-  c.rope.enabled = theta.is_number() && convention != "unknown" && c.rope_unmodelled.empty();
+  c.rope_unknown = theta.is_number() && (convention == "unknown" || !c.rope_unmodelled.empty());
+  c.rope.enabled = theta.is_number() && !c.rope_unknown;
   if (theta.is_number()) c.rope.theta = theta.get<double>();
   c.rope.convention = convention == "interleaved" ? RopeConvention::interleaved : RopeConvention::rotate_half;
   if (cfg.contains("sliding_window") && !cfg["sliding_window"].is_null()) {

@@ -52,7 +52,7 @@ std::string profile_toml(const FittedProfile& p, const std::string& name) {
     o << ").\n";
   } else if (p.keys_as_cached) {
     o << "# The capture has no pre-RoPE keys and kvtune cannot undo its RoPE ("
-      << (p.rope_unmodelled.empty() ? std::string("rope_convention unknown")
+      << (p.rope_unmodelled.empty() ? std::string("its rotary convention is unknown")
                                     : "rope_scaling \"" + p.rope_unmodelled + "\" is not reproduced")
       << "): the keys were measured as cached, after RoPE, which spreads a channel's statistics over its pair.\n";
   }

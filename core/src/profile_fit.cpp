@@ -392,7 +392,7 @@ FittedProfile fit_profile(const Capture& c, const ProfileFitOptions& o) {
   out.kv_heads = c.kv_heads;
   out.q_per_kv = c.q_per_kv();
   out.keys_derotated = !c.k_pre_rope && c.rope.enabled;
-  out.keys_as_cached = !c.k_pre_rope && !c.rope.enabled;
+  out.keys_as_cached = !c.k_pre_rope && c.rope_unknown;
   out.rope_unmodelled = c.rope_unmodelled;
   const std::vector<int64_t> layers = o.layers.empty() ? c.layers : o.layers;
   if (const auto i = detail::first_repeat(layers)) {

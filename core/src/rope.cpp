@@ -103,8 +103,9 @@ std::string rope_scaling_problem(const RopeScaling& s) {
   if (!(s.low_freq_factor > 0.0 && s.high_freq_factor > s.low_freq_factor && s.high_freq_factor <= 1e6)) {
     return who + ": needs 0 < 'low_freq_factor' < 'high_freq_factor' <= 1e6";
   }
-  if (!(s.original_max_position >= 1.0 && s.original_max_position <= 1e12)) {
-    return who + ": 'original_max_position_embeddings' must be in [1, 1e12]";
+  // The bound of a context anywhere in kvtune (a preset's max_context): 2^40 tokens.
+  if (!(s.original_max_position >= 1.0 && s.original_max_position <= 1099511627776.0)) {
+    return who + ": 'original_max_position_embeddings' must be in [1, 2^40]";
   }
   return {};
 }

@@ -1,6 +1,6 @@
 // A rope_scaling table in TOML (a model preset's [rope_scaling], a workload's
 // [workload.rope.scaling]) with the keys of a Hugging Face config.json: rope_type "linear" or
-// "llama3", factor, and for llama3 low_freq_factor, high_freq_factor and
+// "llama3" ("default": none), factor, and for llama3 low_freq_factor, high_freq_factor and
 // original_max_position_embeddings, each required (a model states its own). Internal.
 #pragma once
 
@@ -14,8 +14,12 @@ namespace kvtune::detail {
 
 inline RopeScaling read_rope_scaling(TableReader r) {
   RopeScaling s;
-  s.type = r.required_choice("rope_type", {"linear", "llama3"}) == "llama3" ? RopeScalingType::llama3
-                                                                            : RopeScalingType::linear;
+  const std::string type = r.required_choice("rope_type", {"default", "linear", "llama3"});
+  if (type == "default") {  // plain RoPE: what a workload writes to drop its preset's scaling
+    r.finish();
+    return s;
+  }
+  s.type = type == "llama3" ? RopeScalingType::llama3 : RopeScalingType::linear;
   s.factor = r.required_real("factor", 1.0, 1e6);
   if (s.type == RopeScalingType::llama3) {
     s.low_freq_factor = r.required_real("low_freq_factor", 1e-6, 1e6);

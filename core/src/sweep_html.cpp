@@ -122,8 +122,9 @@ std::string cell(const std::string& text, double sort_value) {
 // A figure with its interval, more digits where fewer would print it equal to a bound (figure_text.h).
 std::string interval_cell(const SweepBudget& budget, const SweepRecord& r, Metric m, Statistic st) {
   const Summary& s = r.metric(m);
-  if (s.count == 0) return cell("-", NAN);
-  return cell(figure_text(s, st, bounds_on(budget, m, st), 4, 3), st == Statistic::mean ? s.mean : s.p95);
+  const double v = st == Statistic::mean ? s.mean : s.p95;
+  if (s.count == 0 || !std::isfinite(v)) return cell("-", NAN);
+  return cell(figure_text(s, st, bounds_on(budget, m, st), 4, 3), v);
 }
 
 std::string points_table(const SweepBudget& budget, const std::vector<SweepRecord>& records,

@@ -101,7 +101,7 @@ std::vector<std::string> budget_terms(const SweepSpec& spec) {
     // Measured by Confidence.TheP95BootstrapCoversLessThanItsLevelOverFewCases (confidence_test.cpp).
     auto p95_term = [](const BudgetTerm& t) { return t.statistic == Statistic::p95; };
     if (std::any_of(b.terms.begin(), b.terms.end(), p95_term)) {
-      terms.back() += "; a p95's interval (a bootstrap over the cases) covers less than its level when the cases "
+      terms.back() += "; a p95's interval (a percentile bootstrap) covers less than its level when the cases "
                       "differ (0.50 of 95 % over 6 cases in a test), so a p95 bound is less sure than that";
     }
   }
@@ -895,28 +895,37 @@ ordered_json detail::sweep_point_json(const SweepSpec& spec, const std::vector<S
   return point_json(spec, records, analysis, index);
 }
 
-// "[lo, hi]" beside a bound: each end to 4 significant digits, more where fewer would print it
-// equal to the bound it is not equal to.
-std::string interval_beside(const Interval& ci, double bound) {
-  auto end = [&](double x) { return num(x, digits_apart(x, {bound}, 4)); };
-  return "[" + end(ci.lo) + ", " + end(ci.hi) + "]";
+// The digits a violation prints its value, interval and bound with: 4 significant digits, more
+// where fewer would print any of them equal to the bound it is not equal to. One count for all of
+// them, so their printed order is their order (rounding keeps it).
+int violation_digits(double value, const std::optional<Interval>& ci, double bound) {
+  int digits = digits_apart(value, {bound}, 4);
+  if (ci) digits = std::max({digits, digits_apart(ci->lo, {bound}, 4), digits_apart(ci->hi, {bound}, 4)});
+  return digits;
 }
 
 std::string violation_text(const Violation& v) {
   switch (v.kind) {
     case Violation::Kind::failed:
       return v.detail.empty() ? "failed" : "failed: " + v.detail;
-    case Violation::Kind::metric:
-      return compare_text(term_quantity(v.term), v.value, v.term.kind == BoundKind::at_most ? ">" : "<", v.bound) +
-             (v.interval ? " (" + percent(v.level) + " interval " + interval_beside(*v.interval, v.bound) + ")"
+    case Violation::Kind::metric: {
+      const int d = violation_digits(v.value, v.interval, v.bound);
+      const std::string op = v.term.kind == BoundKind::at_most ? " > " : " < ";
+      return term_quantity(v.term) + " " + num(v.value, d) + op + num(v.bound, d) +
+             (v.interval ? " (" + percent(v.level) + " interval [" + num(v.interval->lo, d) + ", " +
+                               num(v.interval->hi, d) + "])"
                          : std::string());
-    case Violation::Kind::undecided:
+    }
+    case Violation::Kind::undecided: {
       if (!v.interval) {
         return term_quantity(v.term) + " " + num(v.value, 4) + " has no " + percent(v.level) +
                " interval to judge (results written without one): undecided";
       }
-      return term_quantity(v.term) + " " + num(v.value, 4) + ": its " + percent(v.level) + " interval " +
-             interval_beside(*v.interval, v.bound) + " straddles the bound " + num(v.bound, 4) + " (undecided)";
+      const int d = violation_digits(v.value, v.interval, v.bound);
+      return term_quantity(v.term) + " " + num(v.value, d) + ": its " + percent(v.level) + " interval [" +
+             num(v.interval->lo, d) + ", " + num(v.interval->hi, d) + "] straddles the bound " + num(v.bound, d) +
+             " (undecided)";
+    }
     case Violation::Kind::no_samples:
       return metric_info(v.term.metric).needs_needles ? "no needle samples"
                                                       : "no " + std::string(metric_name(v.term.metric)) + " samples";

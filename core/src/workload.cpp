@@ -297,8 +297,9 @@ void add_recency(Case& c, const WorkloadConfig& cfg, Sampler& rng) {
   }
 }
 
-// The channels whose RoPE pair lies in the workload's outlier band: pair p rotates at theta^(-2p/D),
-// so p / (D/2 - 1) runs from 0 (fastest) to 1 (slowest). rotate_half pairs p with p + D/2,
+// The channels whose RoPE pair lies in the workload's outlier band: pair p rotates at theta^(-2p/D)
+// (a rope_scaling slows the slow pairs further and keeps the order), so p / (D/2 - 1) runs from 0
+// (fastest) to 1 (slowest). rotate_half pairs p with p + D/2,
 // interleaved 2p with 2p + 1 (rope.h); without RoPE the same index still names the band.
 std::vector<int64_t> outlier_candidates(const WorkloadConfig& cfg) {
   const int64_t d = cfg.head_dim, pairs = std::max<int64_t>(d / 2, 1);

@@ -565,6 +565,7 @@ TEST(DecodeAttentionHost, TheDecodersAloneRefuseWhatTheKernelsWould) {
       << "misaligned cache";
   kc::CacheDesc f32 = desc;
   f32.format.kind = CodecKind::f32;
+  f32.head_stride = 1024 * 128 * 4;  // the region an f32 cache needs: only the format is refused
   EXPECT_EQ(kc::decode_attention_decoders(f32, fake_cache, 1024, fake_out), cudaErrorInvalidValue) << "f32";
   kc::CacheDesc d96 = desc;
   d96.head_dim = 96;

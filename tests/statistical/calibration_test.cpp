@@ -74,7 +74,8 @@ TEST(Calibration, ACalibrationSetClipsNothingAndMatchesUnitScaleAndTheOracle) {
   RecordProperty("attn_kl_p95_calibration_set", std::to_string(set_kl));
   RecordProperty("attn_kl_p95_oracle", std::to_string(oracle_kl));
   RecordProperty("attn_kl_p95_single_draw", std::to_string(one_kl));
-  // Calibrated is as accurate as unit (neither clips): within the seed blocks' spread.
+  // Calibrated is as accurate as unit (neither clips): 0.95 of it on these seeds in rel_out_err,
+  // 0.96 and 1.10 on seeds 8-15 and 16-23; 0.96, 1.03 and 1.02 in attn_kl p95.
   EXPECT_LE(set.mean, 1.1 * unit.mean);
   EXPECT_LE(set_kl, 1.1 * unit_kl);
   // The set sees the context's range: within 10 % of the oracle.

@@ -140,6 +140,15 @@ TEST_F(CaptureDir, RopeScalingIsReadBackOrNamedAsNotReproduced) {
   EXPECT_THAT(profile_toml(as_cached, "p"),
               HasSubstr("kvtune cannot undo its RoPE (rope_scaling \"yarn\" is not reproduced): the keys were measured "
                         "as cached, after RoPE"));
+  EXPECT_TRUE(yarn.rope_unknown);
+  // Without a rope_theta there is no RoPE to undo (ALiBi, NoPE): nothing is said.
+  fs::remove_all(dir_);
+  testing::write_capture(dir_, {}, {{"\"rope_theta\": 10000.0", "\"rope_theta\": null"}});
+  const Capture no_rope = open_capture(dir_.string());
+  EXPECT_FALSE(no_rope.rope_unknown);
+  const FittedProfile plain = fit_profile(no_rope);
+  EXPECT_FALSE(plain.keys_as_cached);
+  EXPECT_THAT(profile_toml(plain, "p"), ::testing::Not(HasSubstr("cannot undo")));
   EXPECT_THAT(profile_toml(fit_profile(llama3), "p"),
               HasSubstr("recovered by inverse RoPE (theta 1e+04, rope_scaling llama3 factor 8.0)."));
   EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": \"llama3\""}}),

@@ -487,8 +487,12 @@ TEST(Scenario, APresetsRopeScalingReachesTheWorkload) {
     parse_scenario(head + "[workload.rope.scaling]\nrope_type = \"dynamic\"\nfactor = 2.0\n" + pairs, "t.toml", models);
     ADD_FAILURE() << "an unmodelled rope_scaling type was accepted";
   } catch (const InputError& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("t.toml:5:13: 'rope_type' must be one of: linear, llama3"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("t.toml:5:13: 'rope_type' must be one of: default, linear, llama3"));
   }
+  // "default" drops the preset's scaling.
+  EXPECT_EQ(parse_scenario(head + "[workload.rope.scaling]\nrope_type = \"default\"\n" + pairs, "t.toml", models)
+                .workload.rope.scaling.type,
+            RopeScalingType::none);
 }
 
 // An odd head_dim with RoPE on is refused at the key it came from; when the model preset gives it,

@@ -398,6 +398,51 @@ TEST(ModelPresetTest, Llama3PresetsCarryTheirConfigsRopeScaling) {
   }
 }
 
+// Every preset against its Hugging Face config.json, each value read in copies of the config
+// (2026-12-07): ai-dynamo/aiconfigurator's stored configs (Llama-3.1-405B, Qwen3-0.6B,
+// Qwen3-30B-A3B), AI-Hypercomputer/maxtext hf_model_configs.py (405B, Qwen3-0.6B),
+// citsjtu2020/LLM-Prof sglang/Model_Config.md (Llama-3.1-8B, Llama-3.2-3B, Qwen2.5-7B, Qwen3-8B,
+// Qwen3-30B-A3B), a printed Gemma2Config of google/gemma-2-9b (Retruth/deontic
+// nlp_models/gemma2/README.md), Lightning-AI/litgpt litgpt/config.py (Llama-3.1-70B, Gemma 2), and
+// copies of Llama-2-7b's, Llama-3.2-1B's, Mistral-7B-v0.3-Instruct's and Qwen2.5-72B's. head_dim is
+// the config's or hidden_size / heads; parameters is each config's shape count, which matched a
+// published figure every time (Qwen3-0.6B counts its tied embedding once, as num_parameters() does;
+// its checkpoint stores lm_head too: 751 632 384).
+TEST(ModelPresetTest, EveryPresetMatchesItsPublishedConfig) {
+  struct Published {
+    const char* name;
+    int64_t layers, kv_heads, q_heads, head_dim;
+    double rope_theta;
+    int64_t max_context, parameters;
+  };
+  const Published published[] = {
+      {"gemma-2-9b", 42, 8, 16, 256, 10000.0, 8192, 9241705984},
+      {"llama-3.1-8b", 32, 8, 32, 128, 500000.0, 131072, 8030261248},
+      {"llama-3.1-70b", 80, 8, 64, 128, 500000.0, 131072, 70553706496},
+      {"qwen2.5-7b", 28, 4, 28, 128, 1000000.0, 131072, 7615616512},
+      {"qwen3-8b", 36, 8, 32, 128, 1000000.0, 40960, 8190735360},
+      {"llama-2-7b", 32, 32, 32, 128, 10000.0, 4096, 6738415616},
+      {"llama-3.1-405b", 126, 8, 128, 128, 500000.0, 131072, 405853388800},
+      {"llama-3.2-1b", 16, 8, 32, 64, 500000.0, 131072, 1235814400},
+      {"llama-3.2-3b", 28, 8, 24, 128, 500000.0, 131072, 3212749824},
+      {"mistral-7b", 32, 8, 32, 128, 1000000.0, 32768, 7248023552},
+      {"qwen2.5-72b", 80, 8, 64, 128, 1000000.0, 131072, 72706203648},
+      {"qwen3-0.6b", 28, 8, 16, 128, 1000000.0, 40960, 596049920},
+      {"qwen3-30b-a3b", 48, 4, 32, 128, 1000000.0, 40960, 30532122624},
+  };
+  ASSERT_EQ(std::size(published), model_preset_names(config_dir()).size());  // a new preset joins the table
+  for (const Published& want : published) {
+    const ModelPreset p = find_model_preset(config_dir(), want.name);
+    EXPECT_EQ(p.shape.layers, want.layers) << want.name;
+    EXPECT_EQ(p.shape.kv_heads, want.kv_heads) << want.name;
+    EXPECT_EQ(p.q_heads, want.q_heads) << want.name;
+    EXPECT_EQ(p.shape.head_dim, want.head_dim) << want.name;
+    EXPECT_EQ(p.rope_theta, want.rope_theta) << want.name;
+    EXPECT_EQ(p.max_context, want.max_context) << want.name;
+    EXPECT_EQ(p.parameters, want.parameters) << want.name;
+  }
+}
+
 TEST(ModelPresetTest, Llama70bPresetGivesTheDesignFigure) {
   const ModelPreset p = find_model_preset(config_dir(), "llama-3.1-70b");
   EXPECT_EQ(estimate(p.shape, k128k, "f16", "f16").total_bytes, 40 * GiB);
@@ -465,7 +510,7 @@ TEST(ModelPresetTest, ARopeScalingTableIsCheckedKeyByKey) {
   EXPECT_EQ(linear.rope_scaling.type, RopeScalingType::linear);
   EXPECT_EQ(linear.rope_scaling.factor, 4.0);
   EXPECT_THAT(parse("[rope_scaling]\nrope_type = \"yarn\"\nfactor = 4.0\n"),
-              HasSubstr("m.toml:9:13: 'rope_type' must be one of: linear, llama3"));
+              HasSubstr("m.toml:9:13: 'rope_type' must be one of: default, linear, llama3"));
   EXPECT_THAT(parse("[rope_scaling]\nrope_type = \"linear\"\nfactor = 0.5\n"),
               HasSubstr("m.toml:10:10: 'factor' must be a number in 1"));
   EXPECT_THAT(parse("[rope_scaling]\nrope_type = \"llama3\"\nfactor = 8.0\n"),

@@ -916,13 +916,32 @@ TEST(SweepReport, AP95BoundJudgedOnItsIntervalSaysTheIntervalCoversLess) {
   SweepSpec spec = make_spec(records);
   spec.budget.terms = {{Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.05}};
   spec.budget.confidence = 0.95;
-  const std::string caveat = "a p95's interval (a bootstrap over the cases) covers less than its level";
+  const std::string caveat = "a p95's interval (a percentile bootstrap) covers less than its level";
   EXPECT_THAT(summary(spec, records, analyze(spec, records)), Not(HasSubstr(caveat)));
   spec.budget.terms.push_back({Metric::attn_kl, Statistic::p95, BoundKind::at_most, 0.1});
   EXPECT_THAT(summary(spec, records, analyze(spec, records)),
               HasSubstr(caveat + " when the cases differ (0.50 of 95 %"));
   spec.budget.confidence.reset();  // judged on the estimates: no interval to qualify
   EXPECT_THAT(summary(spec, records, analyze(spec, records)), Not(HasSubstr(caveat)));
+}
+
+// A violation prints its value, interval and bound with one digit count, enough to keep each apart
+// from the bound, so the printed order is the true one: an interval end 0.12346 beside a bound
+// 0.12345 does not read "[0.1, 0.1235] straddles the bound 0.1235".
+TEST(SweepReport, AViolationPrintsItsFiguresInTheirTrueOrder) {
+  Violation v;
+  v.kind = Violation::Kind::undecided;
+  v.term = {Metric::rel_out_err, Statistic::mean, BoundKind::at_most, 0.12345};
+  v.value = 0.12301;
+  v.bound = 0.12345;
+  v.interval = Interval{0.1, 0.12346};
+  v.level = 0.95;
+  EXPECT_EQ(violation_text(v),
+            "rel_out_err 0.12301: its 95 % interval [0.1, 0.12346] straddles the bound 0.12345 (undecided)");
+  v.kind = Violation::Kind::metric;
+  v.value = 0.123452;
+  v.interval = Interval{0.123451, 0.2};
+  EXPECT_EQ(violation_text(v), "rel_out_err 0.123452 > 0.12345 (95 % interval [0.123451, 0.2])");
 }
 
 }  // namespace

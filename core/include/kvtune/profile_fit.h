@@ -56,8 +56,8 @@ struct FittedProfile {
   int64_t model_layers = 0, head_dim = 0, kv_heads = 0, q_per_kv = 0;
   int64_t samples = 0, tokens = 0;  // samples measured; tokens of the shortest
   bool keys_derotated = false;      // pre-RoPE keys were recovered by inverse RoPE (no k_pre_rope)
-  bool keys_as_cached = false;      // neither: no k_pre_rope and a RoPE kvtune cannot undo
-  std::string rope_unmodelled;      // the capture's rope_scaling type kvtune does not reproduce, if any
+  bool keys_as_cached = false;      // neither: no k_pre_rope and a RoPE kvtune cannot undo (Capture::rope_unknown)
+  std::string rope_unmodelled;      // then the rope_scaling type it does not reproduce; empty: the convention is unknown
   std::vector<LayerMeasurement> layers;
   // The profile: the base statistics (medians over the layers) and one override per measured layer
   // for what overrides can change. Shape fields are the capture's.
