@@ -18,12 +18,20 @@ inline std::string significant(double v, int digits) {
   return buf;
 }
 
-// The fewest significant digits, at least `digits`, that print x apart from every bound it differs
-// from. Rounding keeps order, so printed apart they also keep their sides.
-inline int digits_apart(double x, const std::vector<double>& bounds, int digits) {
-  for (double b : bounds) {
-    while (digits < 17 && x != b && significant(x, digits) == significant(b, digits)) ++digits;
-  }
+// The fewest significant digits, at least `digits`, that print every x apart from every bound it
+// differs from, all at once: one more digit can print two values equal that one fewer kept apart
+// (0.1249 and 0.1251: "0.12" and "0.13", then "0.125" twice). Rounding keeps order, so printed
+// apart they also keep their sides.
+inline int digits_apart(const std::vector<double>& xs, const std::vector<double>& bounds, int digits) {
+  auto collides = [&](int d) {
+    for (double x : xs) {
+      for (double b : bounds) {
+        if (x != b && significant(x, d) == significant(b, d)) return true;
+      }
+    }
+    return false;
+  };
+  while (digits < 17 && collides(digits)) ++digits;
   return digits;
 }
 
@@ -42,7 +50,7 @@ inline std::string figure_text(const Summary& s, Statistic statistic, const std:
                                int interval_digits) {
   const double v = statistic == Statistic::mean ? s.mean : s.p95;
   const Interval& ci = statistic == Statistic::mean ? s.mean_ci : s.p95_ci;
-  auto text = [&](double x, int d) { return significant(x, digits_apart(x, bounds, d)); };
+  auto text = [&](double x, int d) { return significant(x, digits_apart({x}, bounds, d)); };
   std::string out = text(v, digits);
   if (s.has_intervals()) out += " [" + text(ci.lo, interval_digits) + ", " + text(ci.hi, interval_digits) + "]";
   return out;

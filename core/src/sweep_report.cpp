@@ -36,7 +36,7 @@ std::string num(double v, int digits) {
 // "a op b" with the fewest significant digits (at least 3) that keep a and b apart, so a value
 // just over its bound never reads "0.02 > 0.02".
 std::string compare_text(const std::string& what, double value, const char* op, double bound) {
-  const int digits = digits_apart(value, {bound}, 3);
+  const int digits = digits_apart({value}, {bound}, 3);
   return what + " " + num(value, digits) + " " + op + " " + num(bound, digits);
 }
 
@@ -899,9 +899,7 @@ ordered_json detail::sweep_point_json(const SweepSpec& spec, const std::vector<S
 // where fewer would print any of them equal to the bound it is not equal to. One count for all of
 // them, so their printed order is their order (rounding keeps it).
 int violation_digits(double value, const std::optional<Interval>& ci, double bound) {
-  int digits = digits_apart(value, {bound}, 4);
-  if (ci) digits = std::max({digits, digits_apart(ci->lo, {bound}, 4), digits_apart(ci->hi, {bound}, 4)});
-  return digits;
+  return digits_apart(ci ? std::vector<double>{value, ci->lo, ci->hi} : std::vector<double>{value}, {bound}, 4);
 }
 
 std::string violation_text(const Violation& v) {
