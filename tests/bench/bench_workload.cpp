@@ -1,8 +1,9 @@
 // Making the synthetic cases: the bulk normal draws against libstdc++'s one-at-a-time draws of the
 // same values (counter `speedup`, both timed in the same process, best against best), and one case
 // per context of a workload with the knobs of sweeps/recommend.toml's [workload] on
-// llama-3.1-8b's shape (outliers, offsets, sinks, needles, recency, RoPE at theta 500 000), stated
-// here: no model preset's generic profile or layer overrides, no calibration set.
+// llama-3.1-8b's shape (outliers, offsets, sinks, needles, recency, RoPE at theta 500 000 with the
+// preset's llama3 scaling), stated here: no model preset's generic profile or layer overrides, no
+// calibration set.
 //
 //   build/tests/bench/bench_workload --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
@@ -56,6 +57,7 @@ kvtune::WorkloadConfig recommend_like(int64_t tokens) {
   cfg.queries = 5;
   cfg.rope.enabled = true;
   cfg.rope.theta = 500000.0;
+  cfg.rope.scaling = {kvtune::RopeScalingType::llama3, 8.0, 1.0, 4.0, 8192.0};  // configs/models/llama-3.1-8b.toml
   cfg.keys.outlier_count = 4;
   cfg.keys.outlier_scale = 10.0;
   cfg.keys.channel_offset = 1.0;

@@ -573,7 +573,6 @@ TEST(DecodeAttentionHost, TheDecodersAloneRefuseWhatTheKernelsWould) {
   EXPECT_EQ(kc::decode_attention_decoders(d96, fake_cache, 1024, fake_out), cudaErrorInvalidValue) << "head_dim 96";
 }
 
-
 TEST(DecodeAttentionHost, EveryTestFormatIsSupportedAtEveryHeadDim) {
   for (const Format& f : formats()) {
     for (const int32_t d : {64, 128, 256}) {
