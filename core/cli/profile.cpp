@@ -75,11 +75,7 @@ int run(const ProfileOptions& o) {
   std::cout << "profile of " << o.dir << " (" << (capture.model.empty() ? "unnamed model" : capture.model) << "): "
             << p.samples << " sample(s), " << p.kv_heads << " KV head(s) per layer"
             << (p.keys_derotated ? ", pre-RoPE keys by inverse RoPE" : "")
-            << (p.keys_as_cached ? ", keys as cached: kvtune cannot undo their RoPE (" +
-                                       (p.rope_unmodelled.empty() ? std::string("its rotary convention is unknown")
-                                                                  : "rope_scaling \"" + p.rope_unmodelled +
-                                                                        "\" is not reproduced") +
-                                       ")"
+            << (p.keys_as_cached ? ", keys as cached: kvtune cannot undo their RoPE (" + keys_as_cached_reason(p) + ")"
                                  : std::string())
             << "\n\n"
             << "  layer  k_scale  outliers  outl_offset  ch_offset  sinks  sink_mass  recency  v_scale  q_scale  k_rank\n";

@@ -34,6 +34,12 @@ std::string array(const std::vector<T>& items, F&& format) {
 
 }  // namespace
 
+std::string keys_as_cached_reason(const FittedProfile& p) {
+  if (!p.keys_as_cached) return {};
+  return p.rope_unmodelled.empty() ? "its rotary convention is unknown"
+                                   : "rope_scaling \"" + p.rope_unmodelled + "\" is not reproduced";
+}
+
 std::string profile_toml(const FittedProfile& p, const std::string& name) {
   const WorkloadConfig& w = p.workload;
   std::ostringstream o;
@@ -51,9 +57,7 @@ std::string profile_toml(const FittedProfile& p, const std::string& name) {
     }
     o << ").\n";
   } else if (p.keys_as_cached) {
-    o << "# The capture has no pre-RoPE keys and kvtune cannot undo its RoPE ("
-      << (p.rope_unmodelled.empty() ? std::string("its rotary convention is unknown")
-                                    : "rope_scaling \"" + p.rope_unmodelled + "\" is not reproduced")
+    o << "# The capture has no pre-RoPE keys and kvtune cannot undo its RoPE (" << keys_as_cached_reason(p)
       << "): the keys were measured as cached, after RoPE, which spreads a channel's statistics over its pair.\n";
   }
   o << "name = " << quoted(name) << "\n"

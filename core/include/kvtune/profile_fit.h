@@ -68,6 +68,11 @@ struct FittedProfile {
 // to hold the sinks and some tokens.
 FittedProfile fit_profile(const Capture& capture, const ProfileFitOptions& options = {});
 
+// Why a profile's keys were measured as cached (keys_as_cached): "its rotary convention is unknown"
+// or "rope_scaling \"yarn\" is not reproduced"; empty otherwise. For the profile's header and the
+// CLI's line.
+std::string keys_as_cached_reason(const FittedProfile& profile);
+
 // The profile file (configs/profiles format, docs/scenario-file.md "Profiles"): name, description,
 // source, num_layers, [keys] [values] [queries_profile] [sinks] [recency], [[overrides]] per layer
 // and a [measured] table, each number with a comment saying what it was measured on.
