@@ -47,12 +47,18 @@ int64_t count(const json& obj, const std::string& key, const std::string& where,
 
 // The config's rope_scaling: null, or an object with "rope_type" (transformers 4.45+; "type"
 // before) and the type's parameters. "default" is plain RoPE. A type kvtune does not reproduce
-// comes back with its name in `unmodelled` and no scaling.
+// comes back with its name in `unmodelled` and no scaling, and so does an object without a type:
+// transformers 5 keeps one rope_parameters per layer type for models whose layers differ (Gemma 3:
+// "full_attention", "sliding_attention"), which the capture tool passes on as it is.
 RopeScaling rope_scaling_of_config(const json& cfg, const std::string& wc, std::string& unmodelled) {
   RopeScaling s;
   if (!cfg.contains("rope_scaling") || cfg["rope_scaling"].is_null()) return s;
   const json& r = field(cfg, "rope_scaling", wc, json::value_t::object);
   const std::string ws = wc + ".rope_scaling";
+  if (!r.contains("rope_type") && !r.contains("type")) {
+    unmodelled = "per layer type";
+    return s;
+  }
   const char* type_key = r.contains("rope_type") ? "rope_type" : "type";
   const std::string type = field(r, type_key, ws, json::value_t::string).get<std::string>();
   if (type == "default") return s;

@@ -37,7 +37,7 @@ std::string array(const std::vector<T>& items, F&& format) {
 std::string keys_as_cached_reason(const FittedProfile& p) {
   if (!p.keys_as_cached) return {};
   return p.rope_unmodelled.empty() ? "its rotary convention is unknown"
-                                   : "rope_scaling \"" + p.rope_unmodelled + "\" is not reproduced";
+                                   : "its rope_scaling (" + p.rope_unmodelled + ") is not reproduced";
 }
 
 std::string profile_toml(const FittedProfile& p, const std::string& name) {

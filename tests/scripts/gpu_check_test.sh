@@ -52,14 +52,14 @@ grep -q "tests args: --gtest_output=xml:$out/gpu-tests.xml" "$out/gpu-tests.log"
 # The same bundle as the archive scripts/gpu-bundle writes beside it (bin, lib and commit at its
 # top level): unpacked outside DIR, run the same way, and gone afterwards.
 tar -C "$b" -czf "$work/bundle.tar.gz" bin lib commit
-TMPDIR="$work/tmp" && mkdir -p "$TMPDIR" && export TMPDIR
 "$root/scripts/gpu-check" --prebuilt "$work/bundle.tar.gz" --out "$work/out-tar" --budget 200 > "$work/log-tar" 2>&1 ||
   fail "gpu-check --prebuilt ARCHIVE: exit $? ($(cat "$work/log-tar"))"
 grep -q -- "- commit: 0123456789ab (prebuilt)" "$work/out-tar/summary.md" || fail "the archive's bundle did not run"
+grep -q -- "- build: skipped, binaries from $work/bundle.tar.gz" "$work/out-tar/summary.md" ||
+  fail "summary.md does not name the archive"
+[ -z "$(ls -A "$work" | grep '^\.gpu-bundle\.')" ] || fail "the unpacked bundle was left beside DIR"
 grep -q -- "- GPU tests: passed" "$work/out-tar/summary.md" || fail "the archive's tests did not pass"
-[ -z "$(ls -A "$TMPDIR")" ] || fail "the unpacked bundle was left behind: $(ls "$TMPDIR")"
 [ ! -e "$work/out-tar/bin" ] || fail "the bundle was unpacked into DIR"
-unset TMPDIR
 printf 'not an archive' > "$work/bogus.tar.gz"
 expect_exit2 "bogus.tar.gz: not a bundle archive" --prebuilt "$work/bogus.tar.gz" --out "$work/out0"
 # nvidia-smi sees a GPU but the runtime does not: the tests skip and the bench finds nothing to

@@ -138,7 +138,7 @@ TEST_F(CaptureDir, RopeScalingIsReadBackOrNamedAsNotReproduced) {
   const FittedProfile as_cached = fit_profile(yarn);
   EXPECT_FALSE(as_cached.keys_derotated);
   EXPECT_THAT(profile_toml(as_cached, "p"),
-              HasSubstr("kvtune cannot undo its RoPE (rope_scaling \"yarn\" is not reproduced): the keys were measured "
+              HasSubstr("kvtune cannot undo its RoPE (its rope_scaling (yarn) is not reproduced): the keys were measured "
                         "as cached, after RoPE"));
   EXPECT_TRUE(yarn.rope_unknown);
   // Without a rope_theta there is no RoPE to undo (ALiBi, NoPE): nothing is said.
@@ -153,8 +153,14 @@ TEST_F(CaptureDir, RopeScalingIsReadBackOrNamedAsNotReproduced) {
               HasSubstr("recovered by inverse RoPE (theta 1e+04, rope_scaling llama3 factor 8.0)."));
   EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": \"llama3\""}}),
               HasSubstr("config: 'rope_scaling' must be an object"));
-  EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": {\"factor\": 8.0}"}}),
-              HasSubstr("config.rope_scaling: no 'type'"));
+  // transformers 5's per-layer-type rope_parameters (Gemma 3): not reproduced, not refused.
+  const Capture per_type = open_with(
+      "{\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0}, "
+      "\"sliding_attention\": {\"rope_type\": \"default\"}}");
+  EXPECT_TRUE(per_type.rope_unknown);
+  EXPECT_EQ(per_type.rope_unmodelled, "per layer type");
+  EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": 3}"}}),
+              HasSubstr("config.rope_scaling: 'rope_type' must be a string"));
   EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}"}}),
               HasSubstr("config.rope_scaling: no 'low_freq_factor'"));
   EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 0.5}"}}),

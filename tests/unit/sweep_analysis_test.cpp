@@ -938,8 +938,8 @@ TEST(SweepReport, AViolationPrintsItsFiguresInTheirTrueOrder) {
   v.level = 0.95;
   EXPECT_EQ(violation_text(v),
             "rel_out_err 0.12301: its 95 % interval [0.1, 0.12346] straddles the bound 0.12345 (undecided)");
-  // Apart at 4 digits ("0.1249" against "0.1251" would be), equal at 5 for one of them: one count
-  // for all, found at once.
+  // The low end 0.123449 is apart from 0.12345 at 4 digits but equal at 5, the count the high end
+  // 0.12351 needs: one count for all, found at once, prints it at 6.
   v.bound = v.term.bound = 0.12345;
   v.value = 0.1234;
   v.interval = Interval{0.123449, 0.12351};

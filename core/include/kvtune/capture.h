@@ -31,9 +31,10 @@ struct Capture {
   std::string dtype;     // "float16", "bfloat16", "float32"
   int64_t model_layers = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
   RopeConfig rope;       // theta, convention and scaling from the manifest (the capture's keys are already rotated)
-  // RoPE kvtune cannot reproduce: a rope_theta with the convention "unknown", or a rope_scaling
-  // type it does not model (rope_unmodelled: "yarn", "dynamic", ...). rope.enabled is then false
-  // and the keys are only ever used as cached.
+  // RoPE kvtune cannot reproduce: a rope_theta with the convention "unknown", or a rope_scaling it
+  // does not model (rope_unmodelled: its type, "yarn", "dynamic", ..., or "per layer type" for
+  // transformers 5's rope_parameters per layer type). rope.enabled is then false and the keys are
+  // only ever used as cached.
   bool rope_unknown = false;
   std::string rope_unmodelled;
   std::vector<int64_t> layers;           // captured layer indices, ascending

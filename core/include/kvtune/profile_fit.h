@@ -57,7 +57,7 @@ struct FittedProfile {
   int64_t samples = 0, tokens = 0;  // samples measured; tokens of the shortest
   bool keys_derotated = false;      // pre-RoPE keys were recovered by inverse RoPE (no k_pre_rope)
   bool keys_as_cached = false;      // neither: no k_pre_rope and a RoPE kvtune cannot undo (Capture::rope_unknown)
-  std::string rope_unmodelled;      // then the rope_scaling type it does not reproduce; empty: the convention is unknown
+  std::string rope_unmodelled;      // then the rope_scaling it does not reproduce (Capture's); empty: convention unknown
   std::vector<LayerMeasurement> layers;
   // The profile: the base statistics (medians over the layers) and one override per measured layer
   // for what overrides can change. Shape fields are the capture's.
@@ -69,7 +69,7 @@ struct FittedProfile {
 FittedProfile fit_profile(const Capture& capture, const ProfileFitOptions& options = {});
 
 // Why a profile's keys were measured as cached (keys_as_cached): "its rotary convention is unknown"
-// or "rope_scaling \"yarn\" is not reproduced"; empty otherwise. For the profile's header and the
+// or "its rope_scaling (yarn) is not reproduced"; empty otherwise. For the profile's header and the
 // CLI's line.
 std::string keys_as_cached_reason(const FittedProfile& profile);
 
