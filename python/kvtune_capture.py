@@ -187,6 +187,14 @@ def model_shape(config):
         sliding = list(range(n_layers))
     else:
         sliding = []
+    # Gemma 3 under transformers 4.x: sliding layers turn by rope_local_base_freq without the
+    # scaling, the others by rope_theta with it (models/gemma3/modeling_gemma3.py, Gemma3TextModel's
+    # rotary_emb_local). Written as transformers 5 keeps it, one rope_parameters per layer type,
+    # which kvtune reads as a RoPE it does not reproduce rather than one RoPE for every layer.
+    local = getattr(c, "rope_local_base_freq", None)
+    if local is not None and sliding and (theta is None or float(local) != float(theta)):
+        scaling = {"full_attention": scaling if scaling is not None else {"rope_type": "default"},
+                   "sliding_attention": {"rope_type": "default", "rope_theta": float(local)}}
     return {
         "num_hidden_layers": n_layers,
         "num_attention_heads": heads,

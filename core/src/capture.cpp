@@ -147,7 +147,9 @@ Capture open_capture(const std::string& dir) {
                      convention + "\")");
   }
   c.rope.scaling = rope_scaling_of_config(cfg, wc, c.rope_unmodelled);
-  c.rope_unknown = theta.is_number() && (convention == "unknown" || !c.rope_unmodelled.empty());
+  // A rope_scaling kvtune does not reproduce says there is RoPE even without a rope_theta
+  // (transformers 5 keeps the base inside rope_parameters, per layer type for Gemma 3).
+  c.rope_unknown = !c.rope_unmodelled.empty() || (theta.is_number() && convention == "unknown");
   c.rope.enabled = theta.is_number() && !c.rope_unknown;
   if (theta.is_number()) c.rope.theta = theta.get<double>();
   c.rope.convention = convention == "interleaved" ? RopeConvention::interleaved : RopeConvention::rotate_half;

@@ -347,5 +347,32 @@ class CaptureTest(unittest.TestCase):
                 self.assertEqual(self.leftovers(), [])
 
 
+class ModelShapeTest(unittest.TestCase):
+    """The manifest's config from model configs that differ from the stand-in's."""
+
+    def gemma3(self, **extra):
+        from types import SimpleNamespace
+        fields = dict(num_attention_heads=8, num_key_value_heads=4, head_dim=256, hidden_size=2560,
+                      num_hidden_layers=6, rope_theta=1000000.0, rope_scaling={"rope_type": "linear", "factor": 8.0},
+                      rope_local_base_freq=10000.0, sliding_window=1024, max_position_embeddings=131072,
+                      layer_types=["sliding_attention"] * 5 + ["full_attention"])
+        fields.update(extra)
+        return SimpleNamespace(**fields)
+
+    def test_gemma3_rope_per_layer_type(self):
+        # transformers 4.x Gemma 3: sliding layers use rope_local_base_freq without the scaling.
+        shape = tool.model_shape(self.gemma3())
+        self.assertEqual(shape["rope_theta"], 1000000.0)
+        self.assertEqual(shape["rope_scaling"], {
+            "full_attention": {"rope_type": "linear", "factor": 8.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})
+        self.assertEqual(shape["sliding_layers"], [0, 1, 2, 3, 4])
+        # One base for all layers (no sliding layer, or the same base): the scaling as it is.
+        self.assertEqual(tool.model_shape(self.gemma3(rope_local_base_freq=1000000.0))["rope_scaling"],
+                         {"rope_type": "linear", "factor": 8.0})
+        self.assertEqual(tool.model_shape(self.gemma3(layer_types=["full_attention"] * 6, sliding_window=None))
+                         ["rope_scaling"], {"rope_type": "linear", "factor": 8.0})
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -159,6 +159,12 @@ TEST_F(CaptureDir, RopeScalingIsReadBackOrNamedAsNotReproduced) {
       "\"sliding_attention\": {\"rope_type\": \"default\"}}");
   EXPECT_TRUE(per_type.rope_unknown);
   EXPECT_EQ(per_type.rope_unmodelled, "per layer type");
+  // transformers 5 keeps the base inside rope_parameters too: no rope_theta, still RoPE.
+  fs::remove_all(dir_);
+  testing::write_capture(dir_, {},
+                         {{"\"rope_theta\": 10000.0", "\"rope_theta\": null"},
+                          {"\"rope_scaling\": null", "\"rope_scaling\": {\"full_attention\": {\"rope_type\": \"default\"}}"}});
+  EXPECT_TRUE(open_capture(dir_.string()).rope_unknown);
   EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": 3}"}}),
               HasSubstr("config.rope_scaling: 'rope_type' must be a string"));
   EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}"}}),
