@@ -27,21 +27,15 @@ std::string fmt(double v, const char* spec = "%.4g") {
   return buf;
 }
 
-std::string num(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-  return buf;
-}
-
 // "a op b" with the fewest significant digits (at least 3) that keep a and b apart, so a value
 // just over its bound never reads "0.02 > 0.02".
 std::string compare_text(const std::string& what, double value, const char* op, double bound) {
   const int digits = digits_apart({value}, {bound}, 3);
-  return what + " " + num(value, digits) + " " + op + " " + num(bound, digits);
+  return what + " " + significant(value, digits) + " " + op + " " + significant(bound, digits);
 }
 
 // "95 %" for a confidence level of 0.95.
-std::string percent(double level) { return num(100.0 * level, 4) + " %"; }
+std::string percent(double level) { return significant(100.0 * level, 4) + " %"; }
 
 // A judged figure with its interval, "value [lo, hi]" (figure_text.h): more digits where fewer would
 // print a figure equal to the budget's bound on it.
@@ -383,8 +377,9 @@ std::string undecided_text(const SweepSpec& spec, const SweepRecord& r) {
     const double best = wilson_interval(double(n), double(n), level).lo;
     if (best >= t.bound) continue;
     const double z = normal_quantile((1.0 + level) / 2.0);
-    return t.key() + " = " + num(t.bound, 4) + " cannot be certified with " + std::to_string(n) + " samples at " +
-           percent(level) + " confidence: a perfect score's interval starts at " + num(best, 4) + "; it takes " +
+    return t.key() + " = " + significant(t.bound, 4) + " cannot be certified with " + std::to_string(n) +
+           " samples at " + percent(level) + " confidence: a perfect score's interval starts at " +
+           significant(best, 4) + "; it takes " +
            (t.bound < 1.0 ? "at least " + std::to_string(int64_t(std::ceil(t.bound * z * z / (1.0 - t.bound)))) +
                                 " samples (more cases or queries), a lower bound"
                           : "a bound below 1") +
@@ -902,6 +897,11 @@ int violation_digits(double value, const std::optional<Interval>& ci, double bou
   return digits_apart(ci ? std::vector<double>{value, ci->lo, ci->hi} : std::vector<double>{value}, {bound}, 4);
 }
 
+// "[lo, hi]" to `digits` significant digits.
+std::string bracket(const Interval& ci, int digits) {
+  return "[" + significant(ci.lo, digits) + ", " + significant(ci.hi, digits) + "]";
+}
+
 std::string violation_text(const Violation& v) {
   switch (v.kind) {
     case Violation::Kind::failed:
@@ -909,20 +909,17 @@ std::string violation_text(const Violation& v) {
     case Violation::Kind::metric: {
       const int d = violation_digits(v.value, v.interval, v.bound);
       const std::string op = v.term.kind == BoundKind::at_most ? " > " : " < ";
-      return term_quantity(v.term) + " " + num(v.value, d) + op + num(v.bound, d) +
-             (v.interval ? " (" + percent(v.level) + " interval [" + num(v.interval->lo, d) + ", " +
-                               num(v.interval->hi, d) + "])"
-                         : std::string());
+      return term_quantity(v.term) + " " + significant(v.value, d) + op + significant(v.bound, d) +
+             (v.interval ? " (" + percent(v.level) + " interval " + bracket(*v.interval, d) + ")" : std::string());
     }
     case Violation::Kind::undecided: {
       if (!v.interval) {
-        return term_quantity(v.term) + " " + num(v.value, 4) + " has no " + percent(v.level) +
+        return term_quantity(v.term) + " " + significant(v.value, 4) + " has no " + percent(v.level) +
                " interval to judge (results written without one): undecided";
       }
       const int d = violation_digits(v.value, v.interval, v.bound);
-      return term_quantity(v.term) + " " + num(v.value, d) + ": its " + percent(v.level) + " interval [" +
-             num(v.interval->lo, d) + ", " + num(v.interval->hi, d) + "] straddles the bound " + num(v.bound, d) +
-             " (undecided)";
+      return term_quantity(v.term) + " " + significant(v.value, d) + ": its " + percent(v.level) + " interval " +
+             bracket(*v.interval, d) + " straddles the bound " + significant(v.bound, d) + " (undecided)";
     }
     case Violation::Kind::no_samples:
       return metric_info(v.term.metric).needs_needles ? "no needle samples"
@@ -979,7 +976,8 @@ std::string gap_text(const std::vector<SweepRecord>& records, const SweepAnalysi
   const SweepRecord& best = records[*analysis.best];
   const std::string best_text =
       "K " + best.k + ", V " + best.v + (c.gap.best_expressible ? "" : "; not available in " + c.title);
-  const std::string bits_best = num(best.bits(), 4), err_best = num(best.metric(Metric::rel_out_err).mean, 3);
+  const std::string bits_best = significant(best.bits(), 4);
+  const std::string err_best = significant(best.metric(Metric::rel_out_err).mean, 3);
   switch (c.gap.kind) {
     case Gap::Kind::none_evaluated:
       return "none of its options was evaluated; the best overall is " + best_text;
@@ -990,7 +988,8 @@ std::string gap_text(const std::vector<SweepRecord>& records, const SweepAnalysi
       break;
   }
   const SweepRecord& here = records[c.record.value()];
-  const std::string bits_here = num(here.bits(), 4), err_here = num(here.metric(Metric::rel_out_err).mean, 3);
+  const std::string bits_here = significant(here.bits(), 4);
+  const std::string err_here = significant(here.metric(Metric::rel_out_err).mean, 3);
   if (c.gap.objective == Objective::min_bits) {
     return "the best overall (" + best_text + ") needs " + bits_best + " bits/element vs " + bits_here +
            " here (rel_out_err " + err_best + " vs " + err_here + ")";
