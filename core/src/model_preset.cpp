@@ -48,6 +48,10 @@ ModelPreset parse_model_preset(std::string_view text, const std::string& source_
     // N-th layer global; without a pattern the window applies to every layer (Mistral v0.1).
     p.shape.sliding_layers = static_cast<int64_t>(sliding_layer_indices(p).size());
   }
+  p.sliding_rope_theta = r.real("sliding_rope_theta", 0.0, 1.0 + 1e-9, 1e12);
+  if (p.sliding_rope_theta > 0 && p.shape.sliding_window == 0) {
+    r.fail(*r.node("sliding_rope_theta"), "'sliding_rope_theta' needs 'sliding_window'");
+  }
   r.finish();
   return p;
 }

@@ -318,6 +318,7 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
     cfg.rope.scaling = preset.rope_scaling;
     cfg.sliding_window = preset.shape.sliding_window;
     cfg.sliding_layers = sliding_layer_indices(preset);
+    cfg.sliding_rope_theta = preset.sliding_rope_theta;
   }
   sc.contexts = contexts(w, cfg.tokens);
   cfg.tokens = sc.contexts.front();
@@ -362,6 +363,11 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
                               : RopeConvention::rotate_half;
     // A scaling of its own replaces the preset's; a theta without one keeps it.
     if (r.has("scaling")) cfg.rope.scaling = detail::read_rope_scaling(r.table("scaling"));
+    cfg.sliding_rope_theta = r.real("sliding_theta", cfg.sliding_rope_theta, 1.0 + 1e-9, 1e12);
+    if (cfg.sliding_rope_theta > 0 && cfg.sliding_layers.empty()) {
+      r.fail(*r.node("sliding_theta"), "'sliding_theta' is the sliding layers' RoPE base, and this workload has none "
+                                       "(set [workload] sliding_window and sliding_layers, or a model with them)");
+    }
     r.finish();
   }
   if (cfg.rope.enabled && cfg.head_dim % 2 != 0) {

@@ -881,6 +881,10 @@ uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
             detail::shortest_number(s.low_freq_factor) + "," + detail::shortest_number(s.high_freq_factor) + "," +
             detail::shortest_number(s.original_max_position);
   }
+  // The sliding layers' own base only where there is one (and a sliding layer to take it).
+  if (cfg.rope.enabled && cfg.sliding_rope_theta > 0 && !cfg.sliding_layers.empty()) {
+    text += ",sliding," + detail::shortest_number(cfg.sliding_rope_theta);
+  }
   text += "\ncontexts=" + list(sc.contexts) + "\nseeds=" + list(sc.seeds) + "\nlayers=" + list(sc.layers) +
           "\nheads=" + list(sc.heads) + "\ntopk=" + std::to_string(sc.topk);
   // The level of the records' intervals (only when the file sets one, so other hashes stay).

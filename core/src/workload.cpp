@@ -470,6 +470,8 @@ WorkloadConfig layer_config(const WorkloadConfig& cfg, int64_t layer) {
     if (o.sink_key_norm) out.sinks.key_norm = *o.sink_key_norm;
     if (o.sink_mass) out.sinks.mass = *o.sink_mass;
   }
+  const bool slides = std::find(cfg.sliding_layers.begin(), cfg.sliding_layers.end(), layer) != cfg.sliding_layers.end();
+  if (slides && cfg.sliding_rope_theta > 0) out.rope = {cfg.rope.enabled, cfg.sliding_rope_theta, cfg.rope.convention, {}};
   return out;
 }
 
@@ -482,6 +484,9 @@ void validate(const WorkloadConfig& cfg) {
   }
   if (cfg.rope.enabled && cfg.head_dim % 2 != 0) throw InputError("workload: RoPE needs an even head_dim");
   if (cfg.rope.enabled && !(cfg.rope.theta > 1.0)) throw InputError("workload: rope theta must be > 1");
+  if (cfg.sliding_rope_theta != 0.0 && !(cfg.sliding_rope_theta > 1.0)) {
+    throw InputError("workload: the sliding layers' rope theta must be > 1");
+  }
   if (cfg.needles.mass <= 0.0 || cfg.needles.mass >= 1.0) throw InputError("workload: needles mass must be in (0, 1)");
   if (cfg.needles.per_query < 1) throw InputError("workload: needles per_query must be >= 1");
   for (double depth : cfg.needles.depths) {

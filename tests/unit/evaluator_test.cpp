@@ -495,6 +495,36 @@ TEST(Scenario, APresetsRopeScalingReachesTheWorkload) {
             RopeScalingType::none);
 }
 
+// A preset's sliding RoPE base (Gemma 3's rope_local_base_freq) reaches the workload, and a sliding
+// layer's case turns by it; [workload.rope] sliding_theta replaces it and needs sliding layers.
+TEST(Scenario, APresetsSlidingRopeBaseReachesTheSlidingLayers) {
+  ModelPreset toy;
+  toy.name = "toy";
+  toy.shape = {4, 1, 16, 64, 2};
+  toy.q_heads = 1;
+  toy.rope_theta = 1e6;
+  toy.rope_scaling = {RopeScalingType::linear, 8.0};
+  toy.sliding_window_pattern = 2;
+  toy.sliding_rope_theta = 10000.0;
+  const ModelLookup models = [&](const std::string&) { return toy; };
+  const std::string head = "[workload]\nmodel = \"toy\"\ntokens = 256\nlayers = \"all\"\n";
+  const std::string pairs = "[[pairs]]\nk = \"none\"\nv = \"none\"\n";
+  const Scenario sc = parse_scenario(head + pairs, "t.toml", models);
+  EXPECT_EQ(sc.workload.sliding_rope_theta, 10000.0);
+  EXPECT_EQ(scenario_case(sc, {0, 0, 0}, 256).rope.theta, 10000.0);  // layer 0 slides
+  EXPECT_EQ(scenario_case(sc, {0, 1, 0}, 256).rope.theta, 1e6);
+  EXPECT_EQ(scenario_case(sc, {0, 1, 0}, 256).rope.scaling.type, RopeScalingType::linear);
+  EXPECT_EQ(parse_scenario(head + "[workload.rope]\nsliding_theta = 20000.0\n" + pairs, "t.toml", models)
+                .workload.sliding_rope_theta,
+            20000.0);
+  try {
+    parse_scenario("[workload]\ntokens = 256\n[workload.rope]\nsliding_theta = 20000.0\n" + pairs, "t.toml", models);
+    ADD_FAILURE() << "a sliding base without sliding layers was accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("t.toml:4:17: 'sliding_theta' is the sliding layers' RoPE base"));
+  }
+}
+
 // An odd head_dim with RoPE on is refused at the key it came from; when the model preset gives it,
 // [workload] has no head_dim key, and the error points at `model` (this dereferenced a null node).
 TEST(Scenario, AnOddHeadDimWithRopeIsRefusedWhereverItCameFrom) {

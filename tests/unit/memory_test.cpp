@@ -372,9 +372,9 @@ TEST(ModelPresetTest, ShapesMatchThePublishedConfigs) {
   EXPECT_EQ(qwen3.shape.layers, 36);
   EXPECT_EQ(qwen3.shape.kv_heads, 8);
   EXPECT_EQ(qwen3.shape.head_dim, 128);
-  // Only Gemma 2 slides among these.
+  // Only the Gemma presets slide.
   for (const std::string& name : model_preset_names(config_dir())) {
-    if (name != "gemma-2-9b") {
+    if (!name.starts_with("gemma-")) {
       EXPECT_EQ(find_model_preset(config_dir(), name).shape.sliding_layers, 0) << name;
     }
   }
@@ -382,10 +382,15 @@ TEST(ModelPresetTest, ShapesMatchThePublishedConfigs) {
 
 // The Llama 3.1 and 3.2 configs' rope_scaling (config.json of meta-llama/Llama-3.1-8B, -70B, -405B:
 // llama3, factor 8; Llama-3.2-1B, -3B: factor 32; low_freq_factor 1, high_freq_factor 4,
-// original_max_position_embeddings 8192 in all five); no other preset has one.
+// original_max_position_embeddings 8192 in all five); Gemma 3 4B, 12B and 27B carry linear ×8 for their
+// global layers; no other preset has one.
 TEST(ModelPresetTest, Llama3PresetsCarryTheirConfigsRopeScaling) {
   for (const std::string& name : model_preset_names(config_dir())) {
     const RopeScaling s = find_model_preset(config_dir(), name).rope_scaling;
+    if (name.starts_with("gemma-3-") && name != "gemma-3-1b") {
+      EXPECT_EQ(s, (RopeScaling{RopeScalingType::linear, 8.0})) << name;  // the global layers' only
+      continue;
+    }
     if (!name.starts_with("llama-3.")) {
       EXPECT_EQ(s.type, RopeScalingType::none) << name;
       continue;
@@ -407,7 +412,12 @@ TEST(ModelPresetTest, Llama3PresetsCarryTheirConfigsRopeScaling) {
 // copies of Llama-2-7b's, Llama-3.2-1B's, Mistral-7B-v0.3-Instruct's and Qwen2.5-72B's. head_dim is
 // the config's or hidden_size / heads; parameters is each config's shape count, which matched a
 // published figure every time (Qwen3-0.6B counts its tied embedding once, as num_parameters() does;
-// its checkpoint stores lm_head too: 751 632 384).
+// its checkpoint stores lm_head too: 751 632 384). Gemma 3 (2026-12-07): TensorRT-LLM's
+// test_modeling_gemma3.py config copies (1B whole, 27B's text_config), copies of the 4B's and 12B's
+// text_config, and Gemma3TextConfig's defaults for the keys those leave out
+// (configuration_gemma3.py @v4.50.0; its Orbax converter's _VARIANTS agree); parameters are the
+// checkpoints' safetensors totals with the vision tower (Hugging Face API figures kept in test
+// fixtures, keras-hub gemma3_presets.py), each reproduced from the shapes.
 TEST(ModelPresetTest, EveryPresetMatchesItsPublishedConfig) {
   struct Published {
     const char* name;
@@ -417,6 +427,10 @@ TEST(ModelPresetTest, EveryPresetMatchesItsPublishedConfig) {
   };
   const Published published[] = {
       {"gemma-2-9b", 42, 8, 16, 256, 10000.0, 8192, 9241705984},
+      {"gemma-3-1b", 26, 1, 4, 256, 1000000.0, 32768, 999885952},
+      {"gemma-3-4b", 34, 4, 8, 256, 1000000.0, 131072, 4300079472},
+      {"gemma-3-12b", 48, 8, 16, 256, 1000000.0, 131072, 12187325040},
+      {"gemma-3-27b", 62, 16, 32, 128, 1000000.0, 131072, 27432406640},
       {"llama-3.1-8b", 32, 8, 32, 128, 500000.0, 131072, 8030261248},
       {"llama-3.1-70b", 80, 8, 64, 128, 500000.0, 131072, 70553706496},
       {"qwen2.5-7b", 28, 4, 28, 128, 1000000.0, 131072, 7615616512},
@@ -440,6 +454,27 @@ TEST(ModelPresetTest, EveryPresetMatchesItsPublishedConfig) {
     EXPECT_EQ(p.rope_theta, want.rope_theta) << want.name;
     EXPECT_EQ(p.max_context, want.max_context) << want.name;
     EXPECT_EQ(p.parameters, want.parameters) << want.name;
+  }
+}
+
+// Gemma 3 slides five layers in six (layers 5, 11, ... are global) over a window of 512 (1B) or 1024
+// tokens, and turns them by rope_local_base_freq 10000 without the global layers' scaling.
+TEST(ModelPresetTest, Gemma3PresetsSlideFiveLayersInSixWithTheirOwnRopeBase) {
+  const std::pair<const char*, int64_t> sliding[] = {{"gemma-3-1b", 22}, {"gemma-3-4b", 29}, {"gemma-3-12b", 40},
+                                                     {"gemma-3-27b", 52}};
+  for (const auto& [name, layers] : sliding) {
+    const ModelPreset p = find_model_preset(config_dir(), name);
+    EXPECT_EQ(p.shape.sliding_layers, layers) << name;
+    EXPECT_EQ(p.shape.sliding_window, std::string_view(name) == "gemma-3-1b" ? 512 : 1024) << name;
+    EXPECT_EQ(p.sliding_rope_theta, 10000.0) << name;
+    const std::vector<int64_t> idx = sliding_layer_indices(p);
+    EXPECT_TRUE(std::find(idx.begin(), idx.end(), 5) == idx.end()) << name;  // the first global layer
+    EXPECT_EQ(idx.front(), 0) << name;
+  }
+  for (const std::string& name : model_preset_names(config_dir())) {
+    if (!name.starts_with("gemma-3-")) {
+      EXPECT_EQ(find_model_preset(config_dir(), name).sliding_rope_theta, 0.0) << name;
+    }
   }
 }
 
@@ -476,6 +511,10 @@ TEST(ModelPresetTest, SlidingWindowWithoutPatternSlidesEveryLayer) {
   const ModelPreset every_third = parse_model_preset(
       std::string(kMinimalPreset) + "sliding_window = 512\nsliding_window_pattern = 3\n", "mine.toml", "mine");
   EXPECT_EQ(every_third.shape.sliding_layers, 3);  // layers 0, 1, 3 slide; layer 2 is global
+  const ModelPreset local_base = parse_model_preset(
+      std::string(kMinimalPreset) + "sliding_window = 512\nsliding_rope_theta = 10000.0\n", "mine.toml", "mine");
+  EXPECT_EQ(local_base.sliding_rope_theta, 10000.0);
+  EXPECT_EQ(every_third.sliding_rope_theta, 0.0);  // the sliding layers turn as the others do
 }
 
 TEST(ModelPresetTest, BadFilesNameFileLineColumnAndKey) {
@@ -495,6 +534,10 @@ TEST(ModelPresetTest, BadFilesNameFileLineColumnAndKey) {
   EXPECT_THAT(bad_groups, HasSubstr("multiple of 'kv_heads'"));
   EXPECT_THAT(parse(std::string(kMinimalPreset) + "sliding_window_pattern = 2\n"),
               HasSubstr("'sliding_window_pattern' needs 'sliding_window'"));
+  EXPECT_THAT(parse(std::string(kMinimalPreset) + "sliding_rope_theta = 10000.0\n"),
+              HasSubstr("m.toml:8:22: 'sliding_rope_theta' needs 'sliding_window'"));
+  EXPECT_THAT(parse(std::string(kMinimalPreset) + "sliding_window = 512\nsliding_rope_theta = 1.0\n"),
+              HasSubstr("m.toml:9:22: 'sliding_rope_theta' must be a number in"));
   EXPECT_THAT(
       parse("layers = 4\nkv_heads = 2\nq_heads = 8\nhead_dim = 64\nrope_theta = 1e4\nrope_convention = \"neox\"\n"),
       HasSubstr("m.toml:6:19: 'rope_convention' must be one of: rotate_half, interleaved"));

@@ -586,6 +586,38 @@ TEST(Workload, ASlidingLayerKeepsTheLastWindowOfTokens) {
   EXPECT_THROW(generate_case(sliding, 0, 0), InputError);  // a window without layers
 }
 
+// Gemma 3 turns its sliding layers by rope_local_base_freq without the rope_scaling of its global
+// layers: a sliding layer's case draws the same pre-RoPE keys and rotates them by its own base.
+TEST(Workload, ASlidingLayerTurnsByItsOwnRopeBase) {
+  WorkloadConfig cfg = small();
+  cfg.layers = 2;
+  cfg.rope = {true, 1e6, RopeConvention::rotate_half, {RopeScalingType::linear, 8.0}};
+  cfg.sliding_window = 1024;  // longer than the context: only the RoPE differs
+  cfg.sliding_layers = {0};
+  WorkloadConfig plain = cfg;
+  cfg.sliding_rope_theta = 10000.0;
+  const Case local = generate_case(cfg, 5, 0), global = generate_case(cfg, 5, 1);
+  EXPECT_EQ(local.rope.theta, 10000.0);
+  EXPECT_EQ(local.rope.scaling.type, RopeScalingType::none);
+  EXPECT_EQ(global.rope.theta, 1e6);
+  EXPECT_EQ(global.rope.scaling.type, RopeScalingType::linear);
+  Matrix turned = local.keys_pre_rope;
+  apply_rope(turned, local.positions, {true, 10000.0, RopeConvention::rotate_half, {}});
+  const Case same_base = generate_case(plain, 5, 0);
+  for (int64_t r = 0; r < local.keys.rows(); ++r) {
+    for (int64_t e = 0; e < cfg.head_dim; ++e) {
+      ASSERT_EQ(local.keys(r, e), turned(r, e)) << r << "," << e;
+      ASSERT_EQ(local.keys_pre_rope(r, e), same_base.keys_pre_rope(r, e)) << r << "," << e;
+    }
+  }
+  EXPECT_NE(local.keys(300, 0), same_base.keys(300, 0));
+  // The global layer is the workload's without the sliding base.
+  EXPECT_EQ(global.keys(300, 0), generate_case(plain, 5, 1).keys(300, 0));
+  cfg.sliding_rope_theta = 0.5;
+  EXPECT_THAT([&] { generate_case(cfg, 5, 0); },
+              ::testing::ThrowsMessage<InputError>(::testing::HasSubstr("the sliding layers' rope theta must be > 1")));
+}
+
 // A calibration set: `samples` fresh draws per head, every KV head of the layer with granularity =
 // layer, so every head of a layer fits the same scale; a per-head scheme finds its own rows.
 TEST(Workload, CalibrationSetsHoldEveryDrawOfEveryHeadTheyCover) {

@@ -28,6 +28,9 @@ struct ModelPreset {
   // Sliding-window layers follow Hugging Face's pattern: layer i slides unless (i + 1) is a
   // multiple of the pattern (Gemma 2: 2, so even layers slide). 0 with a window: every layer slides.
   int64_t sliding_window_pattern = 0;
+  // The sliding layers' own RoPE base, plain RoPE without rope_scaling (Gemma 3's
+  // rope_local_base_freq); 0: the sliding layers turn as the others do.
+  double sliding_rope_theta = 0.0;
 };
 
 // The indices of the preset's sliding-window layers, ascending (empty without a window).

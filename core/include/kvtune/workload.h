@@ -129,6 +129,9 @@ struct WorkloadConfig {
   // needles are planted inside the window). 0 / empty: every layer attends to the whole context.
   int64_t sliding_window = 0;
   std::vector<int64_t> sliding_layers;
+  // The sliding layers' own RoPE base (Gemma 3 turns them by rope_local_base_freq, without the
+  // rope_scaling of its global layers); 0: every layer turns by `rope`.
+  double sliding_rope_theta = 0.0;
 };
 
 // How many of a context's `tokens` a layer attends to: the last `window` when the layer is one of
@@ -183,7 +186,8 @@ struct Case {
 // Throws InputError when the config cannot be generated (e.g. outlier channel >= head_dim).
 void validate(const WorkloadConfig& config);
 
-// The profile of one layer: the workload with the overrides naming `layer` applied.
+// The profile of one layer: the workload with the overrides naming `layer` applied, and a sliding
+// layer's own RoPE base where the workload gives one.
 WorkloadConfig layer_config(const WorkloadConfig& config, int64_t layer);
 
 // Throws InputError when layer or kv_head is outside the workload's counts.
