@@ -102,6 +102,19 @@ MemoryEstimate estimate_memory(const ModelShape& shape, int64_t context, const R
   return e;
 }
 
+AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t sequences, const CellAllocation& a) {
+  const auto pad = [](int64_t n, int64_t to) { return (n + to - 1) / to * to; };
+  AllocatedCells out;
+  out.slot = pad(context, std::max<int64_t>(a.slot_pad, 1));
+  if (shape.sliding_layers == 0) return out;
+  out.sliding_extra = a.sliding_extra;
+  for (const auto& [tokens, extra] : a.sliding_extra_above) {
+    if (double(context) * double(std::max<int64_t>(sequences, 1)) > double(tokens)) out.sliding_extra = extra;
+  }
+  out.sliding = std::min(out.slot, pad(shape.sliding_window + out.sliding_extra, std::max<int64_t>(a.sliding_pad, 1)));
+  return out;
+}
+
 uint64_t max_sequences(uint64_t gpu_bytes, uint64_t weight_bytes, uint64_t sequence_bytes) {
   if (weight_bytes >= gpu_bytes || sequence_bytes == 0) return 0;
   return (gpu_bytes - weight_bytes) / sequence_bytes;

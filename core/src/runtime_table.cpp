@@ -13,6 +13,7 @@ namespace kvtune {
 
 namespace fs = std::filesystem;
 using detail::TableReader;
+using detail::integer_of;
 using detail::where;
 
 namespace {
@@ -162,6 +163,32 @@ const char* kind_key(Kind k) {
   return "";
 }
 
+// A [[context]] entry's cell rounding (CellAllocation), when it names any of its keys.
+std::optional<CellAllocation> cell_allocation(TableReader& r) {
+  const char* keys[] = {"slot_pad", "sliding_extra", "sliding_extra_above", "sliding_pad"};
+  if (std::none_of(std::begin(keys), std::end(keys), [&](const char* k) { return r.has(k); })) return std::nullopt;
+  CellAllocation a;
+  a.slot_pad = r.integer("slot_pad", 1, 1, int64_t(1) << 20);
+  a.sliding_extra = r.integer("sliding_extra", 0, 0, int64_t(1) << 24);
+  a.sliding_pad = r.integer("sliding_pad", 1, 1, int64_t(1) << 20);
+  if (const toml::node* n = r.node("sliding_extra_above")) {
+    const std::string expected = "'sliding_extra_above' must be an array of [tokens, extra] pairs, tokens ascending";
+    const toml::array* steps = n->as_array();
+    if (steps == nullptr) r.fail(*n, expected);
+    for (const toml::node& step : *steps) {
+      const toml::array* pair = step.as_array();
+      const auto tokens = pair != nullptr && pair->size() == 2 ? integer_of(*pair->get(0)) : std::nullopt;
+      const auto extra = pair != nullptr && pair->size() == 2 ? integer_of(*pair->get(1)) : std::nullopt;
+      const bool ascending = a.sliding_extra_above.empty() || (tokens && *tokens > a.sliding_extra_above.back().first);
+      if (!tokens || !extra || *tokens < 1 || *extra < 0 || *extra > (int64_t(1) << 24) || !ascending) {
+        r.fail(step, expected);
+      }
+      a.sliding_extra_above.emplace_back(*tokens, *extra);
+    }
+  }
+  return a;
+}
+
 RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind, const std::string& scheme,
                         const Registry& registry) {
   const std::string path = kind_key(kind);
@@ -230,6 +257,7 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
         e.cache_share = CacheShare{r.real("cache_share", 1.0, 0.01, 1.0),
                                    r.required_choice("share_of", {"gpu", "free"}) == "free"};
       }
+      e.cells = cell_allocation(r);
       break;
   }
   e.since = version(r, "since", scheme);
@@ -581,7 +609,7 @@ RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
     view.tensor_parallel = RuntimeOption{e->name, "", "", e->settings, {e->origin}, {}, e->divides};
   }
   if (const RuntimeEntry* e = first_active(t.context)) {
-    view.context = RuntimeOption{e->name, "", "", e->settings, {e->origin}, {}, {}, e->cache_share};
+    view.context = RuntimeOption{e->name, "", "", e->settings, {e->origin}, {}, {}, e->cache_share, e->cells};
   }
   return view;
 }

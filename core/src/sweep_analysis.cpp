@@ -205,6 +205,35 @@ uint64_t share_cache_bytes(const MemoryFit& f, const CacheShare& c) {
   return bytes > 0.0 ? static_cast<uint64_t>(bytes) : 0;
 }
 
+// The shown option's cache as the runtime allocates it, where its [[context]] entry rounds cells
+// (RuntimeEntry::cells) and the result differs from kvtune's own count; nullopt otherwise.
+std::optional<RuntimeChoice::Allocation> runtime_allocation(const SweepSpec& spec, const RuntimeView* view,
+                                                            const std::vector<SweepRecord>& records,
+                                                            const SweepAnalysis& analysis, const RuntimeChoice& choice) {
+  const std::optional<size_t> shown = choice.record ? choice.record : choice.closest;
+  if (view == nullptr || !view->context || !view->context->cells || !spec.model || !shown) return std::nullopt;
+  const RecordVerdict& kvtune = analysis.verdicts[*shown];
+  if (!kvtune.memory) return std::nullopt;
+  const int64_t context = memory_context(spec), sequences = spec.budget.fit ? spec.budget.fit->sequences : 1;
+  RuntimeChoice::Allocation out;
+  out.cells = allocated_cells(spec.model->shape, context, sequences, *view->context->cells);
+  ModelShape shape = spec.model->shape;
+  if (shape.sliding_layers > 0) shape.sliding_window = out.cells.sliding;
+  MemoryModel allocated(shape, out.cells.slot, spec);
+  out.bytes_per_sequence = allocated.estimate(records[*shown]).total_bytes;
+  if (out.bytes_per_sequence == kvtune.memory->total_bytes) return std::nullopt;  // nothing to add
+  out.bytes_per_sequence_per_gpu = out.bytes_per_sequence;
+  if (spec.budget.fit) {
+    const MemoryFit& f = *spec.budget.fit;
+    MemoryEstimate estimate = *kvtune.memory;
+    estimate.total_bytes = out.bytes_per_sequence;
+    const GpuFit gpu = fit_per_gpu(spec.model->shape, estimate, f.gpu_mem, f.weights, f.tensor_parallel);
+    out.bytes_per_sequence_per_gpu = gpu.sequence_bytes;
+    out.sequences = gpu.sequences;
+  }
+  return out;
+}
+
 RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRecord>& records,
                      const SweepAnalysis& analysis,
                      const std::map<std::pair<std::string, std::string>, size_t>& index) {
@@ -289,6 +318,8 @@ RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRec
     }
   }
 
+  choice.allocation = runtime_allocation(spec, view, records, analysis, choice);
+
   // With a memory fit every option shown also carries the runtime's setting for its sequences.
   if (spec.budget.fit) {
     choice.context = memory_context(spec);
@@ -302,7 +333,9 @@ RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRec
       choice.cache_share = context->cache_share;
       const std::optional<size_t> shown = choice.record ? choice.record : choice.closest;
       const std::optional<uint64_t> per_sequence =
-          shown ? analysis.verdicts[*shown].bytes_per_sequence_per_gpu : std::nullopt;
+          choice.allocation ? choice.allocation->bytes_per_sequence_per_gpu
+          : shown           ? analysis.verdicts[*shown].bytes_per_sequence_per_gpu
+                            : std::nullopt;
       if (per_sequence && *per_sequence > 0) {
         choice.sequences_in_share = share_cache_bytes(*spec.budget.fit, *context->cache_share) / *per_sequence;
       }

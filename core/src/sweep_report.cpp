@@ -352,6 +352,30 @@ void add_fallback(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord
   add_option(doc, spec, records, analysis, "without that", *c.fallback_option, *c.fallback);
 }
 
+// The shown option's cache as the runtime allocates it, where that differs from kvtune's count.
+void add_allocation(Doc& doc, const SweepSpec& spec, const RuntimeChoice& c) {
+  if (!c.allocation || !spec.model) return;
+  const RuntimeChoice::Allocation& a = *c.allocation;
+  std::string text = "as " + c.title + " allocates it: " + format_bytes(double(a.bytes_per_sequence), 2) +
+                     " per sequence (" + std::to_string(a.cells.slot) + " cells on each full layer";
+  if (a.cells.sliding == a.cells.slot) {
+    text += " and on each sliding layer, whose window and " + std::to_string(a.cells.sliding_extra) +
+            " more cells reach the slot";
+  } else if (a.cells.sliding > 0) {
+    text += ", " + std::to_string(a.cells.sliding) + " on each sliding layer: its " +
+            std::to_string(spec.model->shape.sliding_window) + "-token window and " +
+            std::to_string(a.cells.sliding_extra) + " more, rounded up";
+  }
+  text += "; the context caveat says why)";
+  if (a.sequences && spec.budget.fit) {
+    text += "; " + plural(size_t(*a.sequences), "sequence") + " fit";
+    if (*a.sequences < uint64_t(spec.budget.fit->sequences)) {
+      text += ", fewer than the " + std::to_string(spec.budget.fit->sequences) + " the budget asks";
+    }
+  }
+  add(doc, Block::text, text);
+}
+
 // How many sequences the shown option fits under the runtime's own default share for its cache.
 void add_cache_share(Doc& doc, const SweepSpec& spec, const RuntimeChoice& c) {
   if (!c.cache_share || !c.sequences_in_share || !spec.budget.fit) return;
@@ -420,6 +444,7 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
   if (c.record && c.option) {
     const RuntimeOption& o = *c.option;
     add_option(doc, spec, records, analysis, "recommended", o, *c.record);
+    add_allocation(doc, spec, c);
     add_cache_share(doc, spec, c);
     if (!o.origins.empty()) add(doc, Block::text, "from: " + join_with(o.origins, ", "));
     if (!o.settings.needs.empty()) add_fallback(doc, spec, records, analysis, c);
@@ -436,6 +461,7 @@ void add_runtime(Doc& doc, const SweepSpec& spec, const std::vector<SweepRecord>
       head.push_back({")"});
       add(doc, Block::text, head);
       if (records[*c.closest].ok) describe_point(doc, spec, records, analysis, *c.closest);
+      add_allocation(doc, spec, c);
       add_cache_share(doc, spec, c);
       add_violations(doc, analysis.verdicts[*c.closest]);
       add_excess(doc, analysis.verdicts[*c.closest]);
@@ -846,6 +872,16 @@ ordered_json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>&
                                                                                    ? ordered_json(*c.sequences_in_share)
                                                                                    : ordered_json(nullptr)}}
                                                   : ordered_json(nullptr)}};
+  if (const auto& a = c.allocation) {
+    r["allocation"] = {{"slot_cells", a->cells.slot},
+                       {"sliding_cells", a->cells.sliding},
+                       {"sliding_extra", a->cells.sliding_extra},
+                       {"bytes_per_sequence", a->bytes_per_sequence},
+                       {"bytes_per_sequence_per_gpu", a->bytes_per_sequence_per_gpu},
+                       {"sequences", a->sequences ? ordered_json(*a->sequences) : ordered_json(nullptr)}};
+  } else {
+    r["allocation"] = nullptr;
+  }
   if (c.record && c.option) {
     r["recommendation"] = {{"option", option_json(*c.option)},
                            {"point", point_json(spec, records, analysis, *c.record)}};

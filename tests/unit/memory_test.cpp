@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "kvtune/error.h"
 #include "kvtune/model_preset.h"
@@ -319,6 +320,35 @@ TEST(MemorySizeTest, FormatsWithTheLargestBinaryUnit) {
   EXPECT_EQ(format_bytes(40.0 * GiB, 2), "40.00 GiB");
   EXPECT_EQ(format_bytes(512, 2), "512 B");
   EXPECT_EQ(format_bytes(1.5 * 1024 * GiB, 2), "1.50 TiB");
+}
+
+// llama-server's cells (llama-kv-cache-iswa.cpp, llama-context.cpp from b6975): a slot of pad256(ctx),
+// a sliding layer pad256(min(slot, window + n_ubatch)); Ollama's batch steps with the whole context.
+TEST(MemoryModelTest, AllocatedCellsRoundSlotsAndSlidingLayersAsDeclared) {
+  const ModelShape gemma2 = {42, 8, 256, 4096, 21};
+  const CellAllocation llama = {256, 512, {}, 256};
+  auto cells = [](const ModelShape& shape, int64_t ctx, int64_t seqs, const CellAllocation& a) {
+    const AllocatedCells c = allocated_cells(shape, ctx, seqs, a);
+    return std::tuple{c.slot, c.sliding, c.sliding_extra};
+  };
+  EXPECT_EQ(cells(gemma2, 8192, 1, llama), std::tuple(8192, 4608, 512));
+  EXPECT_EQ(cells(gemma2, 8000, 4, llama), std::tuple(8192, 4608, 512));
+  EXPECT_EQ(cells(gemma2, 4000, 1, llama), std::tuple(4096, 4096, 512));  // the slot caps the layer
+  EXPECT_EQ(cells(gemma2, 1, 1, llama), std::tuple(256, 256, 512));
+  const ModelShape gemma3 = {62, 16, 128, 1024, 52};
+  EXPECT_EQ(cells(gemma3, 32768, 1, llama), std::tuple(32768, 1536, 512));
+  EXPECT_EQ(cells(gemma3, 32768, 1, CellAllocation{256, 512, {}, 1}), std::tuple(32768, 1536, 512));
+  EXPECT_EQ(cells(gemma3, 1000, 1, CellAllocation{1, 100, {}, 1}), std::tuple(1000, 1000, 100));
+  const CellAllocation ollama = {256, 512, {{4096, 1024}, {32768, 2048}}, 256};
+  EXPECT_EQ(cells(gemma3, 4096, 1, ollama), std::tuple(4096, 1536, 512));   // not above 4096 in all
+  EXPECT_EQ(cells(gemma3, 2049, 2, ollama), std::tuple(2304, 2048, 1024));  // 4098 in all
+  EXPECT_EQ(cells(gemma3, 8192, 1, ollama), std::tuple(8192, 2048, 1024));
+  EXPECT_EQ(cells(gemma3, 32768, 1, ollama), std::tuple(32768, 2048, 1024));
+  EXPECT_EQ(cells(gemma3, 65536, 1, ollama), std::tuple(65536, 3072, 2048));
+  EXPECT_EQ(cells(gemma2, 16384, 3, ollama), std::tuple(16384, 6144, 2048));
+  // Without sliding layers only the slot is rounded; kvtune's own count is the identity.
+  EXPECT_EQ(cells({32, 8, 128, 0, 0}, 8000, 1, ollama), std::tuple(8192, 0, 0));
+  EXPECT_EQ(cells(gemma2, 8000, 1, CellAllocation{}), std::tuple(8000, 4096, 0));
 }
 
 // --- model presets ---------------------------------------------------------------------------------

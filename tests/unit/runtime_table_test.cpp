@@ -370,6 +370,58 @@ since = "2.0"
   EXPECT_EQ(before.settings.caveats, std::vector<std::string>{"set num_ctx 131072 for 1 sequences"});
 }
 
+// [[context]] cell rounding (slot_pad, sliding_extra, sliding_extra_above, sliding_pad): read into
+// the entry, carried by the version's context setting, checked key by key.
+TEST(RuntimeTable, ContextEntriesDeclareHowTheyRoundCells) {
+  const RuntimeTable t = parse_runtime_table(kJointHeader + kFp8Option + R"toml([[context]]
+name = "-c / -np"
+cli = ["-c {tokens}", "-np {seqs}"]
+slot_pad = 256
+sliding_extra = 512
+sliding_extra_above = [[4096, 1024], [32768, 2048]]
+sliding_pad = 256
+since = "2.0"
+[[context]]
+name = "-c / -np"
+cli = ["-c {tokens}", "-np {seqs}"]
+until = "2.0"
+)toml",
+                                             "rt.toml", "rt", builtin_registry());
+  const RuntimeView now = runtime_options(t, "2.1");
+  ASSERT_TRUE(now.context && now.context->cells);
+  EXPECT_EQ(*now.context->cells, (CellAllocation{256, 512, {{4096, 1024}, {32768, 2048}}, 256}));
+  EXPECT_FALSE(runtime_options(t, "1.5").context->cells);
+  const RuntimeTable partial = parse_runtime_table(
+      kJointHeader + kFp8Option + "[[context]]\nname = \"c\"\ncli = [\"-c {ctx}\"]\nslot_pad = 256\n", "rt.toml", "rt",
+      builtin_registry());
+  EXPECT_EQ(*runtime_options(partial, "latest").context->cells, (CellAllocation{256, 0, {}, 1}));
+
+  const std::string head = kJointHeader + kF16Option + "[[context]]\nname = \"len\"\ncli = [\"-c {ctx}\"]\n";
+  EXPECT_THAT(parse_error(head + "slot_pad = 0\n"), HasSubstr("rt.toml:12:12: 'slot_pad' must be an integer in 1..1048576"));
+  EXPECT_THAT(parse_error(head + "sliding_extra = -1\n"),
+              HasSubstr("rt.toml:12:17: 'sliding_extra' must be an integer in 0..16777216"));
+  const std::string steps = "'sliding_extra_above' must be an array of [tokens, extra] pairs, tokens ascending";
+  EXPECT_THAT(parse_error(head + "sliding_extra_above = 4096\n"), HasSubstr("rt.toml:12:23: " + steps));
+  EXPECT_THAT(parse_error(head + "sliding_extra_above = [[4096]]\n"), HasSubstr("rt.toml:12:24: " + steps));
+  EXPECT_THAT(parse_error(head + "sliding_extra_above = [[4096, 1024], [4096, 2048]]\n"),
+              HasSubstr("rt.toml:12:38: " + steps));
+  EXPECT_THAT(parse_error(head + "sliding_extra_above = [[4096, \"big\"]]\n"), HasSubstr("rt.toml:12:24: " + steps));
+  EXPECT_THAT(parse_error(kJointHeader + kF16Option + "[[tensor_parallel]]\nname = \"--tp\"\ncli = [\"--tp {gpus}\"]\n" +
+                          "slot_pad = 256\n"),
+              HasSubstr("rt.toml:12:1: unknown key 'slot_pad' in [tensor_parallel]"));
+
+  // The shipped tables: llama-server from b6975, and Ollama from 0.30.0-rc0, which runs it.
+  const CellAllocation llama = {256, 512, {}, 256};
+  EXPECT_EQ(runtime_options(shipped("llama-cpp"), "latest").context->cells, llama);
+  EXPECT_FALSE(runtime_options(shipped("llama-cpp"), "b6974").context->cells);
+  EXPECT_EQ(runtime_options(shipped("ollama"), "latest").context->cells,
+            (CellAllocation{256, 512, {{4096, 1024}, {32768, 2048}}, 256}));
+  EXPECT_FALSE(runtime_options(shipped("ollama"), "0.24.0").context->cells);
+  for (const char* other : {"vllm", "sglang", "tensorrt-llm", "lmdeploy", "transformers"}) {
+    EXPECT_FALSE(runtime_options(shipped(other), "latest").context->cells) << other;
+  }
+}
+
 TEST(RuntimeTable, ContextEntriesAreChecked) {
   const std::string& option = kF16Option;
   EXPECT_THAT(parse_error(kJointHeader + option + "[[context]]\ncli = [\"-c {tokens}\"]\n"),

@@ -528,6 +528,61 @@ TEST(SweepAnalysis, ATensorParallelFitPrintsEachRuntimesSettingForItsGpus) {
   EXPECT_THAT(summary(spec, records, one), Not(HasSubstr("[[tensor_parallel]]")));
 }
 
+// A runtime that rounds its cells (llama-server: slots to 256, a sliding layer its window plus
+// n_ubatch, rounded to 256) gets the shown option's memory as it allocates it. Gemma 2 9B, q8_0/q4_0
+// (13 bits per element: 3328 bytes per token and layer over 8 KV heads of 256): kvtune counts
+// 21 x 8192 + 21 x 4096 tokens, 858 783 744 bytes; llama-server keeps 4608 on each sliding layer,
+// 894 566 400 bytes. 7.8 GB free holds 9 of the first and 8 of the second.
+TEST(SweepAnalysis, ARuntimeThatRoundsItsCellsGetsItsOwnMemoryLine) {
+  const std::vector<SweepRecord> records = {record("f16", "f16", 16, 16, 0.0001),
+                                            record("q8_0", "q4_0", 8.5, 4.5, 0.004)};
+  SweepSpec spec = make_spec(records);
+  spec.model = find_model_preset(testing::config_dir(), "gemma-2-9b");
+  spec.budget.fit = MemoryFit{24 * GiB, 24 * GiB - 7800000000ull, 8192, 9, 1};
+  RuntimeView with = rt_view();
+  with.context = RuntimeOption{"-c", "", "", {}, {"rt.toml:12:1"}};
+  with.context->settings.cli = {"-c {tokens}", "-np {seqs}"};
+  with.context->cells = CellAllocation{256, 512, {}, 256};
+  with_and_bare(spec, with, [](RuntimeView& v) { v.context->cells.reset(); });
+
+  const SweepAnalysis a = analyze(spec, records);
+  ASSERT_EQ(a.best, 1u);
+  ASSERT_TRUE(a.verdicts[1].memory);
+  EXPECT_EQ(a.verdicts[1].memory->total_bytes, 858783744u);
+  EXPECT_EQ(a.verdicts[1].sequences, 9u);
+  const RuntimeChoice& c = a.runtimes[0];
+  ASSERT_EQ(c.record, 1u);
+  ASSERT_TRUE(c.allocation);
+  EXPECT_EQ(c.allocation->cells.slot, 8192);
+  EXPECT_EQ(c.allocation->cells.sliding, 4608);
+  EXPECT_EQ(c.allocation->bytes_per_sequence, 894566400u);
+  EXPECT_EQ(c.allocation->sequences, 8u);
+  EXPECT_FALSE(a.runtimes[1].allocation);  // a runtime that allocates as kvtune counts
+  const std::string text = summary(spec, records, a);
+  EXPECT_THAT(text, HasSubstr("as RT allocates it: 853.12 MiB per sequence (8192 cells on each full layer, 4608 on "
+                              "each sliding layer: its 4096-token window and 512 more, rounded up; the context caveat "
+                              "says why); 8 sequences fit, fewer than the 9 the budget asks\n"));
+  EXPECT_THAT(text, Not(HasSubstr("as Bare allocates it")));
+  EXPECT_THAT(sweep_summary_json(spec, records, a),
+              HasSubstr("\"allocation\": {\n        \"slot_cells\": 8192,\n        \"sliding_cells\": 4608,\n"
+                        "        \"sliding_extra\": 512,\n        \"bytes_per_sequence\": 894566400,\n"
+                        "        \"bytes_per_sequence_per_gpu\": 894566400,\n        \"sequences\": 8\n      }"));
+
+  // A context of 8000 tokens: slots of 8192 on the full layers too.
+  spec.budget.fit->ctx = 8000;
+  const SweepAnalysis padded = analyze(spec, records);
+  ASSERT_TRUE(padded.runtimes[0].allocation);
+  EXPECT_EQ(padded.runtimes[0].allocation->cells.slot, 8192);
+  EXPECT_EQ(padded.runtimes[0].allocation->bytes_per_sequence, 894566400u);
+  // Within the window and the batch, a sliding layer holds the whole slot: as kvtune counts at 4096.
+  spec.budget.fit->ctx = 4096;
+  EXPECT_FALSE(analyze(spec, records).runtimes[0].allocation);
+  // Without sliding layers and at a multiple of 256 nothing differs either.
+  spec.model = find_model_preset(testing::config_dir(), "llama-3.1-8b");
+  spec.budget.fit->ctx = 8192;
+  EXPECT_FALSE(analyze(spec, records).runtimes[0].allocation);
+}
+
 // With a memory fit every option shown carries the runtime's [[context]] setting (the fit's
 // sequences and context filled in, the keyword joined into the option's call); a runtime without one
 // is flagged, and without a fit nothing is added.

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "kvtune/scheme.h"
 
@@ -52,6 +54,29 @@ struct MemoryEstimate {
 
 // Throws InputError when the shape or the context is unusable or the total overflows 64 bits.
 MemoryEstimate estimate_memory(const ModelShape& shape, int64_t context, const RoleStorage& k, const RoleStorage& v);
+
+// ---- What a runtime allocates, where it rounds ----
+
+// How a runtime sizes each sequence's cells where it differs from the model above (llama.cpp's
+// llama-server, and Ollama, which runs it): every full layer holds a slot of pad(context, slot_pad)
+// cells, and a sliding layer pad(min(slot, window + extra), sliding_pad), `extra` being what the
+// runtime keeps beyond the window for the batch it writes (llama.cpp: n_ubatch). Where the
+// sequences' tokens together exceed the first of a `sliding_extra_above` step, its extra replaces
+// sliding_extra (the last such step wins; Ollama picks its batch by the whole context).
+struct CellAllocation {
+  int64_t slot_pad = 1;
+  int64_t sliding_extra = 0;
+  std::vector<std::pair<int64_t, int64_t>> sliding_extra_above;  // (tokens, extra), tokens ascending
+  int64_t sliding_pad = 1;
+  bool operator==(const CellAllocation&) const = default;
+};
+
+// One sequence's cells per layer under an allocation: `slot` on a full layer, `sliding` on a sliding
+// one (0 for a shape without sliding layers), and the extra that was applied.
+struct AllocatedCells {
+  int64_t slot = 0, sliding = 0, sliding_extra = 0;
+};
+AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t sequences, const CellAllocation& a);
 
 // How many sequences of `sequence_bytes` fit in what `weight_bytes` leave of `gpu_bytes`:
 // floor((gpu - weights) / sequence), 0 when the weights alone do not fit.

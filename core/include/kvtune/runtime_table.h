@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvtune/memory.h"
 #include "kvtune/registry.h"
 
 namespace kvtune {
@@ -50,6 +51,9 @@ struct RuntimeEntry {
   std::vector<std::string> attention_types;  // layer exemptions: names taken in place of indices ("sliding_window")
   std::vector<std::string> divides;          // tensor parallel: kTensorParallelDivides the GPU count must meet
   std::optional<CacheShare> cache_share;     // context: the runtime's default share for its cache
+  // context: how the runtime rounds each sequence's cells (slot_pad, sliding_extra, sliding_extra_above,
+  // sliding_pad); unset where it allocates as kvtune's memory model counts.
+  std::optional<CellAllocation> cells;
   RuntimeSettings settings;
   std::string origin;  // file:line:column of the entry
 };
@@ -94,6 +98,7 @@ struct RuntimeOption {
   std::vector<std::string> attention_types;  // a layer exemption's (RuntimeEntry::attention_types)
   std::vector<std::string> divides;          // a [[tensor_parallel]] entry's (RuntimeEntry::divides)
   std::optional<CacheShare> cache_share;     // a [[context]] entry's (RuntimeEntry::cache_share)
+  std::optional<CellAllocation> cells;       // a [[context]] entry's (RuntimeEntry::cells)
 };
 
 struct RuntimeView {

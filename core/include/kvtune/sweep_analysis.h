@@ -112,6 +112,16 @@ struct RuntimeChoice {
   // own reserve (activations still not counted, so an upper bound).
   std::optional<CacheShare> cache_share;
   std::optional<uint64_t> sequences_in_share;
+  // Where the [[context]] entry says how the runtime rounds each sequence's cells (RuntimeEntry::cells)
+  // and that changes the shown option's memory: the cells one sequence gets, its bytes (the whole
+  // model's and one GPU's) and, with a memory fit, how many such sequences fit each GPU. The share
+  // above is then counted with these bytes.
+  struct Allocation {
+    AllocatedCells cells;
+    uint64_t bytes_per_sequence = 0, bytes_per_sequence_per_gpu = 0;
+    std::optional<uint64_t> sequences;
+  };
+  std::optional<Allocation> allocation;
 };
 
 struct SweepAnalysis {
