@@ -206,7 +206,15 @@ def model_shape(config):
         "max_position_embeddings": getattr(c, "max_position_embeddings", None),
         "sliding_window": window if sliding else None,
         "sliding_layers": sliding,
+        # Gemma 2 and 3 scale logits by query_pre_attn_scalar^-0.5 (models/gemma2/modeling_gemma2.py
+        # self.scaling), not head_dim^-0.5; Gemma 2 caps them by attn_logit_softcapping.
+        "query_pre_attn_scalar": number_or_none(getattr(c, "query_pre_attn_scalar", None)),
+        "attn_logit_softcapping": number_or_none(getattr(c, "attn_logit_softcapping", None)),
     }
+
+
+def number_or_none(value):
+    return None if value is None else float(value)
 
 
 def jsonable(value):

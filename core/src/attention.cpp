@@ -11,6 +11,9 @@ namespace kvtune {
 // Softmax per row: p = exp(l - max) / Σ, and log_norm = max + log Σ. One exp per element, eight at
 // a time (kernels::exp_shifted). For float32 products also p rounded to float32, while p is in cache.
 void finish_scores(AttentionScores& s, Precision precision) {
+  if (s.softcap > 0.0) {
+    for (double& l : s.logits) l = capped_logit(l, s.softcap);
+  }
   s.probs.resize(s.logits.size());
   const bool narrow = precision == Precision::float32;
   s.probs32.resize(narrow ? s.logits.size() : 0);
@@ -25,15 +28,21 @@ void finish_scores(AttentionScores& s, Precision precision) {
   }
 }
 
-void attention_scores(ConstMatrixView queries, ConstMatrixView keys, AttentionScores& out, Precision precision) {
-  begin_scores(queries.rows, keys.rows, out);
+double capped_logit(double logit, double softcap) {
+  return softcap > 0.0 ? softcap * std::tanh(logit / softcap) : logit;
+}
+
+void attention_scores(ConstMatrixView queries, ConstMatrixView keys, AttentionScores& out, Precision precision,
+                      double softcap) {
+  begin_scores(queries.rows, keys.rows, out, softcap);
   add_logits(queries, 0, keys, out, precision);
   finish_scores(out, precision);
 }
 
-void begin_scores(int64_t queries, int64_t tokens, AttentionScores& out) {
+void begin_scores(int64_t queries, int64_t tokens, AttentionScores& out, double softcap) {
   out.queries = queries;
   out.tokens = tokens;
+  out.softcap = softcap;
   out.logits.resize(static_cast<size_t>(queries * tokens));
 }
 
@@ -49,16 +58,17 @@ void add_logits(ConstMatrixView queries, int64_t first, ConstMatrixView keys, At
   }
 }
 
-AttentionScores attention_scores(ConstMatrixView queries, ConstMatrixView keys) {
+AttentionScores attention_scores(ConstMatrixView queries, ConstMatrixView keys, double softcap) {
   AttentionScores s;
-  attention_scores(queries, keys, s);
+  attention_scores(queries, keys, s, Precision::float64, softcap);
   return s;
 }
 
-AttentionScores scores_from_raw_logits(ConstMatrixView raw, int64_t head_dim, Precision precision) {
+AttentionScores scores_from_raw_logits(ConstMatrixView raw, int64_t head_dim, Precision precision, double softcap) {
   AttentionScores s;
   s.queries = raw.rows;
   s.tokens = raw.cols;
+  s.softcap = softcap;
   s.logits.resize(static_cast<size_t>(raw.size()));
   const double scale = 1.0 / std::sqrt(double(head_dim));
   for (int64_t i = 0; i < raw.size(); ++i) s.logits[i] = double(raw.data[i]) * scale;

@@ -1,6 +1,7 @@
 #include "kvtune/capture.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -43,6 +44,16 @@ int64_t count(const json& obj, const std::string& key, const std::string& where,
                      " (found " + std::to_string(v) + ")");
   }
   return static_cast<int64_t>(v);
+}
+
+// An optional positive number of the config (absent or null: 0).
+double positive_or_null(const json& cfg, const char* key, const std::string& wc) {
+  if (!cfg.contains(key) || cfg[key].is_null()) return 0.0;
+  const json& v = cfg[key];
+  if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>())) {
+    throw InputError(wc + ": '" + key + "' must be a positive number or null");
+  }
+  return v.get<double>();
 }
 
 // The config's rope_scaling: null, or an object with "rope_type" (transformers 4.45+; "type"
@@ -167,6 +178,8 @@ Capture open_capture(const std::string& dir) {
   if (!c.sliding_layers.empty() && c.sliding_window == 0) {
     throw InputError(wc + ": 'sliding_layers' are given but 'sliding_window' is null");
   }
+  c.query_pre_attn_scalar = positive_or_null(cfg, "query_pre_attn_scalar", wc);
+  c.logit_softcap = positive_or_null(cfg, "attn_logit_softcapping", wc);
   c.dtype = field(m, "dtype", w, json::value_t::string).get<std::string>();
   if (c.dtype != "float16" && c.dtype != "bfloat16" && c.dtype != "float32") {
     throw InputError(w + ": 'dtype' must be float16, bfloat16 or float32 (found \"" + c.dtype + "\")");
@@ -242,6 +255,11 @@ std::vector<int64_t> capture_samples(const Capture& c, const std::vector<int64_t
   return out;
 }
 
+double capture_query_factor(const Capture& c) {
+  if (c.query_pre_attn_scalar <= 0 || c.query_pre_attn_scalar == double(c.head_dim)) return 1.0;
+  return std::sqrt(double(c.head_dim) / c.query_pre_attn_scalar);
+}
+
 WorkloadConfig capture_shape(const Capture& c) {
   WorkloadConfig w;
   w.head_dim = c.head_dim;
@@ -251,6 +269,7 @@ WorkloadConfig capture_shape(const Capture& c) {
   w.rope = c.rope;
   w.sliding_window = c.sliding_window;
   w.sliding_layers = c.sliding_layers;
+  w.logit_softcap = c.logit_softcap;
   return w;
 }
 
@@ -301,7 +320,11 @@ Case capture_case(const Capture& c, int64_t sample, int64_t layer, int64_t kv_he
     const Matrix q = f.read_rows("q", kv_head * c.q_per_kv() + g, pick, 1);
     std::copy_n(q.row(0), c.head_dim, queries.row(g));
   }
+  if (const double factor = capture_query_factor(c); factor != 1.0) {
+    for (int64_t i = 0; i < queries.size(); ++i) queries.data()[i] = static_cast<float>(queries.data()[i] * factor);
+  }
   Case out = case_from_tensors(std::move(keys), std::move(values), std::move(queries));
+  out.logit_softcap = c.logit_softcap;
   out.seed = uint64_t(sample);
   out.layer = layer;
   out.kv_head = kv_head;

@@ -218,16 +218,16 @@ void round_trip_then(const SchemePtr& scheme, ConstMatrixView x, const QuantCont
 void key_scores(const SchemePtr& scheme, const Case& c, const QuantContext& ctx, const EvalBackend& backend,
                 Precision precision, Workspace& ws, AttentionScores& out, AttentionScores* reference) {
   if (scheme->estimates_logits()) {
-    if (reference) attention_scores(c.queries, c.keys, *reference, precision);
+    if (reference) attention_scores(c.queries, c.keys, *reference, precision, c.logit_softcap);
     const auto packed = scheme->quantize(c.keys, ctx);
     Matrix raw(c.queries.rows(), c.keys.rows());
     scheme->logits(c.queries, packed, c.keys.rows(), ctx, raw);
     require_finite_logits(raw, *scheme, c.keys_file);
-    out = scores_from_raw_logits(raw, c.keys.cols(), precision);
+    out = scores_from_raw_logits(raw, c.keys.cols(), precision, c.logit_softcap);
     return;
   }
-  begin_scores(c.queries.rows(), c.keys.rows(), out);
-  if (reference) begin_scores(c.queries.rows(), c.keys.rows(), *reference);
+  begin_scores(c.queries.rows(), c.keys.rows(), out, c.logit_softcap);
+  if (reference) begin_scores(c.queries.rows(), c.keys.rows(), *reference, c.logit_softcap);
   round_trip_then(scheme, c.keys, ctx, backend, ws, [&](int64_t first, ConstMatrixView exact, ConstMatrixView part) {
     if (reference) add_logits(c.queries, first, exact, *reference, precision);
     add_logits(c.queries, first, part, out, precision);
@@ -270,7 +270,7 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
   ReferenceRanks ranks;
   // The reference scores come with the first K configuration's pass (from its slices when it takes
   // them), else on their own; the ranking once they are in.
-  if (plan.k_schemes.empty()) attention_scores(c.queries, c.keys, ws.ref, plan.precision);
+  if (plan.k_schemes.empty()) attention_scores(c.queries, c.keys, ws.ref, plan.precision, c.logit_softcap);
   const auto rank_reference = [&] {
     for (int64_t i = 0; i < nq; ++i) ranks.push_back(top_indices(ref.prob_row(i), ref.tokens, k));
   };
@@ -344,14 +344,17 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
       const size_t block = size_t(std::find(ks.begin(), ks.end(), pair.k) - ks.begin());
       const double* o = ws.outs.data() + block * size_t(nq * d);
       std::vector<double> kernel_out;
-      if (auto kernel = backend.fused_attention(*k_run[pair.k], *v_run, c)) {
+      // No fused kernel applies a logit softcap: a capped case keeps the simulator's product.
+      const bool capped = c.logit_softcap > 0.0;
+      if (auto kernel = capped ? std::nullopt : backend.fused_attention(*k_run[pair.k], *v_run, c)) {
         out[p].kernel_vs_sim = relative_rows(kernel->data(), o, nq, d);
         kernel_out = std::move(*kernel);
         o = kernel_out.data();
       } else if (backend.fuses_attention()) {
         // The simulator's product stands in for the kernel: say so, and why, instead of reporting it
         // under the kernel's name.
-        out[p].kernel_gap = backend.fused_attention_gap(*k_run[pair.k], *v_run, d);
+        out[p].kernel_gap = capped ? "the fused kernel applies no logit softcap (the workload's logit_softcap)"
+                                   : backend.fused_attention_gap(*k_run[pair.k], *v_run, d);
         if (out[p].kernel_gap.empty()) out[p].kernel_gap = "the " + backend.name() + " backend returned no output";
       }
       out[p].metrics[static_cast<size_t>(Metric::rel_out_err)] = relative_rows(o, ws.ref_out.data(), nq, d);

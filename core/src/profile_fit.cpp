@@ -7,6 +7,7 @@
 #include <set>
 
 #include "first_repeat.h"
+#include "kvtune/attention.h"
 #include "kvtune/error.h"
 #include "kvtune/safetensors.h"
 
@@ -42,11 +43,13 @@ Slice read_slice(const Capture& c, const SafetensorsFile& f, int64_t sample, int
     if (q_positions[size_t(i)] <= last_position) rows.push_back(i);
   }
   out.queries = Matrix(int64_t(rows.size()) * c.q_per_kv(), c.head_dim);
+  const double factor = capture_query_factor(c);  // logits as the model scales them
   int64_t r = 0;
   for (int64_t g = 0; g < c.q_per_kv(); ++g) {
     for (int64_t i : rows) {
       const Matrix q = f.read_rows("q", head * c.q_per_kv() + g, i, 1);
-      std::copy_n(q.row(0), c.head_dim, out.queries.row(r++));
+      float* row = out.queries.row(r++);
+      for (int64_t e = 0; e < c.head_dim; ++e) row[e] = static_cast<float>(q.row(0)[e] * factor);
       out.query_positions.push_back(q_positions[size_t(i)]);
     }
   }
@@ -176,7 +179,7 @@ void LayerAccumulator::add(const Slice& s, const Capture& c, const ProfileFitOpt
     for (int64_t j = 0; j < n; ++j) {
       double dot = 0.0;
       for (int64_t e = 0; e < d; ++e) dot += double(s.queries(i, e)) * s.keys(j, e);
-      l[j] = dot * inv_sqrt_d;
+      l[j] = capped_logit(dot * inv_sqrt_d, c.logit_softcap);
     }
     const double mx = *std::max_element(l.begin(), l.end());
     std::vector<double>& p = attn[i];

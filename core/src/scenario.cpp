@@ -319,6 +319,7 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
     cfg.sliding_window = preset.shape.sliding_window;
     cfg.sliding_layers = sliding_layer_indices(preset);
     cfg.sliding_rope_theta = preset.sliding_rope_theta;
+    cfg.logit_softcap = preset.logit_softcap;
   }
   sc.contexts = contexts(w, cfg.tokens);
   cfg.tokens = sc.contexts.front();
@@ -328,6 +329,8 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
   cfg.kv_heads = w.integer("kv_heads", cfg.kv_heads, 1, 1024);
   cfg.q_per_kv = w.integer("q_per_kv", cfg.q_per_kv, 1, 1024);
   read_sliding_window(w, cfg);
+  // 0 turns a preset's cap off; a cap far below the logits' spread flattens every distribution.
+  cfg.logit_softcap = w.real("logit_softcap", cfg.logit_softcap, 0.0, 1e6);
   sc.layers = selection(w, "layers", cfg.layers);
   sc.heads = selection(w, "heads", cfg.kv_heads);
   const int64_t max_sinks = *std::min_element(sc.contexts.begin(), sc.contexts.end()) - 1;

@@ -885,6 +885,8 @@ uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
   if (cfg.rope.enabled && cfg.sliding_rope_theta > 0 && !cfg.sliding_layers.empty()) {
     text += ",sliding," + detail::shortest_number(cfg.sliding_rope_theta);
   }
+  // A preset's logit softcap only where there is one (a [workload] logit_softcap is in the text).
+  if (cfg.logit_softcap > 0) text += "\nsoftcap=" + detail::shortest_number(cfg.logit_softcap);
   text += "\ncontexts=" + list(sc.contexts) + "\nseeds=" + list(sc.seeds) + "\nlayers=" + list(sc.layers) +
           "\nheads=" + list(sc.heads) + "\ntopk=" + std::to_string(sc.topk);
   // The level of the records' intervals (only when the file sets one, so other hashes stay).

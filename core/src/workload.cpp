@@ -7,6 +7,7 @@
 #include <random>
 #include <utility>
 
+#include "kvtune/attention.h"
 #include "kvtune/error.h"
 #include "kvtune/numeric/normal_draws.h"
 #include "kvtune/numeric/row_dots.h"
@@ -144,7 +145,7 @@ void tilt_queries_toward_sinks(Case& c, const SinkProfile& sinks) {
     const double* p = products.row(i);
     for (int64_t j = 0; j < t; ++j) a[j] = p[j] * inv_sqrt_d;
     auto sink_mass = [&](double alpha) {
-      for (int64_t j = 0; j < t; ++j) l[j] = a[j] + alpha * b[j];
+      for (int64_t j = 0; j < t; ++j) l[j] = capped_logit(a[j] + alpha * b[j], c.logit_softcap);
       const double lse = logsumexp(l);
       double m = 0.0;
       for (int64_t j = 0; j < sinks.count; ++j) m += std::exp(l[j] - lse);
@@ -210,6 +211,10 @@ std::vector<double> needle_direction(const Matrix& queries, int64_t i) {
 
 }  // namespace
 
+// The largest |logit| / softcap a needle is planted for: tanh reaches 1 - 1e-9 near 10.7, where
+// float keys still resolve the step.
+constexpr double kMaxCappedShare = 1.0 - 1e-9;
+
 void plant_needles(Case& c, const NeedleProfile& needles, int64_t protected_leading) {
   const int64_t t = c.keys.rows(), d = c.keys.cols();
   const auto& depths = needles.depths;
@@ -243,10 +248,16 @@ void plant_needles(Case& c, const NeedleProfile& needles, int64_t protected_lead
     if (fresh) moved.clear();
     for (int64_t j = 0; j < t; ++j) l[j] = taken_products[j] * inv_sqrt_d;
     for (int64_t j : moved) l[j] = dot(q, c.keys.row(j), d) * inv_sqrt_d;
-    // p_needle = share when its logit is log(share / (1 - total)) above the others' log-sum-exp.
+    // p_needle = share when its (capped) logit is log(share / (1 - total)) above the others'
+    // log-sum-exp; under a softcap c the needle's own logit is then c · atanh(target / c), which a
+    // target at or beyond the cap cannot reach (the needle then gets as near as float allows).
     std::vector<double> rest = l;
+    for (double& x : rest) x = capped_logit(x, c.logit_softcap);
     for (const Needle& n : mine) rest[n.token] = -INFINITY;
-    const double target = std::log(share / (1.0 - share * double(mine.size()))) + logsumexp(rest);
+    double target = std::log(share / (1.0 - share * double(mine.size()))) + logsumexp(rest);
+    if (const double cap = c.logit_softcap; cap > 0.0) {
+      target = cap * std::atanh(std::clamp(target / cap, -kMaxCappedShare, kMaxCappedShare));
+    }
     const std::vector<double> r = needle_direction(c.queries, i);
     double qr = 0.0;  // q_i . r: how much one unit along r moves row i's logit (times sqrt(D))
     for (int64_t e = 0; e < d; ++e) qr += double(q[e]) * r[e];
@@ -484,6 +495,9 @@ void validate(const WorkloadConfig& cfg) {
   }
   if (cfg.rope.enabled && cfg.head_dim % 2 != 0) throw InputError("workload: RoPE needs an even head_dim");
   if (cfg.rope.enabled && !(cfg.rope.theta > 1.0)) throw InputError("workload: rope theta must be > 1");
+  if (!(cfg.logit_softcap >= 0.0) || !std::isfinite(cfg.logit_softcap)) {
+    throw InputError("workload: the logit softcap must be a finite number >= 0 (0: none)");
+  }
   if (cfg.sliding_rope_theta != 0.0 && !(cfg.sliding_rope_theta > 1.0)) {
     throw InputError("workload: the sliding layers' rope theta must be > 1");
   }
@@ -610,6 +624,7 @@ Case generate(const WorkloadConfig& cfg, uint64_t seed, int64_t layer, int64_t k
   std::iota(c.positions.begin(), c.positions.end(), 0);
   c.query_position = t;
   c.rope = cfg.rope;
+  c.logit_softcap = cfg.logit_softcap;
   c.keys = c.keys_pre_rope;
   apply_rope(c.keys, c.positions, cfg.rope);
   const std::vector<int64_t> query_positions(static_cast<size_t>(c.queries.rows()), c.query_position);

@@ -234,6 +234,7 @@ class CaptureTest(unittest.TestCase):
                         "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
                         "rope_theta": 10000.0, "rope_scaling": None, "rope_convention": "rotate_half",
                         "max_position_embeddings": 512, "sliding_window": 8, "sliding_layers": [1],
+                        "query_pre_attn_scalar": None, "attn_logit_softcapping": None,
                     },
                     "dtype": "bfloat16",
                     "layers": [0, 1, 2],
@@ -372,6 +373,17 @@ class ModelShapeTest(unittest.TestCase):
                          {"rope_type": "linear", "factor": 8.0})
         self.assertEqual(tool.model_shape(self.gemma3(layer_types=["full_attention"] * 6, sliding_window=None))
                          ["rope_scaling"], {"rope_type": "linear", "factor": 8.0})
+
+    def test_logit_scale_and_softcap(self):
+        # Gemma 3 27B scales by query_pre_attn_scalar 168; Gemma 2 also caps at 50; others have neither.
+        shape = tool.model_shape(self.gemma3(query_pre_attn_scalar=168, attn_logit_softcapping=None))
+        self.assertEqual(shape["query_pre_attn_scalar"], 168.0)
+        self.assertIsNone(shape["attn_logit_softcapping"])
+        shape = tool.model_shape(self.gemma3(query_pre_attn_scalar=256, attn_logit_softcapping=50.0))
+        self.assertEqual(shape["attn_logit_softcapping"], 50.0)
+        plain = tool.model_shape(self.gemma3())
+        self.assertIsNone(plain["query_pre_attn_scalar"])
+        self.assertIsNone(plain["attn_logit_softcapping"])
 
 
 if __name__ == "__main__":

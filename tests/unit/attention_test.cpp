@@ -71,6 +71,34 @@ TEST(Attention, ProbabilitiesSumToOneAndLogNormMatches) {
   }
 }
 
+// Gemma 2's softcap: each logit becomes c · tanh(l / c) before the softmax. With q = 1 and
+// D = 1 the logits are the keys: 60, 0 and -60 under c = 50 give ±50 · tanh(1.2) (tanh(1.2) =
+// 0.83365460701215525...), and the softmax is taken over those.
+TEST(Attention, ASoftcapCapsEveryLogitBeforeTheSoftmax) {
+  Matrix q(1, 1, 1.0f), k(3, 1);
+  k(0, 0) = 60.0f;
+  k(1, 0) = 0.0f;
+  k(2, 0) = -60.0f;
+  const AttentionScores s = attention_scores(q, k, 50.0);
+  const double top = 50.0 * 0.83365460701215525;
+  EXPECT_NEAR(s.logits[0], top, 1e-12);
+  EXPECT_EQ(s.logits[1], 0.0);
+  EXPECT_NEAR(s.logits[2], -top, 1e-12);
+  const double z = std::exp(top) + 1.0 + std::exp(-top);
+  EXPECT_NEAR(s.probs[1], 1.0 / z, 1e-12 / z);
+  EXPECT_NEAR(s.log_norm[0], std::log(z), 1e-12);
+  // Without a cap the logits stay; capped_logit is the identity at 0.
+  EXPECT_EQ(attention_scores(q, k).logits[0], 60.0);
+  EXPECT_EQ(capped_logit(60.0, 0.0), 60.0);
+  // The float32 path and a scheme's raw logits take the same cap.
+  AttentionScores narrow;
+  attention_scores(q, k, narrow, Precision::float32, 50.0);
+  EXPECT_NEAR(narrow.logits[0], top, 1e-12);
+  Matrix raw(1, 3);
+  raw(0, 0) = 60.0f;  // raw logits are divided by sqrt(head_dim) = 1 first
+  EXPECT_NEAR(scores_from_raw_logits(raw, 1, Precision::float64, 50.0).logits[0], top, 1e-12);
+}
+
 // Softmax's exp is kvtune's own (eight at a time, kernels::exp_shifted): over logits from 0 down to
 // -700 every probability is exp(logit - log_norm) to within a few ulp of its own plus what rounding
 // the argument costs (an argument of size a is known to a · 2^-53, which exp turns into that

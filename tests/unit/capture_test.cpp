@@ -112,6 +112,31 @@ TEST_F(CaptureDir, RefusesCapturesThatDisagreeWithThemselves) {
   EXPECT_THAT(error_of({{"\"rope_theta\": 10000.0", "\"rope_theta\": 1e999999"}}), HasSubstr("manifest.json: not valid JSON"));
 }
 
+// Gemma's query_pre_attn_scalar S: the model's logit is q · k / sqrt(S), so the case's queries are
+// multiplied by sqrt(head_dim / S) (head_dim 32, S 128: exactly one half) and kvtune's q · k /
+// sqrt(head_dim) is that logit; attn_logit_softcapping reaches the case and the workload. Both are
+// optional (null or absent: head_dim and no cap), and a non-positive one is refused at the key.
+TEST_F(CaptureDir, ALogitScaleAndSoftcapReachTheCases) {
+  testing::write_capture(dir_);
+  const Case plain = capture_case(open_capture(dir_.string()), 1, 2, 1);
+  fs::remove_all(dir_);
+  testing::write_capture(dir_, {}, {{"\"rope_scaling\": null", "\"rope_scaling\": null, \"query_pre_attn_scalar\": 128.0, "
+                                                                "\"attn_logit_softcapping\": 50.0"}});
+  const Capture gemma = open_capture(dir_.string());
+  EXPECT_EQ(gemma.query_pre_attn_scalar, 128.0);
+  EXPECT_EQ(capture_query_factor(gemma), 0.5);
+  EXPECT_EQ(capture_shape(gemma).logit_softcap, 50.0);
+  const Case scaled = capture_case(gemma, 1, 2, 1);
+  EXPECT_EQ(scaled.logit_softcap, 50.0);
+  EXPECT_EQ(plain.logit_softcap, 0.0);
+  for (int64_t e = 0; e < 32; ++e) EXPECT_EQ(scaled.queries(1, e), 0.5f * plain.queries(1, e)) << e;
+  EXPECT_EQ(scaled.keys(7, 3), plain.keys(7, 3));
+  EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": null, \"query_pre_attn_scalar\": 0"}}),
+              HasSubstr("config: 'query_pre_attn_scalar' must be a positive number or null"));
+  EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": null, \"attn_logit_softcapping\": \"50\""}}),
+              HasSubstr("config: 'attn_logit_softcapping' must be a positive number or null"));
+}
+
 // rope_scaling as the capture tool writes it (the config's, "rope_type" or the older "type"): linear
 // and llama3 are read back for inverse RoPE; a type kvtune does not reproduce leaves RoPE off, as an
 // unknown convention does, and says which; bad parameters are refused at the key.

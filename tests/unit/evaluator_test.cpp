@@ -525,6 +525,31 @@ TEST(Scenario, APresetsSlidingRopeBaseReachesTheSlidingLayers) {
   }
 }
 
+// A preset's logit softcap (Gemma 2's attn_logit_softcapping) reaches the workload and its cases;
+// [workload] logit_softcap replaces it (0 turns it off) and is range-checked.
+TEST(Scenario, APresetsLogitSoftcapReachesTheCases) {
+  ModelPreset toy;
+  toy.name = "toy";
+  toy.shape = {2, 1, 16, 0, 0};
+  toy.q_heads = 1;
+  toy.rope_theta = 10000.0;
+  toy.logit_softcap = 50.0;
+  const ModelLookup models = [&](const std::string&) { return toy; };
+  const std::string head = "[workload]\nmodel = \"toy\"\ntokens = 64\n";
+  const std::string pairs = "[[pairs]]\nk = \"none\"\nv = \"none\"\n";
+  const Scenario sc = parse_scenario(head + pairs, "t.toml", models);
+  EXPECT_EQ(sc.workload.logit_softcap, 50.0);
+  EXPECT_EQ(scenario_case(sc, {0, 0, 0}, 64).logit_softcap, 50.0);
+  EXPECT_EQ(parse_scenario(head + "logit_softcap = 0\n" + pairs, "t.toml", models).workload.logit_softcap, 0.0);
+  EXPECT_EQ(parse_scenario(head + "logit_softcap = 30.0\n" + pairs, "t.toml", models).workload.logit_softcap, 30.0);
+  try {
+    parse_scenario(head + "logit_softcap = -1\n" + pairs, "t.toml", models);
+    ADD_FAILURE() << "a negative softcap was accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("t.toml:4:17: 'logit_softcap' must be a number in 0"));
+  }
+}
+
 // An odd head_dim with RoPE on is refused at the key it came from; when the model preset gives it,
 // [workload] has no head_dim key, and the error points at `model` (this dereferenced a null node).
 TEST(Scenario, AnOddHeadDimWithRopeIsRefusedWhereverItCameFrom) {
@@ -657,6 +682,30 @@ TEST(Evaluator, LabelsPairsTheFusedKernelDeclined) {
 
   plan.backend = nullptr;  // the CPU backend labels every pair "cpu"
   for (const PairResult& p : evaluate(plan, 1, [&](size_t) { return c; }).pairs) EXPECT_EQ(p.backend_used, "cpu");
+}
+
+// A case with a logit softcap: no fused kernel applies one, so kernel mode labels every pair as the
+// simulator's. The cap is 1-Lipschitz, so a capped case's max_logit_err never exceeds the uncapped
+// one's, and a tight cap (2 against logits of a few units) makes it strictly smaller.
+TEST(Evaluator, ASoftcappedCaseKeepsTheSimulatorsProductAndCapsLogitErrors) {
+  const Matrix k = testing::normal_matrix(64, 32, 1, 3.0f), v = testing::normal_matrix(64, 32, 2),
+               q = testing::normal_matrix(2, 32, 3, 3.0f);
+  Case c = case_from_tensors(k, v, q);
+  EvalPlan plan = build_plan({{"fused", "f16", "f16", ""}, {"q4", "q4_0", "q4_0", ""}}, builtin_registry(), 2);
+  const EvalResult plain = evaluate(plan, 1, [&](size_t) { return c; });
+  c.logit_softcap = 2.0;
+  const EvalResult capped = evaluate(plan, 1, [&](size_t) { return c; });
+  for (size_t p = 0; p < 2; ++p) {
+    EXPECT_LE(capped.pairs[p].summary(Metric::max_logit_err).mean, plain.pairs[p].summary(Metric::max_logit_err).mean);
+  }
+  EXPECT_LT(capped.pairs[1].summary(Metric::max_logit_err).mean, 0.9 * plain.pairs[1].summary(Metric::max_logit_err).mean);
+  plan.backend = std::make_shared<DecliningKernelBackend>();
+  const EvalResult kernel = evaluate(plan, 1, [&](size_t) { return c; });
+  EXPECT_EQ(kernel.pairs[0].backend_used,
+            "cpu (no fused kernel for this pair: the fused kernel applies no logit softcap (the workload's "
+            "logit_softcap))");
+  EXPECT_TRUE(kernel.pairs[0].kernel_vs_sim.empty());
+  EXPECT_EQ(kernel.pairs[0].summary(Metric::rel_out_err).mean, capped.pairs[0].summary(Metric::rel_out_err).mean);
 }
 
 // Issue #13: a repeated seed, layer or head would evaluate the same case twice and weigh it double.

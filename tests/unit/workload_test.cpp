@@ -618,6 +618,31 @@ TEST(Workload, ASlidingLayerTurnsByItsOwnRopeBase) {
               ::testing::ThrowsMessage<InputError>(::testing::HasSubstr("the sliding layers' rope theta must be > 1")));
 }
 
+// Under a softcap the sinks and needles hold their mass of the capped attention, as the model
+// computes it (a cap of 8 against needle logits near log T + 1 bends them hard); the cap reaches the
+// case, and the uncapped attention gives the needles a different share.
+TEST(Workload, SinksAndNeedlesHoldTheirMassOfTheCappedAttention) {
+  WorkloadConfig cfg = small();
+  cfg.sinks = {2, 8.0, 0.1, 0.3};
+  cfg.needles = {{0.25, 0.75}, 0.4, 1};
+  cfg.logit_softcap = 8.0;
+  const Case c = generate_case(cfg, 7);
+  EXPECT_EQ(c.logit_softcap, 8.0);
+  const AttentionScores capped = attention_scores(c.queries, c.keys, 8.0), plain = attention_scores(c.queries, c.keys);
+  ASSERT_EQ(c.needles.size(), 4u);
+  for (const Needle& n : c.needles) {
+    EXPECT_NEAR(capped.prob_row(n.query)[n.token], 0.4, 0.02) << n.query;
+    EXPECT_GT(std::abs(plain.prob_row(n.query)[n.token] - 0.4), 0.05) << n.query;
+  }
+  cfg.needles = {};
+  const Case sinks = generate_case(cfg, 7);
+  const AttentionScores s = attention_scores(sinks.queries, sinks.keys, 8.0);
+  for (int64_t i = 0; i < sinks.queries.rows(); ++i) EXPECT_NEAR(s.prob_row(i)[0] + s.prob_row(i)[1], 0.3, 0.01) << i;
+  cfg.logit_softcap = -1.0;
+  EXPECT_THAT([&] { generate_case(cfg, 7); },
+              ::testing::ThrowsMessage<InputError>(::testing::HasSubstr("the logit softcap must be a finite number >= 0")));
+}
+
 // A calibration set: `samples` fresh draws per head, every KV head of the layer with granularity =
 // layer, so every head of a layer fits the same scale; a per-head scheme finds its own rows.
 TEST(Workload, CalibrationSetsHoldEveryDrawOfEveryHeadTheyCover) {

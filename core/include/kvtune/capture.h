@@ -45,8 +45,16 @@ struct Capture {
   // Sliding-window layers from the model's config (0 and empty: none); optional in the manifest.
   int64_t sliding_window = 0;
   std::vector<int64_t> sliding_layers;
+  // The config's query_pre_attn_scalar (Gemma 2 and 3 scale logits by its inverse square root, not
+  // head_dim's; 0: head_dim) and attn_logit_softcapping (Gemma 2; 0: none); optional in the manifest.
+  double query_pre_attn_scalar = 0.0;
+  double logit_softcap = 0.0;
   int64_t q_per_kv() const { return q_heads / kv_heads; }
 };
+
+// What the capture's queries are multiplied by so that q · k / sqrt(head_dim) is the model's logit:
+// sqrt(head_dim / query_pre_attn_scalar), or 1 without one.
+double capture_query_factor(const Capture& capture);
 
 // Reads DIR/manifest.json and checks each layer file's header against it (the tensors' names,
 // shapes and dtype, the token count). Throws InputError naming the file and what disagrees.
@@ -64,7 +72,8 @@ WorkloadConfig capture_shape(const Capture& capture);
 // them) and, for each of the q_per_kv query heads of the KV head, the captured query at position
 // tokens - 1 when one was captured there (the attention the model computed), else the sample's
 // earliest captured query (a later query over an earlier prefix: real tensors, but not an
-// attention the model computed; docs/real-caches.md). On one of the manifest's sliding layers a
+// attention the model computed; docs/real-caches.md). With a query_pre_attn_scalar S the queries are
+// multiplied by capture_query_factor; the case carries the capture's softcap. On one of the manifest's sliding layers a
 // prefix longer than the window keeps its last sliding_window tokens, all the query attends to.
 // `layer` is a model layer index that was captured. Values are checked finite; InputError names
 // the file and the tensor.

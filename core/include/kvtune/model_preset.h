@@ -31,6 +31,8 @@ struct ModelPreset {
   // The sliding layers' own RoPE base, plain RoPE without rope_scaling (Gemma 3's
   // rope_local_base_freq); 0: the sliding layers turn as the others do.
   double sliding_rope_theta = 0.0;
+  // attn_logit_softcapping (Gemma 2): attention logits l become c · tanh(l / c); 0: none.
+  double logit_softcap = 0.0;
 };
 
 // The indices of the preset's sliding-window layers, ascending (empty without a window).

@@ -132,6 +132,10 @@ struct WorkloadConfig {
   // The sliding layers' own RoPE base (Gemma 3 turns them by rope_local_base_freq, without the
   // rope_scaling of its global layers); 0: every layer turns by `rope`.
   double sliding_rope_theta = 0.0;
+  // Gemma 2's attn_logit_softcapping: every attention logit l becomes c · tanh(l / c) before the
+  // softmax, in the reference and in every quantized configuration; sinks and needles are planted
+  // to hold their mass of the capped attention. 0: none.
+  double logit_softcap = 0.0;
 };
 
 // How many of a context's `tokens` a layer attends to: the last `window` when the layer is one of
@@ -174,6 +178,7 @@ struct Case {
   std::vector<double> needle_depths;       // the workload's depths (Needle::depth indexes them)
   std::vector<int64_t> outlier_channels;  // the channels that were scaled
   RopeConfig rope;                        // what turned keys_pre_rope into keys (disabled: none)
+  double logit_softcap = 0.0;             // the model's attention logit cap (WorkloadConfig's); 0: none
   CalibrationSample calibration;
   // Static scales loaded for this case's layer and head (a k_scale / v_scale file, as a runtime
   // loads it): a scheme with static scales applies them instead of fitting on `calibration`.
