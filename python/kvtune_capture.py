@@ -214,7 +214,7 @@ def model_shape(config):
 
 
 def number_or_none(value):
-    return None if value is None else float(value)
+    return float(value) if value else None  # 0 and None alike: the model has none
 
 
 def jsonable(value):
@@ -428,6 +428,14 @@ def load(torch, transformers, args):
     except Exception as e:  # noqa: BLE001 - from_pretrained raises many kinds for a bad id or path
         raise Refusal(f"--model {name}: cannot load its config ({type(e).__name__}: {e})")
     shape = model_shape(config)
+    if shape["attn_logit_softcapping"]:
+        # transformers' sdpa function takes no softcap (integrations/sdpa_attention.py @def9a7ef
+        # leaves it in **kwargs; modeling_gemma2.py's eager function applies it), so the run
+        # attends uncapped: the first captured layer's tensors are the model's, later ones follow
+        # activations of an uncapped run. kvtune still caps every logit it computes.
+        print(f"kvtune_capture: warning: {name} caps attention logits at {shape['attn_logit_softcapping']:g}, which "
+              "the capture's sdpa attention does not; layers after the first see activations of an uncapped run",
+              file=sys.stderr)
     n_layers = shape["num_hidden_layers"]
     layers = args.layers if args.layers is not None else list(range(n_layers))
     bad = [l for l in layers if l >= n_layers]

@@ -148,10 +148,7 @@ Capture open_capture(const std::string& dir) {
   }
   // RoPE as the capture tool saw it; the keys are stored rotated already, so kvtune only reports
   // it. A model without a readable rotary embedding has theta null and convention "unknown".
-  const json& theta = cfg.contains("rope_theta") ? cfg["rope_theta"] : json();
-  if (!theta.is_null() && !(theta.is_number() && theta.get<double>() > 0)) {
-    throw InputError(wc + ": 'rope_theta' must be a positive number or null");
-  }
+  const double theta = positive_or_null(cfg, "rope_theta", wc);
   const std::string convention = field(cfg, "rope_convention", wc, json::value_t::string).get<std::string>();
   if (convention != "rotate_half" && convention != "interleaved" && convention != "unknown") {
     throw InputError(wc + ": 'rope_convention' must be \"rotate_half\", \"interleaved\" or \"unknown\" (found \"" +
@@ -160,9 +157,9 @@ Capture open_capture(const std::string& dir) {
   c.rope.scaling = rope_scaling_of_config(cfg, wc, c.rope_unmodelled);
   // A rope_scaling kvtune does not reproduce says there is RoPE even without a rope_theta
   // (transformers 5 keeps the base inside rope_parameters, per layer type for Gemma 3).
-  c.rope_unknown = !c.rope_unmodelled.empty() || (theta.is_number() && convention == "unknown");
-  c.rope.enabled = theta.is_number() && !c.rope_unknown;
-  if (theta.is_number()) c.rope.theta = theta.get<double>();
+  c.rope_unknown = !c.rope_unmodelled.empty() || (theta > 0 && convention == "unknown");
+  c.rope.enabled = theta > 0 && !c.rope_unknown;
+  if (theta > 0) c.rope.theta = theta;
   c.rope.convention = convention == "interleaved" ? RopeConvention::interleaved : RopeConvention::rotate_half;
   if (cfg.contains("sliding_window") && !cfg["sliding_window"].is_null()) {
     c.sliding_window = count(cfg, "sliding_window", wc, 1);
@@ -260,6 +257,12 @@ double capture_query_factor(const Capture& c) {
   return std::sqrt(double(c.head_dim) / c.query_pre_attn_scalar);
 }
 
+void scale_queries_to_model(const Capture& c, MatrixView queries) {
+  const double factor = capture_query_factor(c);
+  if (factor == 1.0) return;
+  for (int64_t i = 0; i < queries.size(); ++i) queries.data[i] = static_cast<float>(queries.data[i] * factor);
+}
+
 WorkloadConfig capture_shape(const Capture& c) {
   WorkloadConfig w;
   w.head_dim = c.head_dim;
@@ -320,9 +323,7 @@ Case capture_case(const Capture& c, int64_t sample, int64_t layer, int64_t kv_he
     const Matrix q = f.read_rows("q", kv_head * c.q_per_kv() + g, pick, 1);
     std::copy_n(q.row(0), c.head_dim, queries.row(g));
   }
-  if (const double factor = capture_query_factor(c); factor != 1.0) {
-    for (int64_t i = 0; i < queries.size(); ++i) queries.data()[i] = static_cast<float>(queries.data()[i] * factor);
-  }
+  scale_queries_to_model(c, queries);
   Case out = case_from_tensors(std::move(keys), std::move(values), std::move(queries));
   out.logit_softcap = c.logit_softcap;
   out.seed = uint64_t(sample);

@@ -111,7 +111,7 @@ AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t
   for (const auto& [tokens, extra] : a.sliding_extra_above) {
     if (double(context) * double(std::max<int64_t>(sequences, 1)) > double(tokens)) out.sliding_extra = extra;
   }
-  out.sliding = std::min(out.slot, pad(shape.sliding_window + out.sliding_extra, std::max<int64_t>(a.sliding_pad, 1)));
+  out.sliding = pad(std::min(out.slot, shape.sliding_window + out.sliding_extra), std::max<int64_t>(a.sliding_pad, 1));
   return out;
 }
 

@@ -43,16 +43,15 @@ Slice read_slice(const Capture& c, const SafetensorsFile& f, int64_t sample, int
     if (q_positions[size_t(i)] <= last_position) rows.push_back(i);
   }
   out.queries = Matrix(int64_t(rows.size()) * c.q_per_kv(), c.head_dim);
-  const double factor = capture_query_factor(c);  // logits as the model scales them
   int64_t r = 0;
   for (int64_t g = 0; g < c.q_per_kv(); ++g) {
     for (int64_t i : rows) {
       const Matrix q = f.read_rows("q", head * c.q_per_kv() + g, i, 1);
-      float* row = out.queries.row(r++);
-      for (int64_t e = 0; e < c.head_dim; ++e) row[e] = static_cast<float>(q.row(0)[e] * factor);
+      std::copy_n(q.row(0), c.head_dim, out.queries.row(r++));
       out.query_positions.push_back(q_positions[size_t(i)]);
     }
   }
+  scale_queries_to_model(c, out.queries);  // logits as the model scales them
   return out;
 }
 

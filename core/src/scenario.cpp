@@ -329,6 +329,7 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
   cfg.kv_heads = w.integer("kv_heads", cfg.kv_heads, 1, 1024);
   cfg.q_per_kv = w.integer("q_per_kv", cfg.q_per_kv, 1, 1024);
   read_sliding_window(w, cfg);
+  if (cfg.sliding_layers.empty()) cfg.sliding_rope_theta = 0.0;  // a preset's base with no layer left to take it
   // 0 turns a preset's cap off; a cap far below the logits' spread flattens every distribution.
   cfg.logit_softcap = w.real("logit_softcap", cfg.logit_softcap, 0.0, 1e6);
   sc.layers = selection(w, "layers", cfg.layers);
@@ -367,9 +368,9 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
     // A scaling of its own replaces the preset's; a theta without one keeps it.
     if (r.has("scaling")) cfg.rope.scaling = detail::read_rope_scaling(r.table("scaling"));
     cfg.sliding_rope_theta = r.real("sliding_theta", cfg.sliding_rope_theta, 1.0 + 1e-9, 1e12);
-    if (cfg.sliding_rope_theta > 0 && cfg.sliding_layers.empty()) {
-      r.fail(*r.node("sliding_theta"), "'sliding_theta' is the sliding layers' RoPE base, and this workload has none "
-                                       "(set [workload] sliding_window and sliding_layers, or a model with them)");
+    if (const toml::node* at = r.node("sliding_theta"); at != nullptr && cfg.sliding_layers.empty()) {
+      r.fail(*at, "'sliding_theta' is the sliding layers' RoPE base, and this workload has none "
+                  "(set [workload] sliding_window and sliding_layers, or a model with them)");
     }
     r.finish();
   }

@@ -846,6 +846,9 @@ std::string capture_identity(const Capture& c) {
   std::string text = "\ncapture=" + c.model + "," + c.dtype + "," + std::to_string(c.queries_per_sample) + "," +
                      list(c.layers);
   for (const CaptureSample& s : c.samples) text += s.name + ":" + std::to_string(s.tokens) + ",";
+  // The logits' scale and cap, only where the manifest gives them (older captures keep their hash).
+  if (c.query_pre_attn_scalar > 0) text += "qpas=" + detail::shortest_number(c.query_pre_attn_scalar) + ",";
+  if (c.logit_softcap > 0) text += "softcap=" + detail::shortest_number(c.logit_softcap) + ",";
   for (const std::string& f : c.layer_files) {
     std::error_code ec;
     text += std::to_string(std::filesystem::file_size(f, ec)) + ",";
@@ -884,6 +887,10 @@ uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
   // The sliding layers' own base only where there is one (and a sliding layer to take it).
   if (cfg.rope.enabled && cfg.sliding_rope_theta > 0 && !cfg.sliding_layers.empty()) {
     text += ",sliding," + detail::shortest_number(cfg.sliding_rope_theta);
+  }
+  // Which layers slide and over what window, only where some do (a preset's file can change them).
+  if (!cfg.sliding_layers.empty()) {
+    text += "\nsliding=" + std::to_string(cfg.sliding_window) + ":" + list(cfg.sliding_layers);
   }
   // A preset's logit softcap only where there is one (a [workload] logit_softcap is in the text).
   if (cfg.logit_softcap > 0) text += "\nsoftcap=" + detail::shortest_number(cfg.logit_softcap);

@@ -7,6 +7,7 @@
 #include <random>
 #include <utility>
 
+#include "figure_text.h"
 #include "kvtune/attention.h"
 #include "kvtune/error.h"
 #include "kvtune/numeric/normal_draws.h"
@@ -161,6 +162,15 @@ void tilt_queries_toward_sinks(Case& c, const SinkProfile& sinks) {
       lo = -1.0;
       for (int it = 0; it < 60 && sink_mass(lo) > sinks.mass; ++it) lo *= 2.0;
     }
+    // Capped logits bound what any tilt reaches: say so rather than plant a sink of another mass.
+    if (const double reach = sink_mass(untilted < sinks.mass ? hi : lo);
+        c.logit_softcap > 0.0 && (untilted < sinks.mass ? reach < sinks.mass : reach > sinks.mass)) {
+      throw InputError("workload: under a logit softcap of " + detail::significant(c.logit_softcap, 4) +
+                       " the sinks hold " + (untilted < sinks.mass ? "at most " : "at least ") +
+                       detail::significant(reach, 3) +
+                       " of a query's attention, not the sink mass " + detail::significant(sinks.mass, 3) +
+                       "; raise the cap or change [workload.sinks] mass");
+    }
     auto tilted = [&](double alpha, int64_t k) { return static_cast<float>(c.queries(i, k) + alpha * w[k]); };
     // Whether every tilt in [lo, hi] gives the same query: each channel's tilted float is monotone in
     // the tilt, so equal (nonzero) floats at both ends hold across the interval, and the bisection's
@@ -211,8 +221,8 @@ std::vector<double> needle_direction(const Matrix& queries, int64_t i) {
 
 }  // namespace
 
-// The largest |logit| / softcap a needle is planted for: tanh reaches 1 - 1e-9 near 10.7, where
-// float keys still resolve the step.
+// The largest |logit| / softcap a needle is planted for: tanh reaches 1 - 1e-9 near 10.7 times the
+// cap, as far as float keys still resolve the step.
 constexpr double kMaxCappedShare = 1.0 - 1e-9;
 
 void plant_needles(Case& c, const NeedleProfile& needles, int64_t protected_leading) {
@@ -249,14 +259,19 @@ void plant_needles(Case& c, const NeedleProfile& needles, int64_t protected_lead
     for (int64_t j = 0; j < t; ++j) l[j] = taken_products[j] * inv_sqrt_d;
     for (int64_t j : moved) l[j] = dot(q, c.keys.row(j), d) * inv_sqrt_d;
     // p_needle = share when its (capped) logit is log(share / (1 - total)) above the others'
-    // log-sum-exp; under a softcap c the needle's own logit is then c · atanh(target / c), which a
-    // target at or beyond the cap cannot reach (the needle then gets as near as float allows).
+    // log-sum-exp; under a softcap c the needle's own logit is then c · atanh(target / c).
     std::vector<double> rest = l;
     for (double& x : rest) x = capped_logit(x, c.logit_softcap);
     for (const Needle& n : mine) rest[n.token] = -INFINITY;
     double target = std::log(share / (1.0 - share * double(mine.size()))) + logsumexp(rest);
     if (const double cap = c.logit_softcap; cap > 0.0) {
-      target = cap * std::atanh(std::clamp(target / cap, -kMaxCappedShare, kMaxCappedShare));
+      if (!(std::abs(target) < kMaxCappedShare * cap)) {
+        throw InputError("workload: under a logit softcap of " + detail::significant(cap, 4) + " no needle holds " +
+                         detail::significant(share, 3) + " of a query's attention over " + std::to_string(t) +
+                         " tokens (its logit would have to reach the cap); raise the cap or lower "
+                         "[workload.needles] mass");
+      }
+      target = cap * std::atanh(target / cap);
     }
     const std::vector<double> r = needle_direction(c.queries, i);
     double qr = 0.0;  // q_i . r: how much one unit along r moves row i's logit (times sqrt(D))

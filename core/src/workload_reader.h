@@ -30,6 +30,6 @@ void read_metrics(TableReader& top, Scenario& sc);
 inline constexpr const char* kSyntheticWorkloadKeys[] = {
     "model", "profile", "head_dim", "num_layers", "kv_heads", "q_per_kv", "queries", "keys", "values",
     "queries_profile", "rope", "sinks", "recency", "calibration", "overrides", "sliding_window",
-    "sliding_layers"};
+    "sliding_layers", "logit_softcap"};
 
 }  // namespace kvtune::detail

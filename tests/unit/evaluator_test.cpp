@@ -517,6 +517,11 @@ TEST(Scenario, APresetsSlidingRopeBaseReachesTheSlidingLayers) {
   EXPECT_EQ(parse_scenario(head + "[workload.rope]\nsliding_theta = 20000.0\n" + pairs, "t.toml", models)
                 .workload.sliding_rope_theta,
             20000.0);
+  // A workload that turns the preset's sliding layers off drops their base (this read a null node).
+  const Scenario none = parse_scenario(
+      head + "sliding_window = 0\nsliding_layers = []\n[workload.rope]\ntheta = 20000.0\n" + pairs, "t.toml", models);
+  EXPECT_EQ(none.workload.sliding_rope_theta, 0.0);
+  EXPECT_EQ(scenario_case(none, {0, 0, 0}, 256).rope.theta, 20000.0);
   try {
     parse_scenario("[workload]\ntokens = 256\n[workload.rope]\nsliding_theta = 20000.0\n" + pairs, "t.toml", models);
     ADD_FAILURE() << "a sliding base without sliding layers was accepted";

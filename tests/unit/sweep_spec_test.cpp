@@ -361,6 +361,51 @@ TEST(SweepSpec, AProfileOverrideReplacesTheTemplatesGenericStatistics) {
   EXPECT_THROW(parse_sweep(text, path, context(), ov), InputError);
 }
 
+// What a preset resolves beyond its shape is hashed where the workload has it, so an edited preset
+// file cannot resume into records made otherwise: the logit softcap, which layers slide over what
+// window, their own RoPE base. A base with no sliding layer to take it changes nothing; a capture's
+// logit scale and cap are hashed as well.
+TEST(SweepSpec, APresetsSoftcapAndSlidingLayersAreHashed) {
+  ModelPreset toy;
+  toy.name = "toy";
+  toy.shape = {4, 1, 32, 0, 0};
+  toy.q_heads = 1;
+  toy.rope_theta = 10000.0;
+  SweepContext ctx = context();
+  ctx.models = [&](const std::string&) { return toy; };
+  const std::string text = "[workload]\nmodel = \"toy\"\ntokens = 64\n[search]\nk = [\"q8_0\"]\nv = [\"q8_0\"]\n";
+  const auto hash = [&] { return parse_sweep(text, "s.toml", ctx).hash; };
+  const uint64_t plain = hash();
+  toy.sliding_rope_theta = 20000.0;  // no sliding layer takes it
+  EXPECT_EQ(hash(), plain);
+  toy.logit_softcap = 50.0;
+  const uint64_t capped = hash();
+  EXPECT_NE(capped, plain);
+  toy.shape.sliding_window = 32;
+  toy.shape.sliding_layers = 2;
+  toy.sliding_window_pattern = 2;
+  const uint64_t sliding = hash();
+  EXPECT_NE(sliding, capped);
+  toy.sliding_rope_theta = 10000.0;
+  EXPECT_NE(hash(), sliding);
+  toy.shape.sliding_window = 16;
+  EXPECT_NE(hash(), sliding);
+
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kvtune-sweep-capture-scale";
+  std::filesystem::remove_all(dir);
+  testing::write_capture(dir / "cap");
+  const std::string cache = "[workload]\nsource = \"cache\"\npath = \"cap\"\n[search]\nk = [\"q8_0\"]\nv = [\"q8_0\"]\n";
+  const uint64_t unscaled = parse_sweep(cache, (dir / "s.toml").string(), context()).hash;
+  std::filesystem::remove_all(dir / "cap");
+  testing::write_capture(dir / "cap", {}, {{"\"rope_scaling\": null", "\"rope_scaling\": null, \"query_pre_attn_scalar\": 128.0"}});
+  const uint64_t scaled = parse_sweep(cache, (dir / "s.toml").string(), context()).hash;
+  EXPECT_NE(scaled, unscaled);
+  std::filesystem::remove_all(dir / "cap");
+  testing::write_capture(dir / "cap", {}, {{"\"rope_scaling\": null", "\"rope_scaling\": null, \"attn_logit_softcapping\": 50.0"}});
+  EXPECT_NE(parse_sweep(cache, (dir / "s.toml").string(), context()).hash, unscaled);
+  std::filesystem::remove_all(dir);
+}
+
 // A sweep on a capture (docs/real-caches.md): its candidates are checked at the shortest sample,
 // and the hash follows the capture and the scales it loads.
 TEST(SweepSpec, ASweepOnACaptureChecksItsShapeAndHashesTheCapture) {

@@ -638,6 +638,16 @@ TEST(Workload, SinksAndNeedlesHoldTheirMassOfTheCappedAttention) {
   const Case sinks = generate_case(cfg, 7);
   const AttentionScores s = attention_scores(sinks.queries, sinks.keys, 8.0);
   for (int64_t i = 0; i < sinks.queries.rows(); ++i) EXPECT_NEAR(s.prob_row(i)[0] + s.prob_row(i)[1], 0.3, 0.01) << i;
+  // A cap that keeps the sinks or a needle from their mass is said, not planted otherwise.
+  cfg.logit_softcap = 0.5;
+  EXPECT_THAT([&] { generate_case(cfg, 7); },
+              ::testing::ThrowsMessage<InputError>(::testing::HasSubstr(
+                  "workload: under a logit softcap of 0.5 the sinks hold at most 0.0")));
+  cfg.sinks = {};
+  cfg.needles = {{0.5}, 0.9, 1};
+  EXPECT_THAT([&] { generate_case(cfg, 7); },
+              ::testing::ThrowsMessage<InputError>(::testing::HasSubstr(
+                  "workload: under a logit softcap of 0.5 no needle holds 0.9 of a query's attention over 512 tokens")));
   cfg.logit_softcap = -1.0;
   EXPECT_THAT([&] { generate_case(cfg, 7); },
               ::testing::ThrowsMessage<InputError>(::testing::HasSubstr("the logit softcap must be a finite number >= 0")));

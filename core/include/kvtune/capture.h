@@ -55,6 +55,8 @@ struct Capture {
 // What the capture's queries are multiplied by so that q · k / sqrt(head_dim) is the model's logit:
 // sqrt(head_dim / query_pre_attn_scalar), or 1 without one.
 double capture_query_factor(const Capture& capture);
+// Multiplies captured queries by capture_query_factor, in place.
+void scale_queries_to_model(const Capture& capture, MatrixView queries);
 
 // Reads DIR/manifest.json and checks each layer file's header against it (the tensors' names,
 // shapes and dtype, the token count). Throws InputError naming the file and what disagrees.
