@@ -56,20 +56,11 @@ double positive_or_null(const json& cfg, const char* key, const std::string& wc)
   return v.get<double>();
 }
 
-// The config's rope_scaling: null, or an object with "rope_type" (transformers 4.45+; "type"
-// before) and the type's parameters. "default" is plain RoPE. A type kvtune does not reproduce
-// comes back with its name in `unmodelled` and no scaling, and so does an object without a type:
-// transformers 5 keeps one rope_parameters per layer type for models whose layers differ (Gemma 3:
-// "full_attention", "sliding_attention"), which the capture tool passes on as it is.
-RopeScaling rope_scaling_of_config(const json& cfg, const std::string& wc, std::string& unmodelled) {
+// A rope_scaling object with a type ("rope_type", transformers 4.45+; "type" before) and the
+// type's parameters: "default" is plain RoPE; a type kvtune does not reproduce comes back with its
+// name in `unmodelled` and no scaling.
+RopeScaling typed_scaling(const json& r, const std::string& ws, std::string& unmodelled) {
   RopeScaling s;
-  if (!cfg.contains("rope_scaling") || cfg["rope_scaling"].is_null()) return s;
-  const json& r = field(cfg, "rope_scaling", wc, json::value_t::object);
-  const std::string ws = wc + ".rope_scaling";
-  if (!r.contains("rope_type") && !r.contains("type")) {
-    unmodelled = "per layer type";
-    return s;
-  }
   const char* type_key = r.contains("rope_type") ? "rope_type" : "type";
   const std::string type = field(r, type_key, ws, json::value_t::string).get<std::string>();
   if (type == "default") return s;
@@ -86,6 +77,59 @@ RopeScaling rope_scaling_of_config(const json& cfg, const std::string& wc, std::
   }
   if (const std::string why = rope_scaling_problem(s); !why.empty()) throw InputError(ws + ": " + why);
   return s;
+}
+
+bool has_type(const json& r) { return r.contains("rope_type") || r.contains("type"); }
+
+// The config's RoPE: rope_theta (null: none given) and rope_scaling, which is null, an object with a
+// type, or transformers 5's one object per layer type (Gemma 3: "full_attention" and
+// "sliding_attention", each with its type and its own rope_theta; the capture tool writes transformers
+// 4.x's Gemma 3 the same way). The full layers' become the capture's RoPE and the sliding layers'
+// base its sliding_rope_theta, when the sliding type is "default" (plain RoPE at that base, or at the
+// full layers' without one). Any other layer type, a sliding scaling, a per-type object without a
+// type, or no base at all is not reproduced: "per layer type" in `unmodelled`.
+struct ConfigRope {
+  double theta = 0.0, sliding_theta = 0.0;
+  RopeScaling scaling;
+  std::string unmodelled;
+};
+ConfigRope rope_of_config(const json& cfg, const std::string& wc) {
+  ConfigRope out;
+  const double top = positive_or_null(cfg, "rope_theta", wc);
+  out.theta = top;
+  if (!cfg.contains("rope_scaling") || cfg["rope_scaling"].is_null()) return out;
+  const json& r = field(cfg, "rope_scaling", wc, json::value_t::object);
+  const std::string ws = wc + ".rope_scaling";
+  if (has_type(r)) {
+    out.scaling = typed_scaling(r, ws, out.unmodelled);
+    return out;
+  }
+  const auto not_reproduced = [&] {
+    out = {top, 0.0, {}, "per layer type"};
+    return out;
+  };
+  for (const auto& [type, per] : r.items()) {
+    if ((type != "full_attention" && type != "sliding_attention") || !per.is_object() || !has_type(per)) {
+      return not_reproduced();
+    }
+  }
+  if (r.contains("full_attention")) {
+    const std::string wf = ws + ".full_attention";
+    out.scaling = typed_scaling(r["full_attention"], wf, out.unmodelled);
+    if (const double theta = positive_or_null(r["full_attention"], "rope_theta", wf); theta > 0) out.theta = theta;
+  }
+  if (r.contains("sliding_attention")) {
+    const std::string wl = ws + ".sliding_attention";
+    std::string sliding_unmodelled;
+    if (typed_scaling(r["sliding_attention"], wl, sliding_unmodelled).type != RopeScalingType::none ||
+        !sliding_unmodelled.empty()) {
+      return not_reproduced();
+    }
+    out.sliding_theta = positive_or_null(r["sliding_attention"], "rope_theta", wl);
+    if (out.sliding_theta == 0.0) out.sliding_theta = out.theta;
+  }
+  if (out.theta == 0.0) return not_reproduced();
+  return out;
 }
 
 std::string safetensors_dtype(const std::string& dtype) {
@@ -148,18 +192,20 @@ Capture open_capture(const std::string& dir) {
   }
   // RoPE as the capture tool saw it; the keys are stored rotated already, so kvtune only reports
   // it. A model without a readable rotary embedding has theta null and convention "unknown".
-  const double theta = positive_or_null(cfg, "rope_theta", wc);
   const std::string convention = field(cfg, "rope_convention", wc, json::value_t::string).get<std::string>();
   if (convention != "rotate_half" && convention != "interleaved" && convention != "unknown") {
     throw InputError(wc + ": 'rope_convention' must be \"rotate_half\", \"interleaved\" or \"unknown\" (found \"" +
                      convention + "\")");
   }
-  c.rope.scaling = rope_scaling_of_config(cfg, wc, c.rope_unmodelled);
+  const ConfigRope rope = rope_of_config(cfg, wc);
+  c.rope.scaling = rope.scaling;
+  c.rope_unmodelled = rope.unmodelled;
   // A rope_scaling kvtune does not reproduce says there is RoPE even without a rope_theta
-  // (transformers 5 keeps the base inside rope_parameters, per layer type for Gemma 3).
-  c.rope_unknown = !c.rope_unmodelled.empty() || (theta > 0 && convention == "unknown");
-  c.rope.enabled = theta > 0 && !c.rope_unknown;
-  if (theta > 0) c.rope.theta = theta;
+  // (transformers 5 keeps the base inside rope_parameters).
+  c.rope_unknown = !c.rope_unmodelled.empty() || (rope.theta > 0 && convention == "unknown");
+  c.rope.enabled = rope.theta > 0 && !c.rope_unknown;
+  if (rope.theta > 0) c.rope.theta = rope.theta;
+  if (!c.rope_unknown && rope.sliding_theta != rope.theta) c.sliding_rope_theta = rope.sliding_theta;
   c.rope.convention = convention == "interleaved" ? RopeConvention::interleaved : RopeConvention::rotate_half;
   if (cfg.contains("sliding_window") && !cfg["sliding_window"].is_null()) {
     c.sliding_window = count(cfg, "sliding_window", wc, 1);
@@ -252,6 +298,12 @@ std::vector<int64_t> capture_samples(const Capture& c, const std::vector<int64_t
   return out;
 }
 
+RopeConfig capture_layer_rope(const Capture& c, int64_t layer) {
+  const bool slides = std::find(c.sliding_layers.begin(), c.sliding_layers.end(), layer) != c.sliding_layers.end();
+  if (!slides || c.sliding_rope_theta <= 0) return c.rope;
+  return {c.rope.enabled, c.sliding_rope_theta, c.rope.convention, {}};
+}
+
 double capture_query_factor(const Capture& c) {
   if (c.query_pre_attn_scalar <= 0 || c.query_pre_attn_scalar == double(c.head_dim)) return 1.0;
   return std::sqrt(double(c.head_dim) / c.query_pre_attn_scalar);
@@ -273,6 +325,7 @@ WorkloadConfig capture_shape(const Capture& c) {
   w.sliding_window = c.sliding_window;
   w.sliding_layers = c.sliding_layers;
   w.logit_softcap = c.logit_softcap;
+  w.sliding_rope_theta = c.sliding_layers.empty() ? 0.0 : c.sliding_rope_theta;
   return w;
 }
 
@@ -285,6 +338,7 @@ ModelPreset capture_model(const Capture& c) {
   p.rope_theta = c.rope.theta;
   p.rope_convention = c.rope.convention;
   p.rope_scaling = c.rope.scaling;
+  p.sliding_rope_theta = c.sliding_layers.empty() ? 0.0 : c.sliding_rope_theta;
   return p;
 }
 
@@ -332,7 +386,7 @@ Case capture_case(const Capture& c, int64_t sample, int64_t layer, int64_t kv_he
   out.q_per_kv = c.q_per_kv();
   for (int64_t i = 0; i < kept; ++i) out.positions[size_t(i)] = positions[size_t(s.first + skip + i)];
   out.query_position = q_positions[size_t(pick)];
-  out.rope = c.rope;
+  out.rope = capture_layer_rope(c, layer);
   out.rope.enabled = false;  // the keys are cached after RoPE already; nothing is to be undone here
   out.keys_file = out.values_file = f.path();
   return out;

@@ -55,6 +55,7 @@ std::string profile_toml(const FittedProfile& p, const std::string& name) {
     if (const RopeScaling& s = w.rope.scaling; s.type != RopeScalingType::none) {
       o << ", rope_scaling " << rope_scaling_name(s.type) << " factor " << num(s.factor);
     }
+    if (w.sliding_rope_theta > 0) o << "; the sliding layers' theta " << num(w.sliding_rope_theta);
     o << ").\n";
   } else if (p.keys_as_cached) {
     o << "# The capture has no pre-RoPE keys and kvtune cannot undo its RoPE (" << keys_as_cached_reason(p)

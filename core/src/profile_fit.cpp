@@ -22,7 +22,8 @@ struct Slice {
   std::vector<int64_t> query_positions;  // [rows]
 };
 
-Slice read_slice(const Capture& c, const SafetensorsFile& f, int64_t sample, int64_t head, int64_t tokens) {
+Slice read_slice(const Capture& c, const SafetensorsFile& f, int64_t layer, int64_t sample, int64_t head,
+                 int64_t tokens) {
   const CaptureSample& s = c.samples[size_t(sample)];
   Slice out;
   out.keys = f.read_rows("k", head, s.first, tokens);
@@ -33,7 +34,7 @@ Slice read_slice(const Capture& c, const SafetensorsFile& f, int64_t sample, int
     out.keys_pre_rope = f.read_rows("k_pre_rope", head, s.first, tokens);
   } else {
     out.keys_pre_rope = out.keys;
-    if (c.rope.enabled) apply_rope(out.keys_pre_rope, out.positions, c.rope, /*inverse=*/true);
+    if (c.rope.enabled) apply_rope(out.keys_pre_rope, out.positions, capture_layer_rope(c, layer), /*inverse=*/true);
   }
   // The sample's queries that attend within the prefix, of every query head of the group.
   const std::vector<int64_t> q_positions = f.read_integers("q_positions");
@@ -428,7 +429,7 @@ FittedProfile fit_profile(const Capture& c, const ProfileFitOptions& o) {
     for (int64_t s : samples) {
       const int64_t t = o.tokens == 0 ? c.samples[size_t(s)].tokens : o.tokens;
       for (int64_t h = 0; h < c.kv_heads; ++h) {
-        acc.add(read_slice(c, f, s, h, t), c, o,
+        acc.add(read_slice(c, f, l, s, h, t), c, o,
                 f.path() + ": layer " + std::to_string(l) + ", KV head " + std::to_string(h) + ", sample '" +
                     c.samples[size_t(s)].name + "'");
       }

@@ -181,9 +181,11 @@ TEST_F(CaptureDir, RopeScalingIsReadBackOrNamedAsNotReproduced) {
   // transformers 5's per-layer-type rope_parameters (Gemma 3): not reproduced, not refused.
   const Capture per_type = open_with(
       "{\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0}, "
-      "\"sliding_attention\": {\"rope_type\": \"default\"}}");
+      "\"sliding_attention\": {\"rope_type\": \"chunked\"}}");
   EXPECT_TRUE(per_type.rope_unknown);
   EXPECT_EQ(per_type.rope_unmodelled, "per layer type");
+  EXPECT_EQ(open_with("{\"chunked_attention\": {\"rope_type\": \"default\"}}").rope_unmodelled, "per layer type");
+  EXPECT_EQ(open_with("{\"full_attention\": {\"factor\": 8.0}}").rope_unmodelled, "per layer type");
   // transformers 5 keeps the base inside rope_parameters too: no rope_theta, still RoPE.
   fs::remove_all(dir_);
   testing::write_capture(dir_, {},
@@ -332,6 +334,45 @@ TEST_F(CaptureDir, ASlidingLayerKeepsTheLastWindowOfThePrefix) {
   EXPECT_EQ(windowed.queries(0, 3), capture_value(2, 2, 2, 15, 3));
   EXPECT_EQ(capture_case(c, 1, 0, 1).keys.rows(), 64);  // layer 0 does not slide
   EXPECT_EQ(capture_case(c, 1, 2, 1, 12).keys.rows(), 12);  // a prefix inside the window is whole
+}
+
+// Gemma 3's RoPE per layer type (transformers 5's rope_parameters, each type with its own base; the
+// capture tool writes 4.x's Gemma 3 with the global base outside): the full layers' type and base
+// become the capture's RoPE, the plain sliding layers' base their own, so inverse RoPE turns each
+// captured layer back by the base that turned it.
+TEST_F(CaptureDir, GemmaThreesRopePerLayerTypeIsReadBackPerLayer) {
+  const std::string sliding = "\"rope_convention\": \"rotate_half\", \"sliding_window\": 16, \"sliding_layers\": [0]}";
+  for (const auto& [theta, per_type] :
+       {std::pair<std::string, std::string>{"null", "{\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0, "
+                                                    "\"rope_theta\": 1000000.0}, \"sliding_attention\": "
+                                                    "{\"rope_type\": \"default\", \"rope_theta\": 10000.0}}"},
+        {"1000000.0", "{\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0}, \"sliding_attention\": "
+                      "{\"rope_type\": \"default\", \"rope_theta\": 10000.0}}"}}) {
+    fs::remove_all(dir_);
+    testing::write_capture(dir_, {},
+                           {{"\"rope_theta\": 10000.0", "\"rope_theta\": " + theta},
+                            {"\"rope_scaling\": null", "\"rope_scaling\": " + per_type},
+                            {"\"rope_convention\": \"rotate_half\"}", sliding}});
+    const Capture c = open_capture(dir_.string());
+    EXPECT_FALSE(c.rope_unknown) << theta;
+    EXPECT_TRUE(c.rope.enabled) << theta;
+    EXPECT_EQ(c.rope.theta, 1e6) << theta;
+    EXPECT_EQ(c.rope.scaling, (RopeScaling{RopeScalingType::linear, 8.0})) << theta;
+    EXPECT_EQ(c.sliding_rope_theta, 1e4) << theta;
+    const RopeConfig local = capture_layer_rope(c, 0), global = capture_layer_rope(c, 2);
+    EXPECT_EQ(local.theta, 1e4);
+    EXPECT_EQ(local.scaling.type, RopeScalingType::none);
+    EXPECT_EQ(global.theta, 1e6);
+    EXPECT_EQ(global.scaling.type, RopeScalingType::linear);
+    EXPECT_EQ(capture_shape(c).sliding_rope_theta, 1e4);
+    EXPECT_EQ(capture_model(c).sliding_rope_theta, 1e4);
+    EXPECT_THAT(profile_toml(fit_profile(c), "p"), HasSubstr("rope_scaling linear factor 8.0; the sliding layers' theta 1e+04)."));
+  }
+  // A sliding layer's scaling, or no base anywhere, is not reproduced.
+  fs::remove_all(dir_);
+  testing::write_capture(dir_, {}, {{"\"rope_scaling\": null",
+                                     "\"rope_scaling\": {\"sliding_attention\": {\"rope_type\": \"linear\", \"factor\": 2.0}}"}});
+  EXPECT_EQ(open_capture(dir_.string()).rope_unmodelled, "per layer type");
 }
 
 // The captured model as a preset: the shape the memory model needs, from the manifest.

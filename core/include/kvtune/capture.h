@@ -33,8 +33,8 @@ struct Capture {
   RopeConfig rope;       // theta, convention and scaling from the manifest (the capture's keys are already rotated)
   // RoPE kvtune cannot reproduce: a rope_theta with the convention "unknown", or a rope_scaling it
   // does not model (rope_unmodelled: its type, "yarn", "dynamic", ..., or "per layer type" for
-  // transformers 5's rope_parameters per layer type). rope.enabled is then false and the keys are
-  // only ever used as cached.
+  // transformers 5's rope_parameters per layer type beyond full and plain sliding layers).
+  // rope.enabled is then false and the keys are only ever used as cached.
   bool rope_unknown = false;
   std::string rope_unmodelled;
   std::vector<int64_t> layers;           // captured layer indices, ascending
@@ -49,8 +49,14 @@ struct Capture {
   // head_dim's; 0: head_dim) and attn_logit_softcapping (Gemma 2; 0: none); optional in the manifest.
   double query_pre_attn_scalar = 0.0;
   double logit_softcap = 0.0;
+  // The sliding layers' own RoPE base (Gemma 3: rope_parameters per layer type, or the capture tool's
+  // transformers 4.x equivalent), plain RoPE without `rope`'s scaling; 0: they turn as the others do.
+  double sliding_rope_theta = 0.0;
   int64_t q_per_kv() const { return q_heads / kv_heads; }
 };
+
+// The RoPE that turned `layer`'s keys: the sliding layers' own base where there is one, else `rope`.
+RopeConfig capture_layer_rope(const Capture& capture, int64_t layer);
 
 // What the capture's queries are multiplied by so that q · k / sqrt(head_dim) is the model's logit:
 // sqrt(head_dim / query_pre_attn_scalar), or 1 without one.
