@@ -1,7 +1,8 @@
 // kvtune memory --model NAME | --layers L --kv-heads H --head-dim D, --ctx N, --k SPEC --v SPEC
-//               [--gpu-mem SIZE|NxSIZE [--weights SIZE]] [--gpus N] [--json]
+//               [--gpu-mem SIZE|NxSIZE [--weights SIZE]] [--gpus N] [--runtime NAME[@VERSION]] [--json]
 #include "kvtune/memory.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,7 @@ struct MemoryOptions {
   std::string k, v;
   std::string gpu_mem, weights;
   std::optional<int64_t> gpus;
+  std::string runtime;  // NAME[@VERSION]: also the cache as that runtime allocates it
   bool json = false;
 };
 
@@ -102,6 +104,45 @@ std::string describe_shape(const Model& m) {
   return m.preset ? m.preset->name + ": " + text : text;
 }
 
+// --runtime: one sequence's cache as the runtime allocates it, where its [[context]] entry declares
+// how it rounds cells (RuntimeEntry::cells; Ollama's batch step is taken for one sequence of --ctx).
+struct RuntimeMemory {
+  std::string title, version;
+  std::optional<AllocatedCells> cells;  // none: the table declares no rounding (kvtune's count stands)
+  MemoryEstimate estimate;
+  GpuFit fit;
+};
+
+std::optional<RuntimeMemory> runtime_memory(const MemoryOptions& o, const Model& m, const SchemePtr& k,
+                                            const SchemePtr& v, uint64_t gpu_bytes, uint64_t weight_bytes, int64_t gpus) {
+  if (o.runtime.empty()) return std::nullopt;
+  const RuntimeTarget target = parse_runtime_target(o.runtime, "--runtime");
+  const std::vector<RuntimeTable> tables = command_runtime_tables(command_registry());
+  std::vector<std::string> names;
+  for (const RuntimeTable& t : tables) names.push_back(t.name);
+  const auto table = std::find_if(tables.begin(), tables.end(), [&](const RuntimeTable& t) { return t.name == target.name; });
+  if (table == tables.end()) {
+    throw InputError("--runtime '" + o.runtime + "': unknown runtime; valid ones are: " + join(names));
+  }
+  RuntimeView view;
+  try {
+    view = runtime_options(*table, target.version);
+  } catch (const InputError& e) {
+    throw InputError("--runtime '" + o.runtime + "': " + e.what());
+  }
+  RuntimeMemory out{view.title, view.version, std::nullopt, {}, {}};
+  ModelShape shape = m.shape;
+  int64_t context = o.ctx;
+  if (view.context && view.context->cells) {
+    out.cells = allocated_cells(m.shape, o.ctx, 1, *view.context->cells);
+    context = out.cells->slot;
+    if (shape.sliding_layers > 0) shape.sliding_window = out.cells->sliding;
+  }
+  out.estimate = estimate_memory(shape, context, scheme_storage(k), scheme_storage(v));
+  out.fit = fit_per_gpu(m.shape, out.estimate, gpu_bytes, weight_bytes, gpus);
+  return out;
+}
+
 std::string fixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
@@ -125,6 +166,8 @@ int run(const MemoryOptions& o) {
   const GpuFit fit = fit_per_gpu(m.shape, e, gpu_bytes.value_or(0), weights ? weights->bytes : 0, gpus);
   std::optional<uint64_t> sequences;
   if (gpu_bytes) sequences = fit.sequences;
+  const std::optional<RuntimeMemory> runtime =
+      runtime_memory(o, m, k, v, gpu_bytes.value_or(0), weights ? weights->bytes : 0, gpus);
   if (m.preset && o.ctx > m.preset->max_context) {
     std::cerr << "kvtune: note: --ctx " << o.ctx << " is beyond " << m.preset->name << "'s max_context "
               << m.preset->max_context << "\n";
@@ -153,6 +196,20 @@ int run(const MemoryOptions& o) {
                           {"weight_bytes_per_gpu", weights ? nlohmann::json(fit.weight_bytes) : nlohmann::json(nullptr)},
                           {"free_bytes_per_gpu", gpu_bytes ? nlohmann::json(fit.free_bytes) : nlohmann::json(nullptr)}};
     if (m.preset) out["source"] = m.preset->source;
+    if (runtime) {
+      const std::optional<AllocatedCells>& c = runtime->cells;
+      out["runtime"] = {{"title", runtime->title},
+                        {"version", runtime->version},
+                        {"rounds_cells", c.has_value()},
+                        {"slot_cells", c ? nlohmann::json(c->slot) : nlohmann::json(nullptr)},
+                        {"sliding_cells", c && c->sliding > 0 ? nlohmann::json(c->sliding) : nlohmann::json(nullptr)},
+                        {"sliding_extra", c && c->sliding > 0 ? nlohmann::json(c->sliding_extra) : nlohmann::json(nullptr)},
+                        {"total_bytes", runtime->estimate.total_bytes},
+                        {"bytes_per_sequence_per_gpu", runtime->fit.sequence_bytes},
+                        {"max_sequences", gpu_bytes ? nlohmann::json(runtime->fit.sequences) : nlohmann::json(nullptr)}};
+    } else {
+      out["runtime"] = nullptr;
+    }
     std::cout << out.dump(2) << "\n";
     return 0;
   }
@@ -196,6 +253,26 @@ int run(const MemoryOptions& o) {
         std::to_string(*sequences) + (fit.weight_bytes >= *gpu_bytes ? "  (the weights alone do not fit)"
                                                                      : "  of " + std::to_string(o.ctx) + " tokens"));
   }
+  if (runtime) {
+    const std::string who = runtime->title + " " + runtime->version;
+    if (!runtime->cells) {
+      row("runtime", who + ": its table declares no cell rounding, so kvtune's count above is all there is" +
+                         (m.shape.sliding_layers > 0 ? " (how it sizes a sliding layer was not checked)" : ""));
+      return 0;
+    }
+    const AllocatedCells& c = *runtime->cells;
+    std::string cells = std::to_string(c.slot) + " cells per layer";
+    if (c.sliding > 0) {
+      cells = std::to_string(c.slot) + " cells on a full layer, " + std::to_string(c.sliding) + " on a sliding one (" +
+              std::to_string(m.shape.sliding_window) + " + " + std::to_string(c.sliding_extra) + ", rounded up)";
+    }
+    row("runtime", who + ": " + cells);
+    row("allocated", format_bytes(static_cast<double>(runtime->estimate.total_bytes), 2) + " per sequence  (" +
+                         std::to_string(runtime->estimate.total_bytes) + " bytes)" +
+                         (split ? "; " + format_bytes(static_cast<double>(runtime->fit.sequence_bytes), 2) + " per GPU"
+                                : std::string()));
+    if (gpu_bytes) row("max sequences", std::to_string(runtime->fit.sequences) + "  as " + runtime->title + " allocates");
+  }
   return 0;
 }
 
@@ -223,6 +300,9 @@ Runner add_memory(CLI::App& app) {
   app.add_option("--gpus", o->gpus, "tensor-parallel GPUs: KV heads and weights split across them (default 1)")
       ->check(CLI::Range(int64_t(1), kMaxGpus));
   app.add_option("--weights", o->weights, "weight bytes (default with --model: bf16, 2 bytes x parameters)");
+  app.add_option("--runtime", o->runtime,
+                 "also the cache as runtime NAME[@VERSION] allocates it (configs/runtimes; llama-cpp and ollama "
+                 "round cells)");
   app.add_flag("--json", o->json, "print JSON instead of text");
   return [o] { return run(*o); };
 }

@@ -6,6 +6,9 @@
 #include <string>
 
 #include "kvtune/model_preset.h"
+#include "kvtune/registry.h"
+#include "kvtune/runtime_table.h"
+#include "kvtune/sweep.h"
 
 namespace kvtune::cli {
 
@@ -13,5 +16,11 @@ ModelPreset resolve_model_preset(const std::string& name_or_path);
 
 // Model profiles the same way: a bare name is configs/profiles/NAME.toml, a path the user's own file.
 std::filesystem::path resolve_model_profile(const std::string& name_or_path);
+
+// Every runtime table under configs/runtimes, its specs checked through `registry`.
+std::vector<RuntimeTable> command_runtime_tables(const Registry& registry);
+
+// "NAME" or "NAME@VERSION" (version "latest" without one); InputError naming `option` otherwise.
+RuntimeTarget parse_runtime_target(const std::string& text, const std::string& option);
 
 }  // namespace kvtune::cli

@@ -199,12 +199,7 @@ SweepOverrides overrides_for(const RecommendOptions& o, const ModelPreset& prese
   if (o.runtimes.empty()) {
     for (const RuntimeTable& t : tables) runtimes.push_back({t.name, "latest"});
   }
-  for (const std::string& r : o.runtimes) {
-    const size_t at = r.find('@');
-    RuntimeTarget t{r.substr(0, at), at == std::string::npos ? "latest" : r.substr(at + 1)};
-    if (t.name.empty() || t.version.empty()) throw InputError("--runtime '" + r + "': expected NAME or NAME@VERSION");
-    runtimes.push_back(std::move(t));
-  }
+  for (const std::string& r : o.runtimes) runtimes.push_back(parse_runtime_target(r, "--runtime"));
   ov.runtimes = runtimes;
   return ov;
 }

@@ -55,8 +55,7 @@ SweepContext sweep_context(ProgressLine* progress) {
   };
   c.models = resolve_model_preset;
   c.profiles = resolve_model_profile;
-  const fs::path configs = find_config_dir(config_dir_candidates(executable_dir(), KVTUNE_SOURCE_DIR));
-  c.runtime_tables = load_runtime_tables(configs, registry);
+  c.runtime_tables = command_runtime_tables(registry);
   if (progress != nullptr) {
     c.progress = [progress](std::string_view stage, size_t done, size_t total) {
       progress->update("expanding " + std::string(stage), double(done), double(total), "");

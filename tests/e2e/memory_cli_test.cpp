@@ -39,6 +39,51 @@ class MemoryCliTest : public ScratchDirTest {
   }
 };
 
+// --runtime: the cache as llama-server allocates it (slots of 256 cells, a sliding layer's window
+// plus -ub 512 rounded up to 256; Ollama's batch for one sequence of 32768 tokens is 1024). Gemma 3
+// 27B, q8_0 for K and V: 4352 bytes per token and layer; 10 full layers of 32768 cells and 52 sliding
+// ones of 1024 (kvtune), 1536 (llama.cpp) or 2048 (Ollama).
+TEST_F(MemoryCliTest, ARuntimeThatRoundsCellsGetsItsOwnFigure) {
+  const std::vector<std::string> base = {"--model", "gemma-3-27b", "--ctx", "32768", "--k", "q8_0", "--v", "q8_0",
+                                         "--gpu-mem", "80GiB"};
+  auto with = [&](const std::string& runtime) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--runtime", runtime});
+    return memory_json(args);
+  };
+  const json llama = with("llama-cpp");
+  EXPECT_EQ(llama["total_bytes"], 10ull * 32768 * 4352 + 52ull * 1024 * 4352);
+  EXPECT_EQ(llama["max_sequences"], 18);
+  EXPECT_EQ(llama["runtime"]["title"], "llama.cpp");
+  EXPECT_EQ(llama["runtime"]["slot_cells"], 32768);
+  EXPECT_EQ(llama["runtime"]["sliding_cells"], 1536);
+  EXPECT_EQ(llama["runtime"]["total_bytes"], 10ull * 32768 * 4352 + 52ull * 1536 * 4352);
+  EXPECT_EQ(llama["runtime"]["max_sequences"], 17);
+  EXPECT_EQ(with("ollama")["runtime"]["total_bytes"], 10ull * 32768 * 4352 + 52ull * 2048 * 4352);
+  EXPECT_EQ(with("llama-cpp@b6974")["runtime"]["rounds_cells"], false);  // before PR #17046
+  const json vllm = with("vllm");
+  EXPECT_EQ(vllm["runtime"]["rounds_cells"], false);
+  EXPECT_EQ(vllm["runtime"]["total_bytes"], vllm["total_bytes"]);
+  EXPECT_EQ(memory_json(base)["runtime"], nullptr);
+  const RunResult r = run([&] {
+    std::vector<std::string> a = {"memory"};
+    a.insert(a.end(), base.begin(), base.end());
+    a.insert(a.end(), {"--runtime", "llama-cpp"});
+    return a;
+  }());
+  EXPECT_THAT(r.out, HasSubstr("runtime        llama.cpp b10970: 32768 cells on a full layer, 1536 on a sliding one "
+                               "(1024 + 512, rounded up)\nallocated      1.65 GiB per sequence  (1773666304 bytes)\n"
+                               "max sequences  17  as llama.cpp allocates\n"));
+  auto bad = [&](const std::string& runtime) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--runtime", runtime});
+    return memory_error(args);
+  };
+  EXPECT_THAT(bad("nope"), HasSubstr("--runtime 'nope': unknown runtime; valid ones are: llama-cpp, lmdeploy, ollama"));
+  EXPECT_THAT(bad("llama-cpp@"), HasSubstr("--runtime 'llama-cpp@': expected NAME or NAME@VERSION"));
+  EXPECT_THAT(bad("llama-cpp@b1"), HasSubstr("--runtime 'llama-cpp@b1': llama.cpp version 'b1' is older than this table"));
+}
+
 TEST_F(MemoryCliTest, Llama70bAtF16Is320KiBPerTokenAnd40GiB) {
   const json j = memory_json({"--model", "llama-3.1-70b", "--ctx", "131072", "--k", "f16", "--v", "f16"});
   EXPECT_EQ(j["k_bits"], 16.0);
