@@ -135,8 +135,8 @@ std::optional<RuntimeMemory> runtime_memory(const MemoryOptions& o, const Model&
   int64_t context = o.ctx;
   if (view.context && view.context->cells) {
     out.cells = allocated_cells(m.shape, o.ctx, 1, *view.context->cells);
+    shape = allocated_shape(m.shape, *out.cells);
     context = out.cells->slot;
-    if (shape.sliding_layers > 0) shape.sliding_window = out.cells->sliding;
   }
   out.estimate = estimate_memory(shape, context, scheme_storage(k), scheme_storage(v));
   out.fit = fit_per_gpu(m.shape, out.estimate, gpu_bytes, weight_bytes, gpus);

@@ -205,7 +205,7 @@ Capture open_capture(const std::string& dir) {
   c.rope_unknown = !c.rope_unmodelled.empty() || (rope.theta > 0 && convention == "unknown");
   c.rope.enabled = rope.theta > 0 && !c.rope_unknown;
   if (rope.theta > 0) c.rope.theta = rope.theta;
-  if (!c.rope_unknown && rope.sliding_theta != rope.theta) c.sliding_rope_theta = rope.sliding_theta;
+  if (!c.rope_unknown) c.sliding_rope_theta = rope.sliding_theta;  // plain RoPE there, even at the same base
   c.rope.convention = convention == "interleaved" ? RopeConvention::interleaved : RopeConvention::rotate_half;
   if (cfg.contains("sliding_window") && !cfg["sliding_window"].is_null()) {
     c.sliding_window = count(cfg, "sliding_window", wc, 1);
@@ -299,9 +299,7 @@ std::vector<int64_t> capture_samples(const Capture& c, const std::vector<int64_t
 }
 
 RopeConfig capture_layer_rope(const Capture& c, int64_t layer) {
-  const bool slides = std::find(c.sliding_layers.begin(), c.sliding_layers.end(), layer) != c.sliding_layers.end();
-  if (!slides || c.sliding_rope_theta <= 0) return c.rope;
-  return {c.rope.enabled, c.sliding_rope_theta, c.rope.convention, {}};
+  return layer_rope(c.rope, c.sliding_rope_theta, c.sliding_layers, layer);
 }
 
 double capture_query_factor(const Capture& c) {

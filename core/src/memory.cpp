@@ -115,6 +115,12 @@ AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t
   return out;
 }
 
+ModelShape allocated_shape(const ModelShape& shape, const AllocatedCells& cells) {
+  ModelShape out = shape;
+  if (out.sliding_layers > 0) out.sliding_window = cells.sliding;
+  return out;
+}
+
 uint64_t max_sequences(uint64_t gpu_bytes, uint64_t weight_bytes, uint64_t sequence_bytes) {
   if (weight_bytes >= gpu_bytes || sequence_bytes == 0) return 0;
   return (gpu_bytes - weight_bytes) / sequence_bytes;

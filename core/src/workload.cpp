@@ -465,11 +465,20 @@ void validate_layer(const WorkloadConfig& cfg) {
   }
 }
 
+bool among(std::span<const int64_t> layers, int64_t layer) {
+  return std::find(layers.begin(), layers.end(), layer) != layers.end();
+}
+
 }  // namespace
 
 int64_t attended_tokens(int64_t tokens, int64_t window, std::span<const int64_t> sliding_layers, int64_t layer) {
-  const bool slides = window > 0 && std::find(sliding_layers.begin(), sliding_layers.end(), layer) != sliding_layers.end();
-  return slides ? std::min(tokens, window) : tokens;
+  return window > 0 && among(sliding_layers, layer) ? std::min(tokens, window) : tokens;
+}
+
+RopeConfig layer_rope(const RopeConfig& rope, double sliding_theta, std::span<const int64_t> sliding_layers,
+                      int64_t layer) {
+  if (sliding_theta <= 0 || !among(sliding_layers, layer)) return rope;
+  return {rope.enabled, sliding_theta, rope.convention, {}};
 }
 
 bool windowed(const WorkloadConfig& cfg, int64_t layer) {
@@ -496,8 +505,7 @@ WorkloadConfig layer_config(const WorkloadConfig& cfg, int64_t layer) {
     if (o.sink_key_norm) out.sinks.key_norm = *o.sink_key_norm;
     if (o.sink_mass) out.sinks.mass = *o.sink_mass;
   }
-  const bool slides = std::find(cfg.sliding_layers.begin(), cfg.sliding_layers.end(), layer) != cfg.sliding_layers.end();
-  if (slides && cfg.sliding_rope_theta > 0) out.rope = {cfg.rope.enabled, cfg.sliding_rope_theta, cfg.rope.convention, {}};
+  out.rope = layer_rope(cfg.rope, cfg.sliding_rope_theta, cfg.sliding_layers, layer);
   return out;
 }
 

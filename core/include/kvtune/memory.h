@@ -77,6 +77,9 @@ struct AllocatedCells {
   int64_t slot = 0, sliding = 0, sliding_extra = 0;
 };
 AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t sequences, const CellAllocation& a);
+// The shape whose estimate at `cells.slot` tokens is that allocation: the sliding layers' window
+// replaced by their cells.
+ModelShape allocated_shape(const ModelShape& shape, const AllocatedCells& cells);
 
 // How many sequences of `sequence_bytes` fit in what `weight_bytes` leave of `gpu_bytes`:
 // floor((gpu - weights) / sequence), 0 when the weights alone do not fit.

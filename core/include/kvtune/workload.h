@@ -143,6 +143,12 @@ struct WorkloadConfig {
 // captured ones and the sweep's shape check).
 int64_t attended_tokens(int64_t tokens, int64_t window, std::span<const int64_t> sliding_layers, int64_t layer);
 
+// The RoPE that turns `layer`'s keys: `rope`, except on one of `sliding_layers` where the sliding
+// layers have their own base (sliding_theta > 0: Gemma 3), which turns them plainly, without `rope`'s
+// scaling. The one rule for generated cases and captured ones.
+RopeConfig layer_rope(const RopeConfig& rope, double sliding_theta, std::span<const int64_t> sliding_layers,
+                      int64_t layer);
+
 // Whether a case of `layer` sees only the last cfg.sliding_window of its cfg.tokens tokens.
 bool windowed(const WorkloadConfig& cfg, int64_t layer);
 
