@@ -173,7 +173,11 @@ def model_shape(config):
     scaling = getattr(c, "rope_scaling", None)
     if scaling is None and isinstance(rope_params, dict):
         scaling = {k: v for k, v in rope_params.items() if k != "rope_theta"}
-    if isinstance(scaling, dict) and scaling.get("rope_type", scaling.get("type")) in (None, "default"):
+    # One rope_parameters per layer type (transformers 5's Gemma 3: {"full_attention": {...},
+    # "sliding_attention": {...}}, each with its own rope_theta) is passed on as it is; kvtune reads it.
+    per_layer_type = isinstance(scaling, dict) and bool(scaling) and all(isinstance(v, dict) for v in scaling.values())
+    if isinstance(scaling, dict) and not per_layer_type \
+            and scaling.get("rope_type", scaling.get("type")) in (None, "default"):
         scaling = None  # plain RoPE: the format's null
     n_layers = c.num_hidden_layers
     # Sliding layers: layer_types names them (models/qwen3/modeling_qwen3.py @ 9ee3f431 sets
@@ -190,9 +194,9 @@ def model_shape(config):
     # Gemma 3 under transformers 4.x: sliding layers turn by rope_local_base_freq without the
     # scaling, the others by rope_theta with it (models/gemma3/modeling_gemma3.py, Gemma3TextModel's
     # rotary_emb_local). Written as transformers 5 keeps it, one rope_parameters per layer type,
-    # which kvtune reads as a RoPE it does not reproduce rather than one RoPE for every layer.
+    # which kvtune reads back per layer.
     local = getattr(c, "rope_local_base_freq", None)
-    if local is not None and sliding and (theta is None or float(local) != float(theta)):
+    if not per_layer_type and local is not None and sliding and (theta is None or float(local) != float(theta)):
         scaling = {"full_attention": scaling if scaling is not None else {"rope_type": "default"},
                    "sliding_attention": {"rope_type": "default", "rope_theta": float(local)}}
     return {

@@ -7,6 +7,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <tuple>
+#include <utility>
 
 #include "commands.h"
 #include "plugins.h"
@@ -23,7 +25,7 @@ struct MemoryOptions {
   std::string k, v;
   std::string gpu_mem, weights;
   std::optional<int64_t> gpus;
-  std::string runtime;  // NAME[@VERSION]: also the cache as that runtime allocates it
+  std::optional<std::string> runtime;  // NAME[@VERSION]: also the cache as that runtime allocates it
   bool json = false;
 };
 
@@ -104,43 +106,72 @@ std::string describe_shape(const Model& m) {
   return m.preset ? m.preset->name + ": " + text : text;
 }
 
-// --runtime: one sequence's cache as the runtime allocates it, where its [[context]] entry declares
-// how it rounds cells (RuntimeEntry::cells; Ollama's batch step is taken for one sequence of --ctx).
+// --runtime: the cache as the runtime allocates it, where its [[context]] entry declares how it
+// rounds cells (RuntimeEntry::cells), for one sequence of --ctx and, with --gpu-mem, for as many as
+// fit (Ollama's batch, and so its sliding layers, grows with the sequences' tokens together).
 struct RuntimeMemory {
   std::string title, version;
+  bool beyond_checked = false;
   std::optional<AllocatedCells> cells;  // none: the table declares no rounding (kvtune's count stands)
   MemoryEstimate estimate;
   GpuFit fit;
+  std::optional<AllocatedCells> cells_at_max;  // the cells of each of fit.sequences sequences
 };
 
-std::optional<RuntimeMemory> runtime_memory(const MemoryOptions& o, const Model& m, const SchemePtr& k,
-                                            const SchemePtr& v, uint64_t gpu_bytes, uint64_t weight_bytes, int64_t gpus) {
-  if (o.runtime.empty()) return std::nullopt;
-  const RuntimeTarget target = parse_runtime_target(o.runtime, "--runtime");
+RuntimeView runtime_view(const std::string& text) {
+  const RuntimeTarget target = parse_runtime_target(text, "--runtime");
   const std::vector<RuntimeTable> tables = command_runtime_tables(command_registry());
   std::vector<std::string> names;
   for (const RuntimeTable& t : tables) names.push_back(t.name);
-  const auto table = std::find_if(tables.begin(), tables.end(), [&](const RuntimeTable& t) { return t.name == target.name; });
+  const auto table =
+      std::find_if(tables.begin(), tables.end(), [&](const RuntimeTable& t) { return t.name == target.name; });
   if (table == tables.end()) {
-    throw InputError("--runtime '" + o.runtime + "': unknown runtime; valid ones are: " + join(names));
+    throw InputError("--runtime '" + text + "': unknown runtime; valid ones are: " + join(names));
   }
-  RuntimeView view;
   try {
-    view = runtime_options(*table, target.version);
+    return runtime_options(*table, target.version);
   } catch (const InputError& e) {
-    throw InputError("--runtime '" + o.runtime + "': " + e.what());
+    throw InputError("--runtime '" + text + "': " + e.what());
   }
-  RuntimeMemory out{view.title, view.version, std::nullopt, {}, {}};
-  ModelShape shape = m.shape;
-  int64_t context = o.ctx;
-  if (view.context && view.context->cells) {
-    out.cells = allocated_cells(m.shape, o.ctx, 1, *view.context->cells);
-    shape = allocated_shape(m.shape, *out.cells);
-    context = out.cells->slot;
+}
+
+std::optional<RuntimeMemory> runtime_memory(const MemoryOptions& o, const Model& m, const SchemePtr& k,
+                                            const SchemePtr& v, std::optional<uint64_t> gpu_bytes,
+                                            uint64_t weight_bytes, int64_t gpus) {
+  if (!o.runtime) return std::nullopt;
+  const RuntimeView view = runtime_view(*o.runtime);
+  RuntimeMemory out{view.title, view.version, view.beyond_checked, std::nullopt, {}, {}, std::nullopt};
+  const auto at = [&](const std::optional<AllocatedCells>& cells) {
+    const MemoryEstimate e = cells ? estimate_memory(allocated_shape(m.shape, *cells), cells->slot, scheme_storage(k),
+                                                     scheme_storage(v))
+                                   : estimate_memory(m.shape, o.ctx, scheme_storage(k), scheme_storage(v));
+    return std::pair{e, fit_per_gpu(m.shape, e, gpu_bytes.value_or(0), weight_bytes, gpus)};
+  };
+  const std::optional<CellAllocation> rule =
+      view.context && view.context->cells ? view.context->cells : std::nullopt;
+  if (rule) out.cells = allocated_cells(m.shape, o.ctx, 1, *rule);
+  std::tie(out.estimate, out.fit) = at(out.cells);
+  if (!rule || !gpu_bytes) return out;
+  // One sequence's cells are the fewest, so its count bounds every other; the most that fit at their
+  // own cells is the first count down from there that does.
+  for (uint64_t s = out.fit.sequences; s > 0; --s) {
+    const AllocatedCells cells = allocated_cells(m.shape, o.ctx, int64_t(s), *rule);
+    if (at(cells).second.sequences >= s) {
+      out.cells_at_max = cells;
+      out.fit.sequences = s;
+      return out;
+    }
   }
-  out.estimate = estimate_memory(shape, context, scheme_storage(k), scheme_storage(v));
-  out.fit = fit_per_gpu(m.shape, out.estimate, gpu_bytes, weight_bytes, gpus);
+  out.fit.sequences = 0;
   return out;
+}
+
+// "1536 on a sliding one (1024 + 512, rounded up)", or the slot where the window and extra reach it.
+std::string sliding_cells_text(const AllocatedCells& c, int64_t window) {
+  if (c.sliding == c.slot) return "as many on a sliding one (" + std::to_string(window) + " + " +
+                                  std::to_string(c.sliding_extra) + " reach the slot)";
+  return std::to_string(c.sliding) + " on a sliding one (" + std::to_string(window) + " + " +
+         std::to_string(c.sliding_extra) + ", rounded up)";
 }
 
 std::string fixed(double v, int decimals) {
@@ -167,7 +198,7 @@ int run(const MemoryOptions& o) {
   std::optional<uint64_t> sequences;
   if (gpu_bytes) sequences = fit.sequences;
   const std::optional<RuntimeMemory> runtime =
-      runtime_memory(o, m, k, v, gpu_bytes.value_or(0), weights ? weights->bytes : 0, gpus);
+      runtime_memory(o, m, k, v, gpu_bytes, weights ? weights->bytes : 0, gpus);
   if (m.preset && o.ctx > m.preset->max_context) {
     std::cerr << "kvtune: note: --ctx " << o.ctx << " is beyond " << m.preset->name << "'s max_context "
               << m.preset->max_context << "\n";
@@ -197,16 +228,22 @@ int run(const MemoryOptions& o) {
                           {"free_bytes_per_gpu", gpu_bytes ? nlohmann::json(fit.free_bytes) : nlohmann::json(nullptr)}};
     if (m.preset) out["source"] = m.preset->source;
     if (runtime) {
+      const auto cells = [](const std::optional<AllocatedCells>& c, int64_t AllocatedCells::*field) {
+        return c && (field == &AllocatedCells::slot || c->sliding > 0) ? nlohmann::json((*c).*field)
+                                                                        : nlohmann::json(nullptr);
+      };
       const std::optional<AllocatedCells>& c = runtime->cells;
       out["runtime"] = {{"title", runtime->title},
                         {"version", runtime->version},
+                        {"beyond_checked", runtime->beyond_checked},
                         {"rounds_cells", c.has_value()},
-                        {"slot_cells", c ? nlohmann::json(c->slot) : nlohmann::json(nullptr)},
-                        {"sliding_cells", c && c->sliding > 0 ? nlohmann::json(c->sliding) : nlohmann::json(nullptr)},
-                        {"sliding_extra", c && c->sliding > 0 ? nlohmann::json(c->sliding_extra) : nlohmann::json(nullptr)},
+                        {"slot_cells", cells(c, &AllocatedCells::slot)},
+                        {"sliding_cells", cells(c, &AllocatedCells::sliding)},
+                        {"sliding_extra", cells(c, &AllocatedCells::sliding_extra)},
                         {"total_bytes", runtime->estimate.total_bytes},
                         {"bytes_per_sequence_per_gpu", runtime->fit.sequence_bytes},
-                        {"max_sequences", gpu_bytes ? nlohmann::json(runtime->fit.sequences) : nlohmann::json(nullptr)}};
+                        {"max_sequences", gpu_bytes ? nlohmann::json(runtime->fit.sequences) : nlohmann::json(nullptr)},
+                        {"sliding_cells_at_max", cells(runtime->cells_at_max, &AllocatedCells::sliding)}};
     } else {
       out["runtime"] = nullptr;
     }
@@ -254,7 +291,8 @@ int run(const MemoryOptions& o) {
                                                                      : "  of " + std::to_string(o.ctx) + " tokens"));
   }
   if (runtime) {
-    const std::string who = runtime->title + " " + runtime->version;
+    const std::string who = runtime->title + " " + runtime->version +
+                            (runtime->beyond_checked ? " (newer than its table was checked against)" : "");
     if (!runtime->cells) {
       row("runtime", who + ": its table declares no cell rounding, so kvtune's count above is all there is" +
                          (m.shape.sliding_layers > 0 ? " (how it sizes a sliding layer was not checked)" : ""));
@@ -263,15 +301,21 @@ int run(const MemoryOptions& o) {
     const AllocatedCells& c = *runtime->cells;
     std::string cells = std::to_string(c.slot) + " cells per layer";
     if (c.sliding > 0) {
-      cells = std::to_string(c.slot) + " cells on a full layer, " + std::to_string(c.sliding) + " on a sliding one (" +
-              std::to_string(m.shape.sliding_window) + " + " + std::to_string(c.sliding_extra) + ", rounded up)";
+      cells = std::to_string(c.slot) + " cells on a full layer, " + sliding_cells_text(c, m.shape.sliding_window);
     }
     row("runtime", who + ": " + cells);
     row("allocated", format_bytes(static_cast<double>(runtime->estimate.total_bytes), 2) + " per sequence  (" +
                          std::to_string(runtime->estimate.total_bytes) + " bytes)" +
                          (split ? "; " + format_bytes(static_cast<double>(runtime->fit.sequence_bytes), 2) + " per GPU"
                                 : std::string()));
-    if (gpu_bytes) row("max sequences", std::to_string(runtime->fit.sequences) + "  as " + runtime->title + " allocates");
+    if (gpu_bytes) {
+      const std::optional<AllocatedCells>& at_max = runtime->cells_at_max;
+      const bool grew = at_max && at_max->sliding != c.sliding;
+      row("max sequences", std::to_string(runtime->fit.sequences) + "  as " + runtime->title + " allocates" +
+                               (grew ? " (each sliding layer then " + std::to_string(at_max->sliding) +
+                                           " cells: the batch grows with the sequences' tokens together)"
+                                     : std::string()));
+    }
   }
   return 0;
 }
@@ -301,8 +345,8 @@ Runner add_memory(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), kMaxGpus));
   app.add_option("--weights", o->weights, "weight bytes (default with --model: bf16, 2 bytes x parameters)");
   app.add_option("--runtime", o->runtime,
-                 "also the cache as runtime NAME[@VERSION] allocates it (configs/runtimes; llama-cpp and ollama "
-                 "round cells)");
+                 "also the cache as runtime NAME[@VERSION] allocates it (configs/runtimes; llama-cpp and "
+                 "ollama round cells)");
   app.add_flag("--json", o->json, "print JSON instead of text");
   return [o] { return run(*o); };
 }

@@ -102,6 +102,7 @@ ConfigRope rope_of_config(const json& cfg, const std::string& wc) {
   const std::string ws = wc + ".rope_scaling";
   if (has_type(r)) {
     out.scaling = typed_scaling(r, ws, out.unmodelled);
+    if (out.theta == 0.0) out.theta = positive_or_null(r, "rope_theta", ws);  // transformers 5 keeps it there
     return out;
   }
   const auto not_reproduced = [&] {

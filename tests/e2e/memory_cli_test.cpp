@@ -59,7 +59,14 @@ TEST_F(MemoryCliTest, ARuntimeThatRoundsCellsGetsItsOwnFigure) {
   EXPECT_EQ(llama["runtime"]["sliding_cells"], 1536);
   EXPECT_EQ(llama["runtime"]["total_bytes"], 10ull * 32768 * 4352 + 52ull * 1536 * 4352);
   EXPECT_EQ(llama["runtime"]["max_sequences"], 17);
-  EXPECT_EQ(with("ollama")["runtime"]["total_bytes"], 10ull * 32768 * 4352 + 52ull * 2048 * 4352);
+  // Ollama: 1024 more cells for one sequence, but 2048 once two or more share its 32768-token
+  // batch threshold; 28.9 GiB free over 10 x 32768 + 52 x 3072 cells of 4352 bytes holds 14.
+  const json ollama = with("ollama")["runtime"];
+  EXPECT_EQ(ollama["total_bytes"], 10ull * 32768 * 4352 + 52ull * 2048 * 4352);
+  EXPECT_EQ(ollama["sliding_cells_at_max"], 3072);
+  EXPECT_EQ(ollama["max_sequences"],
+            (80 * GiB - 54864813280ull) / (10ull * 32768 * 4352 + 52ull * 3072 * 4352));
+  EXPECT_EQ(ollama["max_sequences"], 14);
   EXPECT_EQ(with("llama-cpp@b6974")["runtime"]["rounds_cells"], false);  // before PR #17046
   const json vllm = with("vllm");
   EXPECT_EQ(vllm["runtime"]["rounds_cells"], false);
@@ -79,9 +86,17 @@ TEST_F(MemoryCliTest, ARuntimeThatRoundsCellsGetsItsOwnFigure) {
     args.insert(args.end(), {"--runtime", runtime});
     return memory_error(args);
   };
-  EXPECT_THAT(bad("nope"), HasSubstr("--runtime 'nope': unknown runtime; valid ones are: llama-cpp, lmdeploy, ollama"));
+  EXPECT_THAT(bad("nope"),
+              HasSubstr("--runtime 'nope': unknown runtime; valid ones are: llama-cpp, lmdeploy, ollama"));
+  EXPECT_THAT(bad(""), HasSubstr("--runtime: an empty value"));
+  // A slot the window and batch reach: the sliding layers hold it whole, and the text says so.
+  const RunResult capped = run({"memory", "--model", "gemma-3-27b", "--ctx", "1024", "--k", "q8_0", "--v", "q8_0",
+                                "--runtime", "llama-cpp"});
+  EXPECT_THAT(capped.out,
+              HasSubstr("1024 cells on a full layer, as many on a sliding one (1024 + 512 reach the slot)"));
   EXPECT_THAT(bad("llama-cpp@"), HasSubstr("--runtime 'llama-cpp@': expected NAME or NAME@VERSION"));
-  EXPECT_THAT(bad("llama-cpp@b1"), HasSubstr("--runtime 'llama-cpp@b1': llama.cpp version 'b1' is older than this table"));
+  EXPECT_THAT(bad("llama-cpp@b1"),
+              HasSubstr("--runtime 'llama-cpp@b1': llama.cpp version 'b1' is older than this table"));
 }
 
 TEST_F(MemoryCliTest, Llama70bAtF16Is320KiBPerTokenAnd40GiB) {

@@ -374,6 +374,21 @@ class ModelShapeTest(unittest.TestCase):
         self.assertEqual(tool.model_shape(self.gemma3(layer_types=["full_attention"] * 6, sliding_window=None))
                          ["rope_scaling"], {"rope_type": "linear", "factor": 8.0})
 
+    def test_gemma3_rope_per_layer_type_under_transformers_5(self):
+        # transformers 5: no rope_theta attribute, one rope_parameters per layer type, each with its base.
+        per_type = {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+        for local in (None, 10000.0):  # whether or not the config still has the 4.x attribute
+            shape = tool.model_shape(self.gemma3(rope_theta=None, rope_scaling=None, rope_local_base_freq=local,
+                                                 rope_parameters=per_type))
+            self.assertIsNone(shape["rope_theta"])
+            self.assertEqual(shape["rope_scaling"], per_type)
+        # A flat rope_parameters of plain RoPE is still the format's null, with its base outside.
+        flat = tool.model_shape(self.gemma3(rope_theta=None, rope_scaling=None, rope_local_base_freq=None,
+                                            rope_parameters={"rope_type": "default", "rope_theta": 500000.0}))
+        self.assertEqual(flat["rope_theta"], 500000.0)
+        self.assertIsNone(flat["rope_scaling"])
+
     def test_logit_scale_and_softcap(self):
         # Gemma 3 27B scales by query_pre_attn_scalar 168; Gemma 2 also caps at 50; others have neither.
         shape = tool.model_shape(self.gemma3(query_pre_attn_scalar=168, attn_logit_softcapping=None))

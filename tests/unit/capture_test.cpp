@@ -368,6 +368,15 @@ TEST_F(CaptureDir, GemmaThreesRopePerLayerTypeIsReadBackPerLayer) {
     EXPECT_EQ(capture_model(c).sliding_rope_theta, 1e4);
     EXPECT_THAT(profile_toml(fit_profile(c), "p"), HasSubstr("rope_scaling linear factor 8.0; the sliding layers' theta 1e+04)."));
   }
+  // One typed rope_scaling with its base inside (transformers 5's flat rope_parameters).
+  fs::remove_all(dir_);
+  testing::write_capture(dir_, {}, {{"\"rope_theta\": 10000.0", "\"rope_theta\": null"},
+                                    {"\"rope_scaling\": null",
+                                     "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0, \"rope_theta\": 500000.0}"}});
+  const Capture flat = open_capture(dir_.string());
+  EXPECT_TRUE(flat.rope.enabled);
+  EXPECT_EQ(flat.rope.theta, 5e5);
+  EXPECT_EQ(flat.rope.scaling, (RopeScaling{RopeScalingType::linear, 2.0}));
   // A sliding layer's scaling, or no base anywhere, is not reproduced.
   fs::remove_all(dir_);
   testing::write_capture(dir_, {}, {{"\"rope_scaling\": null",
