@@ -320,6 +320,14 @@ class Rope:
         module = getattr(base, "rotary_emb", None)
         others = [n for n, _ in base.named_children() if "rotary" in n and n != "rotary_emb"] \
             if hasattr(base, "named_children") else []
+        # Gemma 3 under transformers 4.x adds rotary_emb_local, of the same class, for its sliding
+        # layers (models/gemma3/modeling_gemma3.py): the layout is the class's, so rotary_emb shows
+        # it, but one cos/sin cannot undo every layer (per_layer_problem refuses --k-pre-rope).
+        self.per_layer_problem = None
+        if others and module is not None and all(type(getattr(base, n, None)) is type(module) for n in others):
+            names = ", ".join(["rotary_emb"] + others)
+            self.per_layer_problem = f"the model has more than one rotary embedding ({names})"
+            others = []
         config = text_config(base.config) if hasattr(base, "config") else None
         if module is None or not callable(module):
             self.problem = "the model has no rotary_emb module on its base model"
@@ -507,8 +515,9 @@ def capture(args):
             # they cannot be had.
             convention = probe[2] if probe is not None else "unknown"
             if args.k_pre_rope:
-                if convention != "rotate_half":
-                    raise Refusal(f"--k-pre-rope: cannot derive keys before RoPE for this model: {rope.problem}")
+                if convention != "rotate_half" or rope.per_layer_problem:
+                    why = rope.per_layer_problem if convention == "rotate_half" else rope.problem
+                    raise Refusal(f"--k-pre-rope: cannot derive keys before RoPE for this model: {why}")
                 cos_sin = probe[:2]
         for l in layers:
             k, v, q = recorder.seen[l]

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 class StandInConfig:
     model_type = "standin"
 
-    def __init__(self, version, interleaved=False):
+    def __init__(self, version, interleaved=False, local_rope=False):
         self.vocab_size = 257  # bytes and a BOS token
         self.hidden_size = 64
         self.intermediate_size = 96
@@ -44,6 +44,9 @@ class StandInConfig:
         self.layer_types = ["full_attention", "sliding_attention", "full_attention"]
         self.rms_norm_eps = 1e-6
         self.interleaved = interleaved  # a GPT-J-style rotation, which the tool must refuse to invert
+        # Gemma 3 under transformers 4.x: the sliding layers turn by their own base through a second
+        # rotary module (rotary_emb_local), without the global layers' scaling.
+        self.rope_local_base_freq = 1000.0 if local_rope else None
         # transformers 5 keeps RoPE in rope_parameters; 4.x in rope_theta / rope_scaling.
         if version[0] >= 5:
             self.rope_parameters = {"rope_type": "default", "rope_theta": 10000.0}
@@ -75,10 +78,10 @@ class RMSNorm(torch.nn.Module):
 
 
 class RotaryEmbedding(torch.nn.Module):
-    def __init__(self, config):
+    def __init__(self, config, theta=None):
         super().__init__()
         d = config.head_dim
-        theta = getattr(config, "rope_theta", None) or config.rope_parameters["rope_theta"]
+        theta = theta or getattr(config, "rope_theta", None) or config.rope_parameters["rope_theta"]
         self.register_buffer("inv_freq", 1.0 / theta ** (torch.arange(0, d, 2).float() / d), persistent=False)
         self.interleaved = config.interleaved
 
@@ -163,6 +166,8 @@ class StandInModel(torch.nn.Module):
         self.layers = torch.nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary_emb = RotaryEmbedding(config)
+        if config.rope_local_base_freq:
+            self.rotary_emb_local = RotaryEmbedding(config, theta=config.rope_local_base_freq)
         self.outputs = []  # every forward's last hidden state, recorded by the model
 
     def forward(self, input_ids, use_cache=None):
@@ -170,6 +175,7 @@ class StandInModel(torch.nn.Module):
         t = input_ids.shape[1]
         positions = torch.arange(t)[None, :]
         cos_sin = self.rotary_emb(hidden, positions)
+        local = self.rotary_emb_local(hidden, positions) if self.config.rope_local_base_freq else cos_sin
         # As in transformers' masking_utils: a mask only for an attention name with a registered
         # mask function; otherwise attention_mask=None.
         masks = sys.modules["transformers"].masking_utils.ALL_MASK_ATTENTION_FUNCTIONS
@@ -179,7 +185,7 @@ class StandInModel(torch.nn.Module):
         sliding = masks[impl](t, self.config.sliding_window) if made else None
         for layer in self.layers:
             mask = sliding if layer.self_attn.sliding_window else full
-            hidden = layer(hidden, cos_sin, mask)
+            hidden = layer(hidden, local if layer.self_attn.sliding_window else cos_sin, mask)
         hidden = self.norm(hidden)
         self.outputs.append(hidden.clone())
         return BaseOutput(hidden)
@@ -271,7 +277,7 @@ class ByteTokenizer:
         return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.int64)}
 
 
-MODELS = ("standin/tiny", "standin/tiny-interleaved")
+MODELS = ("standin/tiny", "standin/tiny-interleaved", "standin/tiny-local-rope")
 
 
 def install(version="4.57.0", with_mask_interface=True, with_attention_interface=True):
@@ -298,7 +304,7 @@ def install(version="4.57.0", with_mask_interface=True, with_attention_interface
     def config_for(name):
         if name not in MODELS:
             raise OSError(f"{name} is not a model here")
-        return StandInConfig(v, interleaved=name.endswith("interleaved"))
+        return StandInConfig(v, interleaved=name.endswith("interleaved"), local_rope=name.endswith("local-rope"))
 
     class AutoConfig:
         @staticmethod

@@ -275,6 +275,20 @@ class CaptureTest(unittest.TestCase):
         manifest = self.capture("--queries", "8", model=model)  # without --k-pre-rope it captures
         self.assertEqual(manifest["config"]["rope_convention"], "interleaved")
 
+    def test_a_second_rotary_module_of_the_same_class_still_shows_the_layout(self):
+        # Gemma 3 under transformers 4.x: rotary_emb_local turns the sliding layers by their own base.
+        # The layout is known (rotate_half), the RoPE per layer type is written, --k-pre-rope refused.
+        model = "standin/tiny-local-rope"
+        rc, err = run_tool(["--model", model, "--prompts", *self.prompts(), "--out", self.out, "--k-pre-rope"])
+        self.assertEqual(rc, 2, err)
+        self.assertIn("more than one rotary embedding (rotary_emb, rotary_emb_local)", err)
+        self.assertEqual(self.leftovers(), [])
+        manifest = self.capture("--queries", "8", model=model)
+        self.assertEqual(manifest["config"]["rope_convention"], "rotate_half")
+        self.assertEqual(manifest["config"]["rope_scaling"], {
+            "full_attention": {"rope_type": "default"},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1000.0}})
+
     def test_bad_inputs_refused_with_nothing_written(self):
         good = self.prompts()
         empty = self.prompt("empty.txt", " \n\t\n")
