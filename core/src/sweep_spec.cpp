@@ -83,6 +83,8 @@ struct Shape {
   // The window a sampled sliding-window layer's cases hold when it is shorter than `tokens`, else 0:
   // a scheme must take that length too.
   int64_t window = 0;
+  // A capture's cases carry their keys as cached, with RoPE off (capture_case): nothing to un-rotate.
+  bool capture = false;
 };
 
 // Refuses an expansion of `count` items before it is made.
@@ -195,8 +197,9 @@ std::string shape_problem(const Scheme& scheme, Role role, const Shape& shape) {
       why += " (the " + std::to_string(shape.window) + "-token window of the sampled sliding-window layers)";
     }
   }
-  if (why.empty() && role == Role::key && !shape.rope && scheme.traits().needs_rope) {
-    why = "'" + scheme.spec() + "': rope_stage=pre needs a workload with RoPE ([workload.rope] or a model)";
+  if (why.empty() && role == Role::key && (!shape.rope || shape.capture) && scheme.traits().needs_rope) {
+    why = "'" + scheme.spec() + "': rope_stage=pre needs a workload with RoPE ([workload.rope] or a model)" +
+          (shape.capture ? "; a capture's keys are used as cached, after RoPE" : "");
   }
   return why;
 }
@@ -1110,7 +1113,7 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
   });
   const int64_t window = samples_sliding ? sc.workload.sliding_window : 0;
   const Shape shape{registry, tokens, sc.workload.head_dim, sc.workload.rope.enabled, max_points,
-                    context.progress, window};
+                    context.progress, window, sc.capture.has_value()};
   const std::string pairing = search.choice("pairing", "cartesian", {"cartesian", "matched", "independent"});
   spec.pairing = pairing == "matched"       ? Pairing::matched
                  : pairing == "independent" ? Pairing::independent

@@ -422,6 +422,16 @@ TEST(SweepSpec, ASweepOnACaptureChecksItsShapeAndHashesTheCapture) {
   std::filesystem::remove_all(dir / "cap");
   testing::write_capture(dir / "cap", longer);
   EXPECT_NE(parse_sweep(text, (dir / "s.toml").string(), context()).hash, s.hash);
+  // A pre-RoPE key policy has nothing to un-rotate on a capture: refused before any point runs.
+  try {
+    parse_sweep("[workload]\nsource = \"cache\"\npath = \"cap\"\n[search]\nk = [\"q8_0:rope_stage=pre\"]\n"
+                "v = [\"q8_0\"]\n",
+                (dir / "s.toml").string(), context());
+    ADD_FAILURE() << "rope_stage=pre was accepted on a capture";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("rope_stage=pre needs a workload with RoPE ([workload.rope] or a model); a "
+                                    "capture's keys are used as cached, after RoPE"));
+  }
   std::filesystem::remove_all(dir);
 }
 
