@@ -228,22 +228,22 @@ int run(const MemoryOptions& o) {
                           {"free_bytes_per_gpu", gpu_bytes ? nlohmann::json(fit.free_bytes) : nlohmann::json(nullptr)}};
     if (m.preset) out["source"] = m.preset->source;
     if (runtime) {
-      const auto cells = [](const std::optional<AllocatedCells>& c, int64_t AllocatedCells::*field) {
-        return c && (field == &AllocatedCells::slot || c->sliding > 0) ? nlohmann::json((*c).*field)
-                                                                        : nlohmann::json(nullptr);
-      };
+      const auto or_null = [](bool has, int64_t n) { return has ? nlohmann::json(n) : nlohmann::json(nullptr); };
       const std::optional<AllocatedCells>& c = runtime->cells;
+      const std::optional<AllocatedCells>& at_max = runtime->cells_at_max;
+      const bool sliding = c && c->sliding > 0;
       out["runtime"] = {{"title", runtime->title},
                         {"version", runtime->version},
                         {"beyond_checked", runtime->beyond_checked},
                         {"rounds_cells", c.has_value()},
-                        {"slot_cells", cells(c, &AllocatedCells::slot)},
-                        {"sliding_cells", cells(c, &AllocatedCells::sliding)},
-                        {"sliding_extra", cells(c, &AllocatedCells::sliding_extra)},
+                        {"slot_cells", or_null(c.has_value(), c ? c->slot : 0)},
+                        {"sliding_cells", or_null(sliding, sliding ? c->sliding : 0)},
+                        {"sliding_extra", or_null(sliding, sliding ? c->sliding_extra : 0)},
                         {"total_bytes", runtime->estimate.total_bytes},
                         {"bytes_per_sequence_per_gpu", runtime->fit.sequence_bytes},
                         {"max_sequences", gpu_bytes ? nlohmann::json(runtime->fit.sequences) : nlohmann::json(nullptr)},
-                        {"sliding_cells_at_max", cells(runtime->cells_at_max, &AllocatedCells::sliding)}};
+                        {"sliding_cells_at_max",
+                         or_null(at_max && at_max->sliding > 0, at_max ? at_max->sliding : 0)}};
     } else {
       out["runtime"] = nullptr;
     }

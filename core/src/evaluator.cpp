@@ -344,8 +344,7 @@ std::vector<CaseSamples> evaluate_case(const EvalPlan& plan, const Case& c) {
       const size_t block = size_t(std::find(ks.begin(), ks.end(), pair.k) - ks.begin());
       const double* o = ws.outs.data() + block * size_t(nq * d);
       std::vector<double> kernel_out;
-      // No fused kernel applies a logit softcap: a capped case keeps the simulator's product.
-      const bool capped = c.logit_softcap > 0.0;
+      const bool capped = c.logit_softcap > 0.0 && !backend.fused_attention_caps_logits();
       if (auto kernel = capped ? std::nullopt : backend.fused_attention(*k_run[pair.k], *v_run, c)) {
         out[p].kernel_vs_sim = relative_rows(kernel->data(), o, nq, d);
         kernel_out = std::move(*kernel);

@@ -44,6 +44,10 @@ class EvalBackend {
   // labelled as the simulator's result (PairResult::backend_used), never under the kernel's name.
   virtual bool fuses_attention() const { return false; }
 
+  // Kernel mode: whether the fused kernel applies a case's logit softcap (Case::logit_softcap). One
+  // that does not is never asked for a capped case, which keeps the simulator's product.
+  virtual bool fused_attention_caps_logits() const { return false; }
+
   // Kernel mode: "" when fused_attention computes the pair at this head_dim, otherwise why not
   // (e.g. "no device format for 'turboquant:bits=4'"), in words for the user.
   virtual std::string fused_attention_gap(const Scheme& k, const Scheme& v, int64_t head_dim) const {
