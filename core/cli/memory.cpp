@@ -121,15 +121,9 @@ struct RuntimeMemory {
 RuntimeView runtime_view(const std::string& text) {
   const RuntimeTarget target = parse_runtime_target(text, "--runtime");
   const std::vector<RuntimeTable> tables = command_runtime_tables(command_registry());
-  std::vector<std::string> names;
-  for (const RuntimeTable& t : tables) names.push_back(t.name);
-  const auto table =
-      std::find_if(tables.begin(), tables.end(), [&](const RuntimeTable& t) { return t.name == target.name; });
-  if (table == tables.end()) {
-    throw InputError("--runtime '" + text + "': unknown runtime; valid ones are: " + join(names));
-  }
+  const RuntimeTable& table = runtime_table_named(tables, target.name, "--runtime");
   try {
-    return runtime_options(*table, target.version);
+    return runtime_options(table, target.version);
   } catch (const InputError& e) {
     throw InputError("--runtime '" + text + "': " + e.what());
   }

@@ -539,6 +539,16 @@ std::vector<RuntimeTable> load_runtime_tables(const fs::path& config_dir, const 
   return out;
 }
 
+const RuntimeTable& runtime_table_named(const std::vector<RuntimeTable>& tables, const std::string& name,
+                                        const std::string& where) {
+  const auto table = std::find_if(tables.begin(), tables.end(), [&](const RuntimeTable& t) { return t.name == name; });
+  if (table != tables.end()) return *table;
+  std::vector<std::string> names;
+  for (const RuntimeTable& t : tables) names.push_back(t.name);
+  throw InputError(where + ": unknown runtime '" + name + "'; valid ones are: " +
+                   (names.empty() ? std::string("(none: no configs/runtimes tables loaded)") : join(names)));
+}
+
 RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
   RuntimeView view;
   view.title = t.title;

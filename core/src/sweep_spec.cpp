@@ -722,18 +722,11 @@ void add_runtime_points(SweepSpec& spec, const std::vector<Target>& targets, con
                         const Shape& shape) {
   std::set<std::pair<std::string, std::string>> seen;
   for (const SweepPoint& p : spec.points) seen.insert({p.k, p.v});
-  std::vector<std::string> names;
-  for (const RuntimeTable& t : context.runtime_tables) names.push_back(t.name);
   for (const Target& target : targets) {
-    const auto table = std::find_if(context.runtime_tables.begin(), context.runtime_tables.end(),
-                                    [&](const RuntimeTable& t) { return t.name == target.target.name; });
-    if (table == context.runtime_tables.end()) {
-      throw InputError(target.where + ": unknown runtime '" + target.target.name + "'; valid ones are: " +
-                       (names.empty() ? std::string("(none: no configs/runtimes tables loaded)") : join(names)));
-    }
+    const RuntimeTable& table = runtime_table_named(context.runtime_tables, target.target.name, target.where);
     RuntimeView view;
     try {
-      view = runtime_options(*table, target.target.version);
+      view = runtime_options(table, target.target.version);
     } catch (const InputError& e) {
       throw InputError(target.where + ": runtime '" + target.target.name + "': " + e.what());
     }

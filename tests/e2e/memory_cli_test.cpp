@@ -87,7 +87,7 @@ TEST_F(MemoryCliTest, ARuntimeThatRoundsCellsGetsItsOwnFigure) {
     return memory_error(args);
   };
   EXPECT_THAT(bad("nope"),
-              HasSubstr("--runtime 'nope': unknown runtime; valid ones are: llama-cpp, lmdeploy, ollama"));
+              HasSubstr("--runtime: unknown runtime 'nope'; valid ones are: llama-cpp, lmdeploy, ollama"));
   EXPECT_THAT(bad(""), HasSubstr("--runtime: an empty value"));
   // A slot the window and batch reach: the sliding layers hold it whole, and the text says so.
   const RunResult capped = run({"memory", "--model", "gemma-3-27b", "--ctx", "1024", "--k", "q8_0", "--v", "q8_0",

@@ -176,6 +176,10 @@ RuntimeTable load_runtime_table(const std::filesystem::path& path, const Registr
 // Every <config_dir>/runtimes/*.toml, sorted by name.
 std::vector<RuntimeTable> load_runtime_tables(const std::filesystem::path& config_dir, const Registry& registry);
 
+// The table called `name`. InputError "<where>: unknown runtime '<name>'; valid ones are: ..." otherwise.
+const RuntimeTable& runtime_table_named(const std::vector<RuntimeTable>& tables, const std::string& name,
+                                        const std::string& where);
+
 // The options available at `version` ("latest" = the table's `checked`, or every open-ended entry
 // when it has none). For a K/V-independent runtime this is every active K type × V type within each
 // active profile, with the matching pair rules applied. InputError for a malformed version or one
