@@ -9,7 +9,9 @@ The tensors are taken at transformers' public attention hook: an attention funct
 with transformers.AttentionInterface and selected with attn_implementation=..., which every model
 using the interface calls with the query, key and value it attends with. The function records
 them and then computes the attention with the stock "sdpa" function, so the model's outputs are
-those of attn_implementation="sdpa".
+those of attn_implementation="sdpa". A model that caps its attention logits (Gemma 2's
+attn_logit_softcapping) attends with its own eager function instead, which applies the cap that
+sdpa drops, so its outputs are those of attn_implementation="eager".
 
 Needs torch and transformers (>= 4.51) and nothing else. Bad inputs: a message naming the file or
 option, exit status 2, nothing written.
@@ -267,8 +269,21 @@ class Recorder:
         self.seen[layer] = (cpu(key[0]), cpu(value[0]), cpu(query[0, :, t - self.queries:, :]))
 
 
-def register_attention(transformers, recorder):
-    """Registers the capture attention function (and the sdpa mask for it); returns its name."""
+def eager_attention_of(module):
+    """The eager attention function of the module's own modeling file, which applies a softcap."""
+    # Gemma 2's attention calls fn(..., softcap=self.attn_logit_softcapping); its file's
+    # eager_attention_forward caps the logits, the stock sdpa function leaves softcap in **kwargs
+    # unused (models/gemma2/modeling_gemma2.py and integrations/sdpa_attention.py @ def9a7ef).
+    fn = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    if fn is None:
+        raise Refusal(f"{type(module).__name__} caps its attention logits, but its modeling file "
+                      f"({type(module).__module__}) has no eager_attention_forward to apply the cap with")
+    return fn
+
+
+def register_attention(transformers, recorder, softcap=False):
+    """Registers the capture attention function (and the mask it needs); returns its name. With
+    softcap, the model's own eager attention computes the output, with the eager (additive) mask."""
     # The stock SDPA attention, looked up where the models look it up: ALL_ATTENTION_FUNCTIONS in
     # transformers.modeling_utils (docs/source/en/attention_interface.md @ 68c570d3, "Accessing
     # current available implementations").
@@ -279,7 +294,13 @@ def register_attention(transformers, recorder):
         # **kwargs) after RoPE (models/qwen3/modeling_qwen3.py @ 9ee3f431, Qwen3Attention.forward;
         # models/llama/modeling_llama.py @ 5dd4a635); everything is passed on unchanged.
         recorder.record(module, query, key, value)
-        return sdpa(module, query, key, value, attention_mask, *args, **kwargs)
+        if not softcap:
+            return sdpa(module, query, key, value, attention_mask, *args, **kwargs)
+        if attention_mask is None:
+            # eager attention takes causality from the mask alone; without one it would look ahead.
+            raise Refusal(f"layer {module.layer_idx}: the model passed no attention mask, which its eager "
+                          "attention (needed for the logit softcap) requires")
+        return eager_attention_of(module)(module, query, key, value, attention_mask, *args, **kwargs)
 
     # AttentionInterface.register is a classmethod updating the mapping every instance reads,
     # including ALL_ATTENTION_FUNCTIONS (transformers PR #36889, first released in 4.51;
@@ -289,12 +310,13 @@ def register_attention(transformers, recorder):
     # for a name without a registered mask function (masking_utils.py @ 00c4411c,
     # _preprocess_mask_arguments; attention_interface.md "Attention Mask Interface"). Registering
     # sdpa's mask function under our name gives every layer the mask stock sdpa gets, sliding
-    # windows included. Before 4.53 there is no AttentionMaskInterface: the models build their own
+    # windows included (eager's, an additive mask that is never left out, for the eager function
+    # a softcap needs). Before 4.53 there is no AttentionMaskInterface: the models build their own
     # 4D mask (modeling_llama.py _update_causal_mask), which sdpa then gets.
     mask_interface = getattr(transformers, "AttentionMaskInterface", None)
     if mask_interface is not None:
         masks = importlib.import_module("transformers.masking_utils").ALL_MASK_ATTENTION_FUNCTIONS
-        mask_interface.register(ATTN_NAME, masks["sdpa"])
+        mask_interface.register(ATTN_NAME, masks["eager" if softcap else "sdpa"])
     return ATTN_NAME
 
 
@@ -440,14 +462,6 @@ def load(torch, transformers, args):
     except Exception as e:  # noqa: BLE001 - from_pretrained raises many kinds for a bad id or path
         raise Refusal(f"--model {name}: cannot load its config ({type(e).__name__}: {e})")
     shape = model_shape(config)
-    if shape["attn_logit_softcapping"]:
-        # transformers' sdpa function takes no softcap (integrations/sdpa_attention.py @def9a7ef
-        # leaves it in **kwargs; modeling_gemma2.py's eager function applies it), so the run
-        # attends uncapped: the first captured layer's tensors are the model's, later ones follow
-        # activations of an uncapped run. kvtune still caps every logit it computes.
-        print(f"kvtune_capture: warning: {name} caps attention logits at {shape['attn_logit_softcapping']:g}, which "
-              "the capture's sdpa attention does not; layers after the first see activations of an uncapped run",
-              file=sys.stderr)
     n_layers = shape["num_hidden_layers"]
     layers = args.layers if args.layers is not None else list(range(n_layers))
     bad = [l for l in layers if l >= n_layers]
@@ -483,7 +497,7 @@ def capture(args):
     samples = tokenize(tokenizer, prompts, args)
 
     recorder = Recorder(layers, args.queries)
-    attn = register_attention(transformers, recorder)
+    attn = register_attention(transformers, recorder, softcap=bool(shape["attn_logit_softcapping"]))
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model = transformers.AutoModelForCausalLM.from_pretrained(args.model, attn_implementation=attn, **{dtype_kw: dtype})
     model.to(device)

@@ -5,8 +5,11 @@ install() puts a fake `transformers` package into sys.modules with the parts the
 uses, shaped like the real ones (written from transformers' sources, none of their code copied):
 
 - AttentionInterface: register() is a classmethod writing into a mapping shared by every instance,
-  ALL_ATTENTION_FUNCTIONS (transformers.modeling_utils) is one, with a stock "sdpa" entry.
-- AttentionMaskInterface / masking_utils.ALL_MASK_ATTENTION_FUNCTIONS: the mask functions; as in
+  ALL_ATTENTION_FUNCTIONS (transformers.modeling_utils) is one, with a stock "sdpa" entry. "eager"
+  is not in it: a model with attn_implementation="eager" calls its own file's
+  eager_attention_forward (here this module's), as transformers' models do.
+- AttentionMaskInterface / masking_utils.ALL_MASK_ATTENTION_FUNCTIONS: the mask functions ("sdpa":
+  None for plain causal attention, else boolean; "eager": always an additive float mask); as in
   transformers' masking_utils, a model whose attention name has no mask function gets no mask.
 - AutoConfig / AutoModelForCausalLM / AutoTokenizer.from_pretrained.
 
@@ -14,7 +17,7 @@ The model is Llama-shaped: GQA (4 query heads over 2 KV heads, head_dim 16), RoP
 rotate_half layout from base.rotary_emb(x, position_ids), layer 1 a sliding-window layer. Its
 attention module calls ALL_ATTENTION_FUNCTIONS[config._attn_implementation](self, q, k, v, mask,
 dropout=..., scaling=..., sliding_window=...) with q [B, Hq, T, D] and k, v [B, Hkv, T, D] after
-RoPE, as LlamaAttention does, and records its own inputs in `self.recorded` (written by the model,
+RoPE, as LlamaAttention does (plus softcap=, as Gemma2Attention does), and records its own inputs in `self.recorded` (written by the model,
 not by the tool) so a test can compare them with what the tool captured.
 
 Matrix products run in float32 and round back to the model's dtype: torch 1.13 has no float16
@@ -31,7 +34,7 @@ import torch.nn.functional as F
 class StandInConfig:
     model_type = "standin"
 
-    def __init__(self, version, interleaved=False, local_rope=False):
+    def __init__(self, version, interleaved=False, local_rope=False, softcap=False):
         self.vocab_size = 257  # bytes and a BOS token
         self.hidden_size = 64
         self.intermediate_size = 96
@@ -47,6 +50,8 @@ class StandInConfig:
         # Gemma 3 under transformers 4.x: the sliding layers turn by their own base through a second
         # rotary module (rotary_emb_local), without the global layers' scaling.
         self.rope_local_base_freq = 1000.0 if local_rope else None
+        # Gemma 2 caps its attention logits at c·tanh(l/c); 1.0 caps most of the stand-in's.
+        self.attn_logit_softcapping = 1.0 if softcap else None
         # transformers 5 keeps RoPE in rope_parameters; 4.x in rope_theta / rope_scaling.
         if version[0] >= 5:
             self.rope_parameters = {"rope_type": "default", "rope_theta": 10000.0}
@@ -127,9 +132,11 @@ class Attention(torch.nn.Module):
         q = rotate(q, cos, sin, self.config.interleaved)
         k = rotate(k, cos, sin, self.config.interleaved)
         self.recorded.append({"q": q.clone(), "k": k.clone(), "v": v.clone(), "k_pre_rope": k_pre.clone()})
-        fn = sys.modules["transformers"].modeling_utils.ALL_ATTENTION_FUNCTIONS[self.config._attn_implementation]
+        impl = self.config._attn_implementation
+        fn = eager_attention_forward if impl == "eager" else \
+            sys.modules["transformers"].modeling_utils.ALL_ATTENTION_FUNCTIONS[impl]
         out, _ = fn(self, q, k, v, attention_mask, dropout=0.0, scaling=self.scaling,
-                    sliding_window=self.sliding_window)
+                    sliding_window=self.sliding_window, softcap=self.config.attn_logit_softcapping)
         return linear(out.reshape(b, t, -1), self.o_proj)
 
 
@@ -234,8 +241,29 @@ def sdpa_attention(module, query, key, value, attention_mask, dropout=0.0, scali
     return out.transpose(1, 2).contiguous(), None
 
 
-def eager_attention(*args, **kwargs):
-    return sdpa_attention(*args, **kwargs)
+def eager_mask(tokens, sliding_window):
+    """An additive float [1, 1, T, T] mask, 0 where a query may attend a key and the float32
+    minimum elsewhere; never None, even for plain causal attention."""
+    i = torch.arange(tokens)[:, None]
+    j = torch.arange(tokens)[None, :]
+    allowed = (j <= i) & (j > i - sliding_window) if sliding_window is not None else j <= i
+    return torch.zeros(tokens, tokens).masked_fill(~allowed, torch.finfo(torch.float32).min)[None, None]
+
+
+def eager_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, softcap=None,
+                            **kwargs):
+    """The model file's own attention: the logits capped at softcap·tanh(l/softcap) when softcap is
+    set, then the additive mask (causality comes from the mask alone)."""
+    groups = module.num_key_value_groups
+    k = key.repeat_interleave(groups, dim=1).float()
+    v = value.repeat_interleave(groups, dim=1).float()
+    scores = query.float() @ k.transpose(-1, -2) * scaling
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    if attention_mask is not None:
+        scores = scores + attention_mask[:, :, :, :key.shape[2]]
+    out = (scores.softmax(-1) @ v).to(query.dtype)
+    return out.transpose(1, 2).contiguous(), None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,7 +305,7 @@ class ByteTokenizer:
         return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.int64)}
 
 
-MODELS = ("standin/tiny", "standin/tiny-interleaved", "standin/tiny-local-rope")
+MODELS = ("standin/tiny", "standin/tiny-interleaved", "standin/tiny-local-rope", "standin/tiny-softcap")
 
 
 def install(version="4.57.0", with_mask_interface=True, with_attention_interface=True):
@@ -290,10 +318,10 @@ def install(version="4.57.0", with_mask_interface=True, with_attention_interface
     v = tuple(int(p) for p in version.split(".")[:2])
 
     modeling_utils = types.ModuleType("transformers.modeling_utils")
-    attention_interface = make_interface("AttentionInterface", {"sdpa": sdpa_attention, "eager": eager_attention})
+    attention_interface = make_interface("AttentionInterface", {"sdpa": sdpa_attention})
     modeling_utils.ALL_ATTENTION_FUNCTIONS = attention_interface()
     masking_utils = types.ModuleType("transformers.masking_utils")
-    mask_interface = make_interface("AttentionMaskInterface", {"sdpa": sdpa_mask, "eager": sdpa_mask})
+    mask_interface = make_interface("AttentionMaskInterface", {"sdpa": sdpa_mask, "eager": eager_mask})
     masking_utils.ALL_MASK_ATTENTION_FUNCTIONS = mask_interface()
     fake.modeling_utils, fake.masking_utils = modeling_utils, masking_utils
     if with_attention_interface:
@@ -304,7 +332,8 @@ def install(version="4.57.0", with_mask_interface=True, with_attention_interface
     def config_for(name):
         if name not in MODELS:
             raise OSError(f"{name} is not a model here")
-        return StandInConfig(v, interleaved=name.endswith("interleaved"), local_rope=name.endswith("local-rope"))
+        return StandInConfig(v, interleaved=name.endswith("interleaved"), local_rope=name.endswith("local-rope"),
+                             softcap=name.endswith("softcap"))
 
     class AutoConfig:
         @staticmethod
@@ -324,7 +353,7 @@ def install(version="4.57.0", with_mask_interface=True, with_attention_interface
             dtype = kwargs.get("dtype", kwargs.get("torch_dtype", "auto"))
             config = config_for(name)
             impl = attn_implementation or "sdpa"
-            if impl not in modeling_utils.ALL_ATTENTION_FUNCTIONS:
+            if impl != "eager" and impl not in modeling_utils.ALL_ATTENTION_FUNCTIONS:
                 raise ValueError(f"{impl} is not a registered attention implementation")
             config._attn_implementation = impl
             torch.manual_seed(1234)  # the same "checkpoint" every time

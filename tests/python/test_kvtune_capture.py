@@ -205,6 +205,39 @@ class CaptureTest(unittest.TestCase):
             with torch.no_grad():
                 self.assertTrue(same_bits(stock.model(ids).last_hidden_state, hidden), path)
 
+    def test_a_softcapped_model_attends_capped_during_the_capture(self):
+        # Gemma 2: stock sdpa drops the softcap, so the tool attends with the model's own eager
+        # function and the eager mask. The capture run's hidden states are a stock eager model's,
+        # bit for bit, and a stock sdpa model's differ (the cap changes the stand-in's attention);
+        # so do the later layers' captured keys.
+        model = "standin/tiny-softcap"
+        manifest = self.capture("--queries", "8", "--dtype", "float16", model=model)
+        self.assertEqual(manifest["config"]["attn_logit_softcapping"], 1.0)
+        self.assertEqual(self.fake.loads[-1]["attn_implementation"], "kvtune_capture")
+        during = self.fake.created[-1].model.outputs
+        load = self.fake.AutoModelForCausalLM.from_pretrained
+        eager = load(model, attn_implementation="eager", dtype=torch.float16)
+        sdpa = load(model, attn_implementation="sdpa", dtype=torch.float16)
+        tokenizer = self.fake.AutoTokenizer.from_pretrained(model)
+        for path, hidden in zip(self.prompts(), during):
+            with open(path, encoding="utf-8") as f:
+                ids = tokenizer(f.read(), return_tensors="pt")["input_ids"]
+            with torch.no_grad():
+                self.assertTrue(same_bits(eager.model(ids).last_hidden_state, hidden), path)
+                self.assertFalse(torch.equal(sdpa.model(ids).last_hidden_state, hidden), path)
+        tensors, _ = read_safetensors(os.path.join(self.out, "layer_002.safetensors"))
+        keys = torch.cat([s["k"][0] for s in eager.model.layers[2].self_attn.recorded], dim=1)
+        self.assertTrue(same_bits(tensors["k"], keys))
+
+    def test_a_softcapped_model_without_a_mask_is_refused(self):
+        # Before transformers 4.53 the model builds its own mask; one that passes none would make
+        # the eager function look ahead, so the tool stops rather than capture a wrong run.
+        self.fake = standin.install(with_mask_interface=False)
+        rc, err = run_tool(["--model", "standin/tiny-softcap", "--prompts", *self.prompts(), "--out", self.out])
+        self.assertEqual(rc, 2, err)
+        self.assertIn("layer 0: the model passed no attention mask", err)
+        self.assertEqual(self.leftovers(), [])
+
     def test_without_a_mask_function_the_sliding_layer_would_change(self):
         # The check above is sensitive: with no mask function registered for the tool's name (as
         # in transformers' masking_utils, mask creation is then skipped), the sliding-window layer
