@@ -334,7 +334,7 @@ class Rope:
 
     def __init__(self, torch, base, head_dim):
         self.torch, self.head_dim = torch, head_dim
-        self.module, self.problem = None, None
+        self.module, self.problem, self.layer_type = None, None, None
         # Llama-family base models hold one rotary embedding, rotary_emb, called as
         # rotary_emb(x, position_ids) -> (cos, sin) in x's dtype, shaped [batch, seq, head_dim]
         # (models/qwen3/modeling_qwen3.py @ 9ee3f431, Qwen3Model.__init__ and
@@ -362,7 +362,15 @@ class Rope:
                 params = list(inspect.signature(module.forward).parameters)
             except (TypeError, ValueError):
                 params = []
-            if len(params) > 2:  # e.g. a per-layer-type argument: one cos/sin would not fit every layer
+            types = list(getattr(config, "layer_types", None) or [])
+            if params[2:] == ["layer_type"] and types:
+                # Gemma 3 under transformers 5: one module turns each layer type by its own base,
+                # forward(x, position_ids, layer_type) (models/gemma3/modeling_gemma3.py, 5.0.0.dev0).
+                # Every type has the class's layout, so layer 0's type shows it; one cos/sin cannot
+                # undo every layer.
+                self.module, self.layer_type = module, types[0]
+                self.per_layer_problem = "its rotary_emb turns each layer type by its own base (forward takes layer_type)"
+            elif len(params) > 2:  # another argument: one cos/sin would not fit every layer
                 self.problem = f"its rotary_emb.forward takes ({', '.join(params)}), not (x, position_ids)"
             else:
                 self.module = module
@@ -377,7 +385,8 @@ class Rope:
         positions = torch.arange(tokens, device=device)[None, :]
         try:
             with torch.no_grad():
-                cos, sin = self.module(x, positions)
+                typed = {"layer_type": self.layer_type} if self.layer_type else {}
+                cos, sin = self.module(x, positions, **typed)
         except Exception as e:  # noqa: BLE001 - any failure means we cannot use it
             self.problem = f"calling rotary_emb(x, position_ids) failed ({type(e).__name__}: {e})"
             return None

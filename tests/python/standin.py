@@ -34,7 +34,7 @@ import torch.nn.functional as F
 class StandInConfig:
     model_type = "standin"
 
-    def __init__(self, version, interleaved=False, local_rope=False, softcap=False):
+    def __init__(self, version, interleaved=False, local_rope=False, softcap=False, typed_rope=False):
         self.vocab_size = 257  # bytes and a BOS token
         self.hidden_size = 64
         self.intermediate_size = 96
@@ -53,7 +53,13 @@ class StandInConfig:
         # Gemma 2 caps its attention logits at c·tanh(l/c); 1.0 caps most of the stand-in's.
         self.attn_logit_softcapping = 1.0 if softcap else None
         # transformers 5 keeps RoPE in rope_parameters; 4.x in rope_theta / rope_scaling.
-        if version[0] >= 5:
+        # Gemma 3 under transformers 5 (typed_rope): one rope_parameters per layer type, and one
+        # rotary module taking the layer type.
+        self.typed_rope = typed_rope
+        if typed_rope:
+            self.rope_parameters = {"full_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                    "sliding_attention": {"rope_type": "default", "rope_theta": 1000.0}}
+        elif version[0] >= 5:
             self.rope_parameters = {"rope_type": "default", "rope_theta": 10000.0}
         else:
             self.rope_theta = 10000.0
@@ -95,6 +101,18 @@ class RotaryEmbedding(torch.nn.Module):
         freqs = position_ids[:, :, None].float() * self.inv_freq[None, None, :]
         emb = freqs.repeat_interleave(2, dim=-1) if self.interleaved else torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+class TypedRotaryEmbedding(torch.nn.Module):
+    """transformers 5's Gemma 3 form: forward(x, position_ids, layer_type), each type its own base."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.types = torch.nn.ModuleDict({t: RotaryEmbedding(config, theta=p["rope_theta"])
+                                          for t, p in config.rope_parameters.items()})
+
+    def forward(self, x, position_ids, layer_type=None):
+        return self.types[layer_type](x, position_ids)
 
 
 def rotate(x, cos, sin, interleaved):
@@ -172,7 +190,7 @@ class StandInModel(torch.nn.Module):
         self.embed_tokens = torch.nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = torch.nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.rotary_emb = RotaryEmbedding(config)
+        self.rotary_emb = TypedRotaryEmbedding(config) if config.typed_rope else RotaryEmbedding(config)
         if config.rope_local_base_freq:
             self.rotary_emb_local = RotaryEmbedding(config, theta=config.rope_local_base_freq)
         self.outputs = []  # every forward's last hidden state, recorded by the model
@@ -181,8 +199,12 @@ class StandInModel(torch.nn.Module):
         hidden = self.embed_tokens(input_ids)
         t = input_ids.shape[1]
         positions = torch.arange(t)[None, :]
-        cos_sin = self.rotary_emb(hidden, positions)
-        local = self.rotary_emb_local(hidden, positions) if self.config.rope_local_base_freq else cos_sin
+        if self.config.typed_rope:
+            cos_sin = self.rotary_emb(hidden, positions, layer_type="full_attention")
+            local = self.rotary_emb(hidden, positions, layer_type="sliding_attention")
+        else:
+            cos_sin = self.rotary_emb(hidden, positions)
+            local = self.rotary_emb_local(hidden, positions) if self.config.rope_local_base_freq else cos_sin
         # As in transformers' masking_utils: a mask only for an attention name with a registered
         # mask function; otherwise attention_mask=None.
         masks = sys.modules["transformers"].masking_utils.ALL_MASK_ATTENTION_FUNCTIONS
@@ -305,7 +327,8 @@ class ByteTokenizer:
         return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.int64)}
 
 
-MODELS = ("standin/tiny", "standin/tiny-interleaved", "standin/tiny-local-rope", "standin/tiny-softcap")
+MODELS = ("standin/tiny", "standin/tiny-interleaved", "standin/tiny-local-rope", "standin/tiny-softcap",
+          "standin/tiny-typed-rope")
 
 
 def install(version="4.57.0", with_mask_interface=True, with_attention_interface=True):
@@ -333,7 +356,7 @@ def install(version="4.57.0", with_mask_interface=True, with_attention_interface
         if name not in MODELS:
             raise OSError(f"{name} is not a model here")
         return StandInConfig(v, interleaved=name.endswith("interleaved"), local_rope=name.endswith("local-rope"),
-                             softcap=name.endswith("softcap"))
+                             softcap=name.endswith("softcap"), typed_rope=name.endswith("typed-rope"))
 
     class AutoConfig:
         @staticmethod

@@ -322,6 +322,22 @@ class CaptureTest(unittest.TestCase):
             "full_attention": {"rope_type": "default"},
             "sliding_attention": {"rope_type": "default", "rope_theta": 1000.0}})
 
+    def test_a_rotary_module_taking_the_layer_type_still_shows_the_layout(self):
+        # Gemma 3 under transformers 5: one rotary module, forward(x, position_ids, layer_type). The
+        # layout is read with layer 0's type, the RoPE per layer type is written, --k-pre-rope refused.
+        self.fake = standin.install(version="5.0.0")
+        model = "standin/tiny-typed-rope"
+        rc, err = run_tool(["--model", model, "--prompts", *self.prompts(), "--out", self.out, "--k-pre-rope"])
+        self.assertEqual(rc, 2, err)
+        self.assertIn("turns each layer type by its own base", err)
+        self.assertEqual(self.leftovers(), [])
+        manifest = self.capture("--queries", "8", model=model)
+        self.assertEqual(manifest["config"]["rope_convention"], "rotate_half")
+        self.assertIsNone(manifest["config"]["rope_theta"])  # each type carries its own
+        self.assertEqual(manifest["config"]["rope_scaling"], {
+            "full_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1000.0}})
+
     def test_bad_inputs_refused_with_nothing_written(self):
         good = self.prompts()
         empty = self.prompt("empty.txt", " \n\t\n")
