@@ -329,6 +329,19 @@ def rotate_half(torch, x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def language_model(base):
+    """The module that holds the text layers' rotary embedding: the base model itself, or the
+    language model a multimodal one wraps."""
+    # Gemma 3 from 4B up loads as Gemma3ForConditionalGeneration, whose base model (Gemma3Model)
+    # keeps Gemma3TextModel, rotary_emb included, in language_model (models/gemma3/modeling_gemma3.py,
+    # 5.0.0.dev0; models/auto/modeling_auto.py maps "gemma3" to it for causal LM). Wrappers of the
+    # older pattern (PaliGemma's, LLaVA's) keep a ForCausalLM there, the text model in its .model.
+    inner = getattr(base, "language_model", None)
+    if inner is None:
+        return base
+    return inner if hasattr(inner, "rotary_emb") else getattr(inner, "model", inner)
+
+
 class Rope:
     """The model's rotary embedding, if it can be used to undo the rotation; else why not."""
 
@@ -515,7 +528,7 @@ def capture(args):
     # sample over a large vocabulary would be the biggest tensor of the run.
     base = getattr(model, "base_model", model)
 
-    rope = Rope(torch, base, shape["head_dim"])
+    rope = Rope(torch, language_model(base), shape["head_dim"])
     if args.k_pre_rope and rope.problem:
         raise Refusal(f"--k-pre-rope: cannot derive keys before RoPE for this model: {rope.problem}")
 

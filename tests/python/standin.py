@@ -220,13 +220,34 @@ class StandInModel(torch.nn.Module):
         return BaseOutput(hidden)
 
 
-class StandInForCausalLM(torch.nn.Module):
-    base_model_prefix = "model"
+class VisionWrapperModel(torch.nn.Module):
+    """Gemma3Model's shape: a multimodal base model keeping the text model in language_model."""
 
     def __init__(self, config):
         super().__init__()
         self.config = config
-        self.model = StandInModel(config)
+        self.vision_tower = torch.nn.Linear(4, 4, bias=False)
+        self.language_model = StandInModel(config)
+
+    @property
+    def layers(self):
+        return self.language_model.layers
+
+    @property
+    def outputs(self):
+        return self.language_model.outputs
+
+    def forward(self, input_ids, use_cache=None):
+        return self.language_model(input_ids, use_cache=use_cache)
+
+
+class StandInForCausalLM(torch.nn.Module):
+    base_model_prefix = "model"
+
+    def __init__(self, config, vision=False):
+        super().__init__()
+        self.config = config
+        self.model = VisionWrapperModel(config) if vision else StandInModel(config)
         self.lm_head = torch.nn.Linear(config.hidden_size, config.vocab_size, bias=False)
 
     @property
@@ -328,7 +349,7 @@ class ByteTokenizer:
 
 
 MODELS = ("standin/tiny", "standin/tiny-interleaved", "standin/tiny-local-rope", "standin/tiny-softcap",
-          "standin/tiny-typed-rope")
+          "standin/tiny-typed-rope", "standin/tiny-vision")
 
 
 def install(version="4.57.0", with_mask_interface=True, with_attention_interface=True):
@@ -380,7 +401,7 @@ def install(version="4.57.0", with_mask_interface=True, with_attention_interface
                 raise ValueError(f"{impl} is not a registered attention implementation")
             config._attn_implementation = impl
             torch.manual_seed(1234)  # the same "checkpoint" every time
-            model = StandInForCausalLM(config)
+            model = StandInForCausalLM(config, vision=name.endswith("vision"))
             with torch.no_grad():
                 for p in model.parameters():
                     if p.dim() == 2:

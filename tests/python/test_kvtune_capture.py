@@ -338,6 +338,17 @@ class CaptureTest(unittest.TestCase):
             "full_attention": {"rope_type": "default", "rope_theta": 10000.0},
             "sliding_attention": {"rope_type": "default", "rope_theta": 1000.0}})
 
+    def test_a_multimodal_models_rotary_embedding_is_found_in_its_language_model(self):
+        # Gemma 3 from 4B up: the base model keeps the text model, rotary_emb included, in
+        # language_model. The layout is read there, and keys before RoPE can be derived.
+        model = "standin/tiny-vision"
+        manifest = self.capture("--queries", "8", "--k-pre-rope", "--dtype", "float32", model=model)
+        self.assertEqual(manifest["config"]["rope_convention"], "rotate_half")
+        tensors, _ = read_safetensors(os.path.join(self.out, "layer_002.safetensors"))
+        seen = self.fake.created[-1].model.layers[2].self_attn.recorded
+        want = torch.cat([s["k_pre_rope"][0] for s in seen], dim=1)
+        self.assertTrue(torch.allclose(tensors["k_pre_rope"], want, rtol=1e-5, atol=1e-5))
+
     def test_bad_inputs_refused_with_nothing_written(self):
         good = self.prompts()
         empty = self.prompt("empty.txt", " \n\t\n")
