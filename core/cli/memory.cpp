@@ -162,6 +162,7 @@ std::optional<RuntimeMemory> runtime_memory(const MemoryOptions& o, const Model&
 
 // "1536 on a sliding one (1024 + 512, rounded up)", or the slot where the window and extra reach it.
 std::string sliding_cells_text(const AllocatedCells& c, int64_t window) {
+  if (c.sliding_full) return "as many on a sliding one (sized as a full one; the window is not kept apart)";
   if (c.sliding == c.slot) return "as many on a sliding one (" + std::to_string(window) + " + " +
                                   std::to_string(c.sliding_extra) + " reach the slot)";
   return std::to_string(c.sliding) + " on a sliding one (" + std::to_string(window) + " + " +
@@ -233,6 +234,7 @@ int run(const MemoryOptions& o) {
                         {"slot_cells", or_null(c.has_value(), c ? c->slot : 0)},
                         {"sliding_cells", or_null(sliding, sliding ? c->sliding : 0)},
                         {"sliding_extra", or_null(sliding, sliding ? c->sliding_extra : 0)},
+                        {"sliding_full", sliding && c->sliding_full},
                         {"total_bytes", runtime->estimate.total_bytes},
                         {"bytes_per_sequence_per_gpu", runtime->fit.sequence_bytes},
                         {"max_sequences", gpu_bytes ? nlohmann::json(runtime->fit.sequences) : nlohmann::json(nullptr)},

@@ -107,6 +107,11 @@ AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t
   AllocatedCells out;
   out.slot = pad(context, std::max<int64_t>(a.slot_pad, 1));
   if (shape.sliding_layers == 0) return out;
+  if (a.sliding_full) {
+    out.sliding = out.slot;
+    out.sliding_full = true;
+    return out;
+  }
   out.sliding_extra = a.sliding_extra;
   for (const auto& [tokens, extra] : a.sliding_extra_above) {
     if (double(context) * double(std::max<int64_t>(sequences, 1)) > double(tokens)) out.sliding_extra = extra;

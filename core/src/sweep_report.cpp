@@ -358,7 +358,9 @@ void add_allocation(Doc& doc, const SweepSpec& spec, const RuntimeChoice& c) {
   const RuntimeChoice::Allocation& a = *c.allocation;
   std::string text = "as " + c.title + " allocates it: " + format_bytes(double(a.bytes_per_sequence), 2) +
                      " per sequence (" + std::to_string(a.cells.slot) + " cells on each full layer";
-  if (a.cells.sliding == a.cells.slot) {
+  if (a.cells.sliding_full) {
+    text += " and on each sliding layer, which it sizes as a full one";
+  } else if (a.cells.sliding == a.cells.slot) {
     text += " and on each sliding layer, whose window and " + std::to_string(a.cells.sliding_extra) +
             " more cells reach the slot";
   } else if (a.cells.sliding > 0) {
@@ -876,6 +878,7 @@ ordered_json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>&
     r["allocation"] = {{"slot_cells", a->cells.slot},
                        {"sliding_cells", a->cells.sliding},
                        {"sliding_extra", a->cells.sliding_extra},
+                       {"sliding_full", a->cells.sliding_full},
                        {"bytes_per_sequence", a->bytes_per_sequence},
                        {"bytes_per_sequence_per_gpu", a->bytes_per_sequence_per_gpu},
                        {"sequences", a->sequences ? ordered_json(*a->sequences) : ordered_json(nullptr)}};

@@ -72,6 +72,14 @@ TEST_F(MemoryCliTest, ARuntimeThatRoundsCellsGetsItsOwnFigure) {
   EXPECT_EQ(vllm["runtime"]["rounds_cells"], false);
   EXPECT_EQ(vllm["runtime"]["total_bytes"], vllm["total_bytes"]);
   EXPECT_EQ(memory_json(base)["runtime"], nullptr);
+  // SGLang keeps each sliding layer as large as a full one for Gemma 3: 62 x 32768 cells.
+  const json sglang = with("sglang")["runtime"];
+  EXPECT_EQ(sglang["sliding_cells"], 32768);
+  EXPECT_EQ(sglang["sliding_full"], true);
+  EXPECT_EQ(sglang["total_bytes"], 62ull * 32768 * 4352);
+  EXPECT_EQ(sglang["max_sequences"], (80 * GiB - 54864813280ull) / (62ull * 32768 * 4352));
+  EXPECT_EQ(sglang["max_sequences"], 3);
+  EXPECT_EQ(llama["runtime"]["sliding_full"], false);
   const RunResult r = run([&] {
     std::vector<std::string> a = {"memory"};
     a.insert(a.end(), base.begin(), base.end());
@@ -86,6 +94,10 @@ TEST_F(MemoryCliTest, ARuntimeThatRoundsCellsGetsItsOwnFigure) {
     args.insert(args.end(), {"--runtime", runtime});
     return memory_error(args);
   };
+  const RunResult whole = run({"memory", "--model", "gemma-3-27b", "--ctx", "32768", "--k", "q8_0", "--v", "q8_0",
+                               "--runtime", "sglang"});
+  EXPECT_THAT(whole.out, HasSubstr("runtime        SGLang 0.5.18: 32768 cells on a full layer, as many on a sliding "
+                                   "one (sized as a full one; the window is not kept apart)\n"));
   EXPECT_THAT(bad("nope"),
               HasSubstr("--runtime: unknown runtime 'nope'; valid ones are: llama-cpp, lmdeploy, ollama"));
   EXPECT_THAT(bad(""), HasSubstr("--runtime: an empty value"));

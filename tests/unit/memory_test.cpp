@@ -349,6 +349,13 @@ TEST(MemoryModelTest, AllocatedCellsRoundSlotsAndSlidingLayersAsDeclared) {
   // Without sliding layers only the slot is rounded; kvtune's own count is the identity.
   EXPECT_EQ(cells({32, 8, 128, 0, 0}, 8000, 1, ollama), std::tuple(8192, 0, 0));
   EXPECT_EQ(cells(gemma2, 8000, 1, CellAllocation{}), std::tuple(8000, 4096, 0));
+  // A sliding layer kept as large as a full one (SGLang for Gemma): the slot, whatever the window.
+  const CellAllocation whole = {16, 0, {}, 1, true};
+  EXPECT_EQ(cells(gemma3, 32768, 1, whole), std::tuple(32768, 32768, 0));
+  EXPECT_EQ(cells(gemma3, 1000, 4, whole), std::tuple(1008, 1008, 0));
+  EXPECT_TRUE(allocated_cells(gemma3, 32768, 1, whole).sliding_full);
+  EXPECT_FALSE(allocated_cells({32, 8, 128, 0, 0}, 8000, 1, whole).sliding_full);  // no sliding layer to size
+  EXPECT_FALSE(allocated_cells(gemma3, 32768, 1, llama).sliding_full);
 }
 
 // --- model presets ---------------------------------------------------------------------------------

@@ -406,6 +406,14 @@ until = "2.0"
   EXPECT_THAT(parse_error(head + "sliding_extra_above = [[4096, 1024], [4096, 2048]]\n"),
               HasSubstr("rt.toml:12:38: " + steps));
   EXPECT_THAT(parse_error(head + "sliding_extra_above = [[4096, \"big\"]]\n"), HasSubstr("rt.toml:12:24: " + steps));
+  const RuntimeTable whole =
+      parse_runtime_table(head + "sliding_full = true\n", "rt.toml", "rt", builtin_registry());
+  EXPECT_EQ(*runtime_options(whole, "latest").context->cells, (CellAllocation{1, 0, {}, 1, true}));
+  EXPECT_THAT(parse_error(head + "sliding_full = 1\n"), HasSubstr("rt.toml:12:16: 'sliding_full' must be true or false"));
+  EXPECT_THAT(parse_error(head + "sliding_full = true\nsliding_pad = 256\n"),
+              HasSubstr("rt.toml:13:15: 'sliding_pad' sizes a sliding layer's window, which 'sliding_full' leaves out"));
+  EXPECT_THAT(parse_error(head + "sliding_extra = 512\nsliding_full = true\n"),
+              HasSubstr("rt.toml:12:17: 'sliding_extra' sizes a sliding layer's window"));
   EXPECT_THAT(parse_error(kJointHeader + kF16Option + "[[tensor_parallel]]\nname = \"--tp\"\ncli = [\"--tp {gpus}\"]\n" +
                           "slot_pad = 256\n"),
               HasSubstr("rt.toml:12:1: unknown key 'slot_pad' in [tensor_parallel]"));
@@ -417,7 +425,9 @@ until = "2.0"
   EXPECT_EQ(runtime_options(shipped("ollama"), "latest").context->cells,
             (CellAllocation{256, 512, {{4096, 1024}, {32768, 2048}}, 256}));
   EXPECT_FALSE(runtime_options(shipped("ollama"), "0.24.0").context->cells);
-  for (const char* other : {"vllm", "sglang", "tensorrt-llm", "lmdeploy", "transformers"}) {
+  // SGLang keeps Gemma's sliding layers whole (its SWA pool is off for them, v0.5.11 .. v0.5.18).
+  EXPECT_EQ(runtime_options(shipped("sglang"), "0.5.11").context->cells, (CellAllocation{1, 0, {}, 1, true}));
+  for (const char* other : {"vllm", "tensorrt-llm", "lmdeploy", "transformers"}) {
     EXPECT_FALSE(runtime_options(shipped(other), "latest").context->cells) << other;
   }
 }

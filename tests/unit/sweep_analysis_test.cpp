@@ -565,10 +565,25 @@ TEST(SweepAnalysis, ARuntimeThatRoundsItsCellsGetsItsOwnMemoryLine) {
   EXPECT_THAT(text, Not(HasSubstr("as Bare allocates it")));
   EXPECT_THAT(sweep_summary_json(spec, records, a),
               HasSubstr("\"allocation\": {\n        \"slot_cells\": 8192,\n        \"sliding_cells\": 4608,\n"
-                        "        \"sliding_extra\": 512,\n        \"bytes_per_sequence\": 894566400,\n"
+                        "        \"sliding_extra\": 512,\n        \"sliding_full\": false,\n"
+                        "        \"bytes_per_sequence\": 894566400,\n"
                         "        \"bytes_per_sequence_per_gpu\": 894566400,\n        \"sequences\": 8\n      }"));
 
+  // A runtime that keeps a sliding layer as large as a full one (SGLang for Gemma): 42 x 8192 cells,
+  // 1 145 044 992 bytes; 7.8 GB holds 6.
+  with_and_bare(spec, with, [](RuntimeView& v) { v.context->cells = CellAllocation{1, 0, {}, 1, true}; });
+  const SweepAnalysis full = analyze(spec, records);
+  ASSERT_TRUE(full.runtimes[1].allocation);
+  EXPECT_TRUE(full.runtimes[1].allocation->cells.sliding_full);
+  EXPECT_EQ(full.runtimes[1].allocation->cells.sliding, 8192);
+  EXPECT_EQ(full.runtimes[1].allocation->bytes_per_sequence, 42ull * 8192 * 3328);
+  EXPECT_EQ(full.runtimes[1].allocation->sequences, 6u);
+  EXPECT_THAT(summary(spec, records, full),
+              HasSubstr("as Bare allocates it: 1.07 GiB per sequence (8192 cells on each full layer and on each "
+                        "sliding layer, which it sizes as a full one; the context caveat says why); 6 sequences fit"));
+
   // A context of 8000 tokens: slots of 8192 on the full layers too.
+  with_and_bare(spec, with, [](RuntimeView& v) { v.context->cells.reset(); });
   spec.budget.fit->ctx = 8000;
   const SweepAnalysis padded = analyze(spec, records);
   ASSERT_TRUE(padded.runtimes[0].allocation);

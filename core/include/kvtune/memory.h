@@ -62,19 +62,24 @@ MemoryEstimate estimate_memory(const ModelShape& shape, int64_t context, const R
 // cells, and a sliding layer pad(min(slot, window + extra), sliding_pad), `extra` being what the
 // runtime keeps beyond the window for the batch it writes (llama.cpp: n_ubatch). Where the
 // sequences' tokens together exceed the first of a `sliding_extra_above` step, its extra replaces
-// sliding_extra (the last such step wins; Ollama picks its batch by the whole context).
+// sliding_extra (the last such step wins; Ollama picks its batch by the whole context). With
+// `sliding_full` a sliding layer holds the whole slot, as a full one does: the runtime keeps every
+// token although the layer attends to its window only (SGLang for Gemma 2 and 3).
 struct CellAllocation {
   int64_t slot_pad = 1;
   int64_t sliding_extra = 0;
   std::vector<std::pair<int64_t, int64_t>> sliding_extra_above;  // (tokens, extra), tokens ascending
   int64_t sliding_pad = 1;
+  bool sliding_full = false;
   bool operator==(const CellAllocation&) const = default;
 };
 
 // One sequence's cells per layer under an allocation: `slot` on a full layer, `sliding` on a sliding
-// one (0 for a shape without sliding layers), and the extra that was applied.
+// one (0 for a shape without sliding layers), the extra that was applied, and whether the sliding
+// layers were sized as full ones.
 struct AllocatedCells {
   int64_t slot = 0, sliding = 0, sliding_extra = 0;
+  bool sliding_full = false;
 };
 AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t sequences, const CellAllocation& a);
 // The shape whose estimate at `cells.slot` tokens is that allocation: the sliding layers' window
