@@ -235,6 +235,8 @@ int run(const MemoryOptions& o) {
                         {"sliding_cells", or_null(sliding, sliding ? c->sliding : 0)},
                         {"sliding_extra", or_null(sliding, sliding ? c->sliding_extra : 0)},
                         {"sliding_full", sliding && c->sliding_full},
+                        {"full_layers", or_null(c.has_value(), c ? c->full_layers : 0)},
+                        {"sliding_layers", or_null(c.has_value(), c ? c->sliding_layers : 0)},
                         {"total_bytes", runtime->estimate.total_bytes},
                         {"bytes_per_sequence_per_gpu", runtime->fit.sequence_bytes},
                         {"max_sequences", gpu_bytes ? nlohmann::json(runtime->fit.sequences) : nlohmann::json(nullptr)},
@@ -299,7 +301,7 @@ int run(const MemoryOptions& o) {
     if (c.sliding > 0) {
       cells = std::to_string(c.slot) + " cells on a full layer, " + sliding_cells_text(c, m.shape.sliding_window);
     }
-    row("runtime", who + ": " + cells);
+    row("runtime", who + ": " + cells + padded_layers_text(m.shape, c));
     row("allocated", format_bytes(static_cast<double>(runtime->estimate.total_bytes), 2) + " per sequence  (" +
                          std::to_string(runtime->estimate.total_bytes) + " bytes)" +
                          (split ? "; " + format_bytes(static_cast<double>(runtime->fit.sequence_bytes), 2) + " per GPU"

@@ -106,7 +106,16 @@ AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t
   const auto pad = [](int64_t n, int64_t to) { return (n + to - 1) / to * to; };
   AllocatedCells out;
   out.slot = pad(context, std::max<int64_t>(a.slot_pad, 1));
+  out.full_layers = shape.layers - shape.sliding_layers;
+  out.sliding_layers = shape.sliding_layers;
   if (shape.sliding_layers == 0) return out;
+  if (a.pad_layer_groups && out.full_layers > 0) {
+    const int64_t fewer = std::min(out.full_layers, out.sliding_layers);
+    const int64_t more = std::max(out.full_layers, out.sliding_layers);
+    out.layer_group = 2 * more < 3 * fewer ? more : fewer;  // more < 1.5 x fewer: one group of each
+    out.full_layers = pad(out.full_layers, out.layer_group);
+    out.sliding_layers = pad(out.sliding_layers, out.layer_group);
+  }
   if (a.sliding_full) {
     out.sliding = out.slot;
     out.sliding_full = true;
@@ -122,8 +131,23 @@ AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t
 
 ModelShape allocated_shape(const ModelShape& shape, const AllocatedCells& cells) {
   ModelShape out = shape;
-  if (out.sliding_layers > 0) out.sliding_window = cells.sliding;
+  if (out.sliding_layers > 0) {
+    out.sliding_window = cells.sliding;
+    out.layers = cells.full_layers + cells.sliding_layers;
+    out.sliding_layers = cells.sliding_layers;
+  }
   return out;
+}
+
+std::string padded_layers_text(const ModelShape& shape, const AllocatedCells& cells) {
+  std::string text;
+  const auto add = [&](int64_t allocated, int64_t own, const char* kind) {
+    if (allocated != own) text += "; " + std::to_string(allocated) + " " + kind + " layers for " + std::to_string(own);
+  };
+  add(cells.full_layers, shape.layers - shape.sliding_layers, "full");
+  add(cells.sliding_layers, shape.sliding_layers, "sliding");
+  if (!text.empty()) text += " (groups of " + std::to_string(cells.layer_group) + ")";
+  return text;
 }
 
 uint64_t max_sequences(uint64_t gpu_bytes, uint64_t weight_bytes, uint64_t sequence_bytes) {

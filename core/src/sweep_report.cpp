@@ -368,7 +368,7 @@ void add_allocation(Doc& doc, const SweepSpec& spec, const RuntimeChoice& c) {
             std::to_string(spec.model->shape.sliding_window) + "-token window and " +
             std::to_string(a.cells.sliding_extra) + " more, rounded up";
   }
-  text += "; the context caveat says why)";
+  text += padded_layers_text(spec.model->shape, a.cells) + "; the context caveat says why)";
   if (a.sequences && spec.budget.fit) {
     text += "; " + plural(size_t(*a.sequences), "sequence") + " fit";
     if (*a.sequences < uint64_t(spec.budget.fit->sequences)) {
@@ -879,6 +879,8 @@ ordered_json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>&
                        {"sliding_cells", a->cells.sliding},
                        {"sliding_extra", a->cells.sliding_extra},
                        {"sliding_full", a->cells.sliding_full},
+                       {"full_layers", a->cells.full_layers},
+                       {"sliding_layers", a->cells.sliding_layers},
                        {"bytes_per_sequence", a->bytes_per_sequence},
                        {"bytes_per_sequence_per_gpu", a->bytes_per_sequence_per_gpu},
                        {"sequences", a->sequences ? ordered_json(*a->sequences) : ordered_json(nullptr)}};

@@ -68,9 +68,15 @@ TEST_F(MemoryCliTest, ARuntimeThatRoundsCellsGetsItsOwnFigure) {
             (80 * GiB - 54864813280ull) / (10ull * 32768 * 4352 + 52ull * 3072 * 4352));
   EXPECT_EQ(ollama["max_sequences"], 14);
   EXPECT_EQ(with("llama-cpp@b6974")["runtime"]["rounds_cells"], false);  // before PR #17046
-  const json vllm = with("vllm");
-  EXPECT_EQ(vllm["runtime"]["rounds_cells"], false);
-  EXPECT_EQ(vllm["runtime"]["total_bytes"], vllm["total_bytes"]);
+  // vLLM: blocks of 16, a sliding layer its window and one block (1040), 60 sliding layers for 52.
+  const json vllm = with("vllm")["runtime"];
+  EXPECT_EQ(vllm["rounds_cells"], true);
+  EXPECT_EQ(vllm["sliding_cells"], 1040);
+  EXPECT_EQ(vllm["full_layers"], 10);
+  EXPECT_EQ(vllm["sliding_layers"], 60);
+  EXPECT_EQ(vllm["total_bytes"], 10ull * 32768 * 4352 + 60ull * 1040 * 4352);
+  EXPECT_EQ(vllm["max_sequences"], 18);
+  EXPECT_EQ(with("tensorrt-llm")["runtime"]["rounds_cells"], false);
   EXPECT_EQ(memory_json(base)["runtime"], nullptr);
   // SGLang keeps each sliding layer as large as a full one for Gemma 3: 62 x 32768 cells.
   const json sglang = with("sglang")["runtime"];

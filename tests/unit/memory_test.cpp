@@ -358,6 +358,34 @@ TEST(MemoryModelTest, AllocatedCellsRoundSlotsAndSlidingLayersAsDeclared) {
   EXPECT_FALSE(allocated_cells(gemma3, 32768, 1, llama).sliding_full);
 }
 
+// vLLM's hybrid manager (kv_cache_utils.py): the layers of each kind in groups of the smaller kind's
+// count, the last padded; the larger count when under 1.5 times the smaller. Gemma 3 27B: 10 full,
+// 52 sliding, groups of 10, 60 sliding; Gemma 2 9B: 21 and 21, nothing padded; 12 sliding with 13
+// full (gpt-oss-20b with a drafter): groups of 13.
+TEST(MemoryModelTest, PaddedLayerGroupsRoundEachKindUp) {
+  const CellAllocation vllm = {16, 16, {}, 16, false, true};
+  auto layers = [&](const ModelShape& shape) {
+    const AllocatedCells c = allocated_cells(shape, 32768, 1, vllm);
+    return std::tuple{c.full_layers, c.sliding_layers, c.layer_group};
+  };
+  const ModelShape gemma3 = {62, 16, 128, 1024, 52};
+  EXPECT_EQ(layers(gemma3), std::tuple(10, 60, 10));
+  EXPECT_EQ(layers({42, 8, 256, 4096, 21}), std::tuple(21, 21, 21));
+  EXPECT_EQ(layers({25, 8, 64, 128, 12}), std::tuple(13, 13, 13));
+  EXPECT_EQ(layers({26, 1, 256, 512, 22}), std::tuple(4, 24, 4));   // Gemma 3 1B
+  EXPECT_EQ(layers({32, 8, 128, 0, 0}), std::tuple(32, 0, 0));      // one kind: nothing to group
+  EXPECT_EQ(layers({4, 8, 128, 64, 4}), std::tuple(0, 4, 0));       // every layer slides
+  const AllocatedCells c = allocated_cells(gemma3, 32768, 1, vllm);
+  EXPECT_EQ(c.sliding, 1040);  // cdiv(1024, 16) + 1 blocks
+  const ModelShape shape = allocated_shape(gemma3, c);
+  EXPECT_EQ(shape.layers, 70);
+  EXPECT_EQ(shape.sliding_layers, 60);
+  EXPECT_EQ(padded_layers_text(gemma3, c), "; 60 sliding layers for 52 (groups of 10)");
+  EXPECT_EQ(padded_layers_text(gemma3, allocated_cells(gemma3, 32768, 1, CellAllocation{})), "");
+  // Without padding the shape's own counts come back.
+  EXPECT_EQ(allocated_shape(gemma3, allocated_cells(gemma3, 32768, 1, CellAllocation{})).layers, 62);
+}
+
 // --- model presets ---------------------------------------------------------------------------------
 
 TEST(ModelPresetTest, EveryListedModelHasAPreset) {

@@ -409,6 +409,11 @@ until = "2.0"
   const RuntimeTable whole =
       parse_runtime_table(head + "sliding_full = true\n", "rt.toml", "rt", builtin_registry());
   EXPECT_EQ(*runtime_options(whole, "latest").context->cells, (CellAllocation{1, 0, {}, 1, true}));
+  const RuntimeTable grouped =
+      parse_runtime_table(head + "pad_layer_groups = true\n", "rt.toml", "rt", builtin_registry());
+  EXPECT_EQ(*runtime_options(grouped, "latest").context->cells, (CellAllocation{1, 0, {}, 1, false, true}));
+  EXPECT_THAT(parse_error(head + "pad_layer_groups = \"yes\"\n"),
+              HasSubstr("rt.toml:12:20: 'pad_layer_groups' must be true or false"));
   EXPECT_THAT(parse_error(head + "sliding_full = 1\n"), HasSubstr("rt.toml:12:16: 'sliding_full' must be true or false"));
   EXPECT_THAT(parse_error(head + "sliding_full = true\nsliding_pad = 256\n"),
               HasSubstr("rt.toml:13:15: 'sliding_pad' sizes a sliding layer's window, which 'sliding_full' leaves out"));
@@ -427,7 +432,11 @@ until = "2.0"
   EXPECT_FALSE(runtime_options(shipped("ollama"), "0.24.0").context->cells);
   // SGLang keeps Gemma's sliding layers whole (its SWA pool is off for them, v0.5.11 .. v0.5.18).
   EXPECT_EQ(runtime_options(shipped("sglang"), "0.5.11").context->cells, (CellAllocation{1, 0, {}, 1, true}));
-  for (const char* other : {"vllm", "tensorrt-llm", "lmdeploy", "transformers"}) {
+  // vLLM's blocks of 16, a sliding layer's window plus one, its layers padded into groups.
+  const CellAllocation vllm = {16, 16, {}, 16, false, true};
+  EXPECT_EQ(runtime_options(shipped("vllm"), "0.11.2").context->cells, vllm);
+  EXPECT_EQ(runtime_options(shipped("vllm"), "latest").context->cells, vllm);
+  for (const char* other : {"tensorrt-llm", "lmdeploy", "transformers"}) {
     EXPECT_FALSE(runtime_options(shipped(other), "latest").context->cells) << other;
   }
 }

@@ -566,6 +566,7 @@ TEST(SweepAnalysis, ARuntimeThatRoundsItsCellsGetsItsOwnMemoryLine) {
   EXPECT_THAT(sweep_summary_json(spec, records, a),
               HasSubstr("\"allocation\": {\n        \"slot_cells\": 8192,\n        \"sliding_cells\": 4608,\n"
                         "        \"sliding_extra\": 512,\n        \"sliding_full\": false,\n"
+                        "        \"full_layers\": 21,\n        \"sliding_layers\": 21,\n"
                         "        \"bytes_per_sequence\": 894566400,\n"
                         "        \"bytes_per_sequence_per_gpu\": 894566400,\n        \"sequences\": 8\n      }"));
 

@@ -64,27 +64,35 @@ MemoryEstimate estimate_memory(const ModelShape& shape, int64_t context, const R
 // sequences' tokens together exceed the first of a `sliding_extra_above` step, its extra replaces
 // sliding_extra (the last such step wins; Ollama picks its batch by the whole context). With
 // `sliding_full` a sliding layer holds the whole slot, as a full one does: the runtime keeps every
-// token although the layer attends to its window only (SGLang for Gemma 2 and 3).
+// token although the layer attends to its window only (SGLang for Gemma 2 and 3). With
+// `pad_layer_groups` the runtime allocates the layers of each kind in groups of one size, the
+// smaller kind's count (the larger's when it is under 1.5 times the smaller), padding the last group
+// of each kind (vLLM's hybrid KV cache manager).
 struct CellAllocation {
   int64_t slot_pad = 1;
   int64_t sliding_extra = 0;
   std::vector<std::pair<int64_t, int64_t>> sliding_extra_above;  // (tokens, extra), tokens ascending
   int64_t sliding_pad = 1;
   bool sliding_full = false;
+  bool pad_layer_groups = false;
   bool operator==(const CellAllocation&) const = default;
 };
 
 // One sequence's cells per layer under an allocation: `slot` on a full layer, `sliding` on a sliding
-// one (0 for a shape without sliding layers), the extra that was applied, and whether the sliding
-// layers were sized as full ones.
+// one (0 for a shape without sliding layers), the extra that was applied, whether the sliding
+// layers were sized as full ones, and the layers of each kind the runtime allocates (the shape's,
+// or more where it pads them into groups of `layer_group`; 0 without padding).
 struct AllocatedCells {
   int64_t slot = 0, sliding = 0, sliding_extra = 0;
   bool sliding_full = false;
+  int64_t full_layers = 0, sliding_layers = 0, layer_group = 0;
 };
 AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t sequences, const CellAllocation& a);
 // The shape whose estimate at `cells.slot` tokens is that allocation: the sliding layers' window
 // replaced by their cells.
 ModelShape allocated_shape(const ModelShape& shape, const AllocatedCells& cells);
+// "; 60 sliding layers for 52 (groups of 10)": the layers a runtime pads on, or "" where it pads none.
+std::string padded_layers_text(const ModelShape& shape, const AllocatedCells& cells);
 
 // How many sequences of `sequence_bytes` fit in what `weight_bytes` leave of `gpu_bytes`:
 // floor((gpu - weights) / sequence), 0 when the weights alone do not fit.
