@@ -89,7 +89,7 @@ struct AllocatedCells {
 };
 AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t sequences, const CellAllocation& a);
 // The shape whose estimate at `cells.slot` tokens is that allocation: the sliding layers' window
-// replaced by their cells.
+// replaced by their cells, the layer counts by those allocated.
 ModelShape allocated_shape(const ModelShape& shape, const AllocatedCells& cells);
 // "; 60 sliding layers for 52 (groups of 10)": the layers a runtime pads on, or "" where it pads none.
 std::string padded_layers_text(const ModelShape& shape, const AllocatedCells& cells);
