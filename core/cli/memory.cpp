@@ -143,13 +143,14 @@ std::optional<RuntimeMemory> runtime_memory(const MemoryOptions& o, const Model&
   };
   const std::optional<CellAllocation> rule =
       view.context && view.context->cells ? view.context->cells : std::nullopt;
-  if (rule) out.cells = allocated_cells(m.shape, o.ctx, 1, *rule);
+  const std::string architecture = m.preset ? m.preset->architecture : std::string();
+  if (rule) out.cells = allocated_cells(m.shape, o.ctx, 1, *rule, architecture);
   std::tie(out.estimate, out.fit) = at(out.cells);
   if (!rule || !gpu_bytes) return out;
   // One sequence's cells are the fewest, so its count bounds every other; the most that fit at their
   // own cells is the first count down from there that does.
   for (uint64_t s = out.fit.sequences; s > 0; --s) {
-    const AllocatedCells cells = allocated_cells(m.shape, o.ctx, int64_t(s), *rule);
+    const AllocatedCells cells = allocated_cells(m.shape, o.ctx, int64_t(s), *rule, architecture);
     if (at(cells).second.sequences >= s) {
       out.cells_at_max = cells;
       out.fit.sequences = s;

@@ -166,13 +166,18 @@ const char* kind_key(Kind k) {
 // A [[context]] entry's cell rounding (CellAllocation), when it names any of its keys.
 std::optional<CellAllocation> cell_allocation(TableReader& r) {
   const char* keys[] = {"slot_pad",    "sliding_extra", "sliding_extra_above",
-                        "sliding_pad", "sliding_full",  "pad_layer_groups"};
+                        "sliding_pad", "sliding_full",  "sliding_full_architectures",
+                        "pad_layer_groups"};
   if (std::none_of(std::begin(keys), std::end(keys), [&](const char* k) { return r.has(k); })) return std::nullopt;
   CellAllocation a;
   a.slot_pad = r.integer("slot_pad", 1, 1, int64_t(1) << 20);
   a.sliding_extra = r.integer("sliding_extra", 0, 0, int64_t(1) << 24);
   a.sliding_pad = r.integer("sliding_pad", 1, 1, int64_t(1) << 20);
   a.sliding_full = r.boolean("sliding_full", false);
+  a.sliding_full_architectures = strings(r, "sliding_full_architectures");
+  if (!a.sliding_full_architectures.empty() && !a.sliding_full) {
+    r.fail(*r.node("sliding_full_architectures"), "'sliding_full_architectures' needs 'sliding_full = true'");
+  }
   a.pad_layer_groups = r.boolean("pad_layer_groups", false);
   if (a.sliding_full) {
     // A layer that keeps the whole slot keeps no window, so nothing sizes one.

@@ -216,7 +216,7 @@ std::optional<RuntimeChoice::Allocation> runtime_allocation(const SweepSpec& spe
   if (!kvtune.memory) return std::nullopt;
   const int64_t context = memory_context(spec), sequences = spec.budget.fit ? spec.budget.fit->sequences : 1;
   RuntimeChoice::Allocation out;
-  out.cells = allocated_cells(spec.model->shape, context, sequences, *view->context->cells);
+  out.cells = allocated_cells(spec.model->shape, context, sequences, *view->context->cells, spec.model->architecture);
   MemoryModel allocated(allocated_shape(spec.model->shape, out.cells), out.cells.slot, spec);
   out.bytes_per_sequence = allocated.estimate(records[*shown]).total_bytes;
   if (out.bytes_per_sequence == kvtune.memory->total_bytes) return std::nullopt;  // nothing to add

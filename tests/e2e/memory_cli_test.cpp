@@ -76,7 +76,34 @@ TEST_F(MemoryCliTest, ARuntimeThatRoundsCellsGetsItsOwnFigure) {
   EXPECT_EQ(vllm["sliding_layers"], 60);
   EXPECT_EQ(vllm["total_bytes"], 10ull * 32768 * 4352 + 60ull * 1040 * 4352);
   EXPECT_EQ(vllm["max_sequences"], 18);
-  EXPECT_EQ(with("tensorrt-llm")["runtime"]["rounds_cells"], false);
+  // TensorRT-LLM without max_attention_window keeps every layer whole, whatever the model; LMDeploy
+  // 0.16 does for Gemma 3's multimodal class (gemma-3-27b), SGLang for Gemma's classes; neither for a
+  // hand-given shape, which declares no architecture.
+  EXPECT_EQ(with("tensorrt-llm")["runtime"]["total_bytes"], 62ull * 32768 * 4352);
+  EXPECT_EQ(with("lmdeploy")["runtime"]["total_bytes"], 62ull * 32768 * 4352);
+  const std::vector<std::string> hand = {"--layers", "62", "--kv-heads", "16", "--head-dim", "128", "--sliding-window",
+                                         "1024", "--sliding-layers", "52", "--ctx", "32768", "--k", "q8_0", "--v",
+                                         "q8_0"};
+  auto hand_with = [&](const std::string& runtime) {
+    std::vector<std::string> args = hand;
+    args.insert(args.end(), {"--runtime", runtime});
+    return memory_json(args)["runtime"];
+  };
+  EXPECT_EQ(hand_with("sglang")["sliding_full"], false);
+  EXPECT_EQ(hand_with("sglang")["total_bytes"], 10ull * 32768 * 4352 + 52ull * 1024 * 4352);
+  EXPECT_EQ(hand_with("lmdeploy")["sliding_full"], false);
+  EXPECT_EQ(hand_with("tensorrt-llm")["sliding_full"], true);
+  EXPECT_EQ(with("lmdeploy@0.9.2")["runtime"]["rounds_cells"], false);
+  // Gemma 2 is not LMDeploy's multimodal Gemma 3: its count stands there, while SGLang keeps it whole.
+  const std::vector<std::string> gemma2 = {"--model", "gemma-2-9b", "--ctx", "8192", "--k", "q8_0", "--v", "q8_0",
+                                           "--runtime"};
+  auto gemma2_with = [&](const std::string& runtime) {
+    std::vector<std::string> args = gemma2;
+    args.push_back(runtime);
+    return memory_json(args)["runtime"];
+  };
+  EXPECT_EQ(gemma2_with("lmdeploy")["sliding_full"], false);
+  EXPECT_EQ(gemma2_with("sglang")["sliding_full"], true);
   EXPECT_EQ(memory_json(base)["runtime"], nullptr);
   // SGLang keeps each sliding layer as large as a full one for Gemma 3: 62 x 32768 cells.
   const json sglang = with("sglang")["runtime"];

@@ -363,7 +363,7 @@ TEST(MemoryModelTest, AllocatedCellsRoundSlotsAndSlidingLayersAsDeclared) {
 // 52 sliding, groups of 10, 60 sliding; Gemma 2 9B: 21 and 21, nothing padded; 12 sliding with 13
 // full (gpt-oss-20b with a drafter): groups of 13.
 TEST(MemoryModelTest, PaddedLayerGroupsRoundEachKindUp) {
-  const CellAllocation vllm = {16, 16, {}, 16, false, true};
+  const CellAllocation vllm = {16, 16, {}, 16, false, {}, true};
   auto layers = [&](const ModelShape& shape) {
     const AllocatedCells c = allocated_cells(shape, 32768, 1, vllm);
     return std::tuple{c.full_layers, c.sliding_layers, c.layer_group};
@@ -489,25 +489,27 @@ TEST(ModelPresetTest, EveryPresetMatchesItsPublishedConfig) {
     int64_t layers, kv_heads, q_heads, head_dim;
     double rope_theta;
     int64_t max_context, parameters;
+    const char* architecture;
   };
+  const char* gemma3_vl = "Gemma3ForConditionalGeneration";
   const Published published[] = {
-      {"gemma-2-9b", 42, 8, 16, 256, 10000.0, 8192, 9241705984},
-      {"gemma-3-1b", 26, 1, 4, 256, 1000000.0, 32768, 999885952},
-      {"gemma-3-4b", 34, 4, 8, 256, 1000000.0, 131072, 4300079472},
-      {"gemma-3-12b", 48, 8, 16, 256, 1000000.0, 131072, 12187325040},
-      {"gemma-3-27b", 62, 16, 32, 128, 1000000.0, 131072, 27432406640},
-      {"llama-3.1-8b", 32, 8, 32, 128, 500000.0, 131072, 8030261248},
-      {"llama-3.1-70b", 80, 8, 64, 128, 500000.0, 131072, 70553706496},
-      {"qwen2.5-7b", 28, 4, 28, 128, 1000000.0, 131072, 7615616512},
-      {"qwen3-8b", 36, 8, 32, 128, 1000000.0, 40960, 8190735360},
-      {"llama-2-7b", 32, 32, 32, 128, 10000.0, 4096, 6738415616},
-      {"llama-3.1-405b", 126, 8, 128, 128, 500000.0, 131072, 405853388800},
-      {"llama-3.2-1b", 16, 8, 32, 64, 500000.0, 131072, 1235814400},
-      {"llama-3.2-3b", 28, 8, 24, 128, 500000.0, 131072, 3212749824},
-      {"mistral-7b", 32, 8, 32, 128, 1000000.0, 32768, 7248023552},
-      {"qwen2.5-72b", 80, 8, 64, 128, 1000000.0, 131072, 72706203648},
-      {"qwen3-0.6b", 28, 8, 16, 128, 1000000.0, 40960, 596049920},
-      {"qwen3-30b-a3b", 48, 4, 32, 128, 1000000.0, 40960, 30532122624},
+      {"gemma-2-9b", 42, 8, 16, 256, 10000.0, 8192, 9241705984, "Gemma2ForCausalLM"},
+      {"gemma-3-1b", 26, 1, 4, 256, 1000000.0, 32768, 999885952, "Gemma3ForCausalLM"},
+      {"gemma-3-4b", 34, 4, 8, 256, 1000000.0, 131072, 4300079472, gemma3_vl},
+      {"gemma-3-12b", 48, 8, 16, 256, 1000000.0, 131072, 12187325040, gemma3_vl},
+      {"gemma-3-27b", 62, 16, 32, 128, 1000000.0, 131072, 27432406640, gemma3_vl},
+      {"llama-3.1-8b", 32, 8, 32, 128, 500000.0, 131072, 8030261248, "LlamaForCausalLM"},
+      {"llama-3.1-70b", 80, 8, 64, 128, 500000.0, 131072, 70553706496, "LlamaForCausalLM"},
+      {"qwen2.5-7b", 28, 4, 28, 128, 1000000.0, 131072, 7615616512, "Qwen2ForCausalLM"},
+      {"qwen3-8b", 36, 8, 32, 128, 1000000.0, 40960, 8190735360, "Qwen3ForCausalLM"},
+      {"llama-2-7b", 32, 32, 32, 128, 10000.0, 4096, 6738415616, "LlamaForCausalLM"},
+      {"llama-3.1-405b", 126, 8, 128, 128, 500000.0, 131072, 405853388800, "LlamaForCausalLM"},
+      {"llama-3.2-1b", 16, 8, 32, 64, 500000.0, 131072, 1235814400, "LlamaForCausalLM"},
+      {"llama-3.2-3b", 28, 8, 24, 128, 500000.0, 131072, 3212749824, "LlamaForCausalLM"},
+      {"mistral-7b", 32, 8, 32, 128, 1000000.0, 32768, 7248023552, "MistralForCausalLM"},
+      {"qwen2.5-72b", 80, 8, 64, 128, 1000000.0, 131072, 72706203648, "Qwen2ForCausalLM"},
+      {"qwen3-0.6b", 28, 8, 16, 128, 1000000.0, 40960, 596049920, "Qwen3ForCausalLM"},
+      {"qwen3-30b-a3b", 48, 4, 32, 128, 1000000.0, 40960, 30532122624, "Qwen3MoeForCausalLM"},
   };
   ASSERT_EQ(std::size(published), model_preset_names(config_dir()).size());  // a new preset joins the table
   for (const Published& want : published) {
@@ -519,6 +521,7 @@ TEST(ModelPresetTest, EveryPresetMatchesItsPublishedConfig) {
     EXPECT_EQ(p.rope_theta, want.rope_theta) << want.name;
     EXPECT_EQ(p.max_context, want.max_context) << want.name;
     EXPECT_EQ(p.parameters, want.parameters) << want.name;
+    EXPECT_EQ(p.architecture, want.architecture) << want.name;
   }
 }
 
@@ -568,6 +571,7 @@ TEST(ModelPresetTest, ParsesAMinimalFileAndDefaultsTheRest) {
   EXPECT_EQ(p.rope_convention, RopeConvention::interleaved);
   EXPECT_EQ(p.parameters, 0);
   EXPECT_EQ(p.shape.sliding_layers, 0);
+  EXPECT_EQ(p.architecture, "");
 }
 
 TEST(ModelPresetTest, SlidingWindowWithoutPatternSlidesEveryLayer) {
@@ -603,6 +607,10 @@ TEST(ModelPresetTest, BadFilesNameFileLineColumnAndKey) {
               HasSubstr("m.toml:8:22: 'sliding_rope_theta' needs 'sliding_window'"));
   EXPECT_THAT(parse(std::string(kMinimalPreset) + "sliding_window = 512\nsliding_rope_theta = 1.0\n"),
               HasSubstr("m.toml:9:22: 'sliding_rope_theta' must be a number in"));
+  EXPECT_THAT(parse(std::string(kMinimalPreset) + "architecture = \"\"\n"),
+              HasSubstr("m.toml:8:16: 'architecture' must be the config's architectures[0], not empty"));
+  EXPECT_THAT(parse(std::string(kMinimalPreset) + "architecture = [\"LlamaForCausalLM\"]\n"),
+              HasSubstr("m.toml:8:16: 'architecture' must be a string"));
   EXPECT_THAT(
       parse("layers = 4\nkv_heads = 2\nq_heads = 8\nhead_dim = 64\nrope_theta = 1e4\nrope_convention = \"neox\"\n"),
       HasSubstr("m.toml:6:19: 'rope_convention' must be one of: rotate_half, interleaved"));

@@ -411,7 +411,16 @@ until = "2.0"
   EXPECT_EQ(*runtime_options(whole, "latest").context->cells, (CellAllocation{1, 0, {}, 1, true}));
   const RuntimeTable grouped =
       parse_runtime_table(head + "pad_layer_groups = true\n", "rt.toml", "rt", builtin_registry());
-  EXPECT_EQ(*runtime_options(grouped, "latest").context->cells, (CellAllocation{1, 0, {}, 1, false, true}));
+  EXPECT_EQ(*runtime_options(grouped, "latest").context->cells, (CellAllocation{1, 0, {}, 1, false, {}, true}));
+  const RuntimeTable some =
+      parse_runtime_table(head + "sliding_full = true\nsliding_full_architectures = [\"Gemma2ForCausalLM\"]\n", "rt.toml",
+                          "rt", builtin_registry());
+  EXPECT_EQ(runtime_options(some, "latest").context->cells->sliding_full_architectures,
+            std::vector<std::string>{"Gemma2ForCausalLM"});
+  EXPECT_THAT(parse_error(head + "sliding_full_architectures = [\"Gemma2ForCausalLM\"]\n"),
+              HasSubstr("rt.toml:12:30: 'sliding_full_architectures' needs 'sliding_full = true'"));
+  EXPECT_THAT(parse_error(head + "sliding_full = true\nsliding_full_architectures = [2]\n"),
+              HasSubstr("rt.toml:13:31: 'sliding_full_architectures' entries must be strings"));
   EXPECT_THAT(parse_error(head + "pad_layer_groups = \"yes\"\n"),
               HasSubstr("rt.toml:12:20: 'pad_layer_groups' must be true or false"));
   EXPECT_THAT(parse_error(head + "sliding_full = 1\n"), HasSubstr("rt.toml:12:16: 'sliding_full' must be true or false"));
@@ -431,12 +440,20 @@ until = "2.0"
             (CellAllocation{256, 512, {{4096, 1024}, {32768, 2048}}, 256}));
   EXPECT_FALSE(runtime_options(shipped("ollama"), "0.24.0").context->cells);
   // SGLang keeps Gemma's sliding layers whole (its SWA pool is off for them, v0.5.11 .. v0.5.18).
-  EXPECT_EQ(runtime_options(shipped("sglang"), "0.5.11").context->cells, (CellAllocation{1, 0, {}, 1, true}));
+  const std::vector<std::string> gemmas = {"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
+                                           "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"};
+  EXPECT_EQ(runtime_options(shipped("sglang"), "0.5.11").context->cells, (CellAllocation{1, 0, {}, 1, true, gemmas}));
+  // TensorRT-LLM without max_attention_window: every layer holds max_seq_len. LMDeploy from 0.10.0:
+  // Gemma 3's multimodal class keeps the whole context on every layer; before, no rule.
+  EXPECT_EQ(runtime_options(shipped("tensorrt-llm"), "latest").context->cells, (CellAllocation{1, 0, {}, 1, true}));
+  EXPECT_EQ(runtime_options(shipped("lmdeploy"), "0.10.0").context->cells,
+            (CellAllocation{1, 0, {}, 1, true, {"Gemma3ForConditionalGeneration"}}));
+  EXPECT_FALSE(runtime_options(shipped("lmdeploy"), "0.9.2").context->cells);
   // vLLM's blocks of 16, a sliding layer's window plus one, its layers padded into groups.
-  const CellAllocation vllm = {16, 16, {}, 16, false, true};
+  const CellAllocation vllm = {16, 16, {}, 16, false, {}, true};
   EXPECT_EQ(runtime_options(shipped("vllm"), "0.11.2").context->cells, vllm);
   EXPECT_EQ(runtime_options(shipped("vllm"), "latest").context->cells, vllm);
-  for (const char* other : {"tensorrt-llm", "lmdeploy", "transformers"}) {
+  for (const char* other : {"transformers"}) {
     EXPECT_FALSE(runtime_options(shipped(other), "latest").context->cells) << other;
   }
 }

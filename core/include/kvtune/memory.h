@@ -64,7 +64,8 @@ MemoryEstimate estimate_memory(const ModelShape& shape, int64_t context, const R
 // sequences' tokens together exceed the first of a `sliding_extra_above` step, its extra replaces
 // sliding_extra (the last such step wins; Ollama picks its batch by the whole context). With
 // `sliding_full` a sliding layer holds the whole slot, as a full one does: the runtime keeps every
-// token although the layer attends to its window only (SGLang for Gemma 2 and 3). With
+// token although the layer attends to its window only (SGLang for Gemma 2 and 3); a non-empty
+// `sliding_full_architectures` keeps that to models that declare one of them. With
 // `pad_layer_groups` the runtime allocates the layers of each kind in groups of one size, the
 // smaller kind's count (the larger's when it is under 1.5 times the smaller), padding the last group
 // of each kind (vLLM's hybrid KV cache manager).
@@ -74,6 +75,7 @@ struct CellAllocation {
   std::vector<std::pair<int64_t, int64_t>> sliding_extra_above;  // (tokens, extra), tokens ascending
   int64_t sliding_pad = 1;
   bool sliding_full = false;
+  std::vector<std::string> sliding_full_architectures;  // empty: every model
   bool pad_layer_groups = false;
   bool operator==(const CellAllocation&) const = default;
 };
@@ -87,7 +89,9 @@ struct AllocatedCells {
   bool sliding_full = false;
   int64_t full_layers = 0, sliding_layers = 0, layer_group = 0;
 };
-AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t sequences, const CellAllocation& a);
+// `architecture`: the model's declared one (ModelPreset::architecture), "" when unknown.
+AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t sequences, const CellAllocation& a,
+                               std::string_view architecture = {});
 // The shape whose estimate at `cells.slot` tokens is that allocation: the sliding layers' window
 // replaced by their cells, the layer counts by those allocated.
 ModelShape allocated_shape(const ModelShape& shape, const AllocatedCells& cells);

@@ -33,6 +33,9 @@ struct ModelPreset {
   double sliding_rope_theta = 0.0;
   // attn_logit_softcapping (Gemma 2): attention logits l become c · tanh(l / c); 0: none.
   double logit_softcap = 0.0;
+  // The config's architectures[0] ("Gemma3ForConditionalGeneration"), which runtimes key some
+  // behaviour on (CellAllocation::sliding_full_architectures); empty when the file does not give it.
+  std::string architecture;
 };
 
 // The indices of the preset's sliding-window layers, ascending (empty without a window).
