@@ -159,6 +159,11 @@ def text_config(config):
     return get() if callable(get) else config
 
 
+def architecture_of(config):
+    names = getattr(config, "architectures", None)
+    return names[0] if isinstance(names, (list, tuple)) and names and isinstance(names[0], str) else None
+
+
 def model_shape(config):
     """The manifest's "config" object (docs/real-caches.md), rope_convention filled in later."""
     c = text_config(config)
@@ -216,6 +221,9 @@ def model_shape(config):
         # self.scaling), not head_dim^-0.5; Gemma 2 caps them by attn_logit_softcapping.
         "query_pre_attn_scalar": number_or_none(getattr(c, "query_pre_attn_scalar", None)),
         "attn_logit_softcapping": number_or_none(getattr(c, "attn_logit_softcapping", None)),
+        # The checkpoint's class (the top config's, Gemma3ForConditionalGeneration for a multimodal
+        # Gemma 3): runtimes size their caches by it (kvtune's runtime tables).
+        "architecture": architecture_of(config),
     }
 
 

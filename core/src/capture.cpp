@@ -224,6 +224,10 @@ Capture open_capture(const std::string& dir) {
   }
   c.query_pre_attn_scalar = positive_or_null(cfg, "query_pre_attn_scalar", wc);
   c.logit_softcap = positive_or_null(cfg, "attn_logit_softcapping", wc);
+  if (cfg.contains("architecture") && !cfg["architecture"].is_null()) {
+    c.architecture = field(cfg, "architecture", wc, json::value_t::string).get<std::string>();
+    if (c.architecture.empty()) throw InputError(wc + ": 'architecture' must be a class name or null, not empty");
+  }
   c.dtype = field(m, "dtype", w, json::value_t::string).get<std::string>();
   if (c.dtype != "float16" && c.dtype != "bfloat16" && c.dtype != "float32") {
     throw InputError(w + ": 'dtype' must be float16, bfloat16 or float32 (found \"" + c.dtype + "\")");
@@ -338,6 +342,7 @@ ModelPreset capture_model(const Capture& c) {
   p.rope_convention = c.rope.convention;
   p.rope_scaling = c.rope.scaling;
   p.sliding_rope_theta = c.sliding_layers.empty() ? 0.0 : c.sliding_rope_theta;
+  p.architecture = c.architecture;
   return p;
 }
 

@@ -35,6 +35,7 @@ class StandInConfig:
     model_type = "standin"
 
     def __init__(self, version, interleaved=False, local_rope=False, softcap=False, typed_rope=False):
+        self.architectures = ["StandInForCausalLM"]
         self.vocab_size = 257  # bytes and a BOS token
         self.hidden_size = 64
         self.intermediate_size = 96

@@ -268,6 +268,7 @@ class CaptureTest(unittest.TestCase):
                         "rope_theta": 10000.0, "rope_scaling": None, "rope_convention": "rotate_half",
                         "max_position_embeddings": 512, "sliding_window": 8, "sliding_layers": [1],
                         "query_pre_attn_scalar": None, "attn_logit_softcapping": None,
+                        "architecture": "StandInForCausalLM",
                     },
                     "dtype": "bfloat16",
                     "layers": [0, 1, 2],
@@ -433,6 +434,16 @@ class ModelShapeTest(unittest.TestCase):
                       layer_types=["sliding_attention"] * 5 + ["full_attention"])
         fields.update(extra)
         return SimpleNamespace(**fields)
+
+    def test_architecture_is_the_checkpoints_class(self):
+        # A multimodal Gemma 3 keeps its shape in a text config; its class is the top config's.
+        from types import SimpleNamespace
+        text = self.gemma3()
+        top = SimpleNamespace(architectures=["Gemma3ForConditionalGeneration"], get_text_config=lambda: text)
+        self.assertEqual(tool.model_shape(top)["architecture"], "Gemma3ForConditionalGeneration")
+        self.assertEqual(tool.model_shape(top)["num_hidden_layers"], 6)
+        self.assertIsNone(tool.model_shape(self.gemma3())["architecture"])  # a config without one
+        self.assertIsNone(tool.model_shape(self.gemma3(architectures=[]))["architecture"])
 
     def test_gemma3_rope_per_layer_type(self):
         # transformers 4.x Gemma 3: sliding layers use rope_local_base_freq without the scaling.

@@ -137,6 +137,20 @@ TEST_F(CaptureDir, ALogitScaleAndSoftcapReachTheCases) {
               HasSubstr("config: 'attn_logit_softcapping' must be a positive number or null"));
 }
 
+// The checkpoint's class reaches the capture's model, where the runtime tables' rules read it.
+TEST_F(CaptureDir, TheArchitectureReachesTheCapturesModel) {
+  testing::write_capture(dir_);
+  EXPECT_EQ(capture_model(open_capture(dir_.string())).architecture, "");  // a manifest without one
+  fs::remove_all(dir_);
+  const std::string vl = "\"rope_scaling\": null, \"architecture\": \"Gemma3ForConditionalGeneration\"";
+  testing::write_capture(dir_, {}, {{"\"rope_scaling\": null", vl}});
+  EXPECT_EQ(capture_model(open_capture(dir_.string())).architecture, "Gemma3ForConditionalGeneration");
+  EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": null, \"architecture\": \"\""}}),
+              HasSubstr("config: 'architecture' must be a class name or null, not empty"));
+  EXPECT_THAT(error_of({{"\"rope_scaling\": null", "\"rope_scaling\": null, \"architecture\": [\"A\"]"}}),
+              HasSubstr("config: 'architecture' must be"));
+}
+
 // rope_scaling as the capture tool writes it (the config's, "rope_type" or the older "type"): linear
 // and llama3 are read back for inverse RoPE; a type kvtune does not reproduce leaves RoPE off, as an
 // unknown convention does, and says which; bad parameters are refused at the key.

@@ -52,6 +52,9 @@ struct Capture {
   // The sliding layers' own RoPE base (Gemma 3: rope_parameters per layer type, or the capture tool's
   // transformers 4.x equivalent), plain RoPE without `rope`'s scaling; 0: they turn as the others do.
   double sliding_rope_theta = 0.0;
+  // The config's architectures[0] ("Gemma3ForConditionalGeneration"; "" when the manifest has none),
+  // which the capture's model carries for the runtime tables' rules (ModelPreset::architecture).
+  std::string architecture;
   int64_t q_per_kv() const { return q_heads / kv_heads; }
 };
 
