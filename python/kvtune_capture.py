@@ -390,7 +390,8 @@ class Rope:
                 # Every type has the class's layout, so layer 0's type shows it; one cos/sin cannot
                 # undo every layer.
                 self.module, self.layer_type = module, types[0]
-                self.per_layer_problem = "its rotary_emb turns each layer type by its own base (forward takes layer_type)"
+                self.per_layer_problem = ("its rotary_emb turns each layer type by its own base "
+                                          "(forward takes layer_type)")
             elif len(params) > 2:  # another argument: one cos/sin would not fit every layer
                 self.problem = f"its rotary_emb.forward takes ({', '.join(params)}), not (x, position_ids)"
             else:

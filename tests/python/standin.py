@@ -17,8 +17,11 @@ The model is Llama-shaped: GQA (4 query heads over 2 KV heads, head_dim 16), RoP
 rotate_half layout from base.rotary_emb(x, position_ids), layer 1 a sliding-window layer. Its
 attention module calls ALL_ATTENTION_FUNCTIONS[config._attn_implementation](self, q, k, v, mask,
 dropout=..., scaling=..., sliding_window=...) with q [B, Hq, T, D] and k, v [B, Hkv, T, D] after
-RoPE, as LlamaAttention does (plus softcap=, as Gemma2Attention does), and records its own inputs in `self.recorded` (written by the model,
-not by the tool) so a test can compare them with what the tool captured.
+RoPE, as LlamaAttention does (plus softcap=, as Gemma2Attention does), and records its own inputs
+in `self.recorded` (written by the model, not by the tool) so a test can compare them with what the
+tool captured. Variants: interleaved RoPE, a second rotary module for the sliding layers (Gemma 3
+under transformers 4.x), one rotary module taking the layer type (transformers 5), a logit softcap
+(Gemma 2), and a multimodal base model keeping the text model in language_model (Gemma 3 4B+).
 
 Matrix products run in float32 and round back to the model's dtype: torch 1.13 has no float16
 matmul on the CPU. That changes the numbers, not what the tool sees.

@@ -413,8 +413,8 @@ until = "2.0"
       parse_runtime_table(head + "pad_layer_groups = true\n", "rt.toml", "rt", builtin_registry());
   EXPECT_EQ(*runtime_options(grouped, "latest").context->cells, (CellAllocation{1, 0, {}, 1, false, {}, true}));
   const RuntimeTable some =
-      parse_runtime_table(head + "sliding_full = true\nsliding_full_architectures = [\"Gemma2ForCausalLM\"]\n", "rt.toml",
-                          "rt", builtin_registry());
+      parse_runtime_table(head + "sliding_full = true\nsliding_full_architectures = [\"Gemma2ForCausalLM\"]\n",
+                          "rt.toml", "rt", builtin_registry());
   EXPECT_EQ(runtime_options(some, "latest").context->cells->sliding_full_architectures,
             std::vector<std::string>{"Gemma2ForCausalLM"});
   EXPECT_THAT(parse_error(head + "sliding_full_architectures = [\"Gemma2ForCausalLM\"]\n"),
@@ -423,9 +423,11 @@ until = "2.0"
               HasSubstr("rt.toml:13:31: 'sliding_full_architectures' entries must be strings"));
   EXPECT_THAT(parse_error(head + "pad_layer_groups = \"yes\"\n"),
               HasSubstr("rt.toml:12:20: 'pad_layer_groups' must be true or false"));
-  EXPECT_THAT(parse_error(head + "sliding_full = 1\n"), HasSubstr("rt.toml:12:16: 'sliding_full' must be true or false"));
+  EXPECT_THAT(parse_error(head + "sliding_full = 1\n"),
+              HasSubstr("rt.toml:12:16: 'sliding_full' must be true or false"));
   EXPECT_THAT(parse_error(head + "sliding_full = true\nsliding_pad = 256\n"),
-              HasSubstr("rt.toml:13:15: 'sliding_pad' sizes a sliding layer's window, which 'sliding_full' leaves out"));
+              HasSubstr("rt.toml:13:15: 'sliding_pad' sizes a sliding layer's window, which 'sliding_full' "
+                        "leaves out"));
   EXPECT_THAT(parse_error(head + "sliding_extra = 512\nsliding_full = true\n"),
               HasSubstr("rt.toml:12:17: 'sliding_extra' sizes a sliding layer's window"));
   EXPECT_THAT(parse_error(kJointHeader + kF16Option + "[[tensor_parallel]]\nname = \"--tp\"\ncli = [\"--tp {gpus}\"]\n" +
