@@ -104,6 +104,11 @@ TEST_F(MemoryCliTest, ARuntimeThatRoundsCellsGetsItsOwnFigure) {
   };
   EXPECT_EQ(gemma2_with("lmdeploy")["sliding_full"], false);
   EXPECT_EQ(gemma2_with("sglang")["sliding_full"], true);
+  // Ollama before llama-server: Gemma 2 on its vendored llama.cpp keeps sliding layers whole,
+  // Gemma 3 on its own engine keeps the window (kvtune's count).
+  EXPECT_EQ(gemma2_with("ollama@0.24.0")["sliding_full"], true);
+  EXPECT_EQ(gemma2_with("ollama@0.24.0")["total_bytes"], 42ull * 8192 * 8 * 256 * 2 * 34 / 32);
+  EXPECT_EQ(with("ollama@0.24.0")["runtime"]["total_bytes"], with("ollama@0.24.0")["total_bytes"]);
   EXPECT_EQ(memory_json(base)["runtime"], nullptr);
   // SGLang keeps each sliding layer as large as a full one for Gemma 3: 62 x 32768 cells.
   const json sglang = with("sglang")["runtime"];

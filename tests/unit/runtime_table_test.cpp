@@ -440,7 +440,11 @@ until = "2.0"
   EXPECT_FALSE(runtime_options(shipped("llama-cpp"), "b6974").context->cells);
   EXPECT_EQ(runtime_options(shipped("ollama"), "latest").context->cells,
             (CellAllocation{256, 512, {{4096, 1024}, {32768, 2048}}, 256}));
-  EXPECT_FALSE(runtime_options(shipped("ollama"), "0.24.0").context->cells);
+  // Before llama-server, Gemma 2 ran on Ollama's vendored llama.cpp, which keeps sliding layers whole.
+  const CellAllocation gemma2_whole = {1, 0, {}, 1, true, {"Gemma2ForCausalLM"}};
+  EXPECT_EQ(runtime_options(shipped("ollama"), "0.24.0").context->cells, gemma2_whole);
+  EXPECT_EQ(runtime_options(shipped("ollama"), "0.3.0").context->cells, gemma2_whole);
+  EXPECT_FALSE(runtime_options(shipped("ollama"), "0.1.30").context->cells);
   // SGLang keeps Gemma's sliding layers whole (its SWA pool is off for them, v0.5.11 .. v0.5.18).
   const std::vector<std::string> gemmas = {"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
                                            "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"};
