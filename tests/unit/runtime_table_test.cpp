@@ -438,6 +438,9 @@ until = "2.0"
   const CellAllocation llama = {256, 512, {}, 256};
   EXPECT_EQ(runtime_options(shipped("llama-cpp"), "latest").context->cells, llama);
   EXPECT_FALSE(runtime_options(shipped("llama-cpp"), "b6974").context->cells);
+  // Before the iSWA cache (b5429) every layer held the whole slot.
+  EXPECT_EQ(runtime_options(shipped("llama-cpp"), "b5428").context->cells, (CellAllocation{1, 0, {}, 1, true}));
+  EXPECT_FALSE(runtime_options(shipped("llama-cpp"), "b5429").context->cells);
   EXPECT_EQ(runtime_options(shipped("ollama"), "latest").context->cells,
             (CellAllocation{256, 512, {{4096, 1024}, {32768, 2048}}, 256}));
   // Before llama-server, Gemma 2 ran on Ollama's vendored llama.cpp, which keeps sliding layers whole.
