@@ -293,8 +293,9 @@ int run(const MemoryOptions& o) {
     const std::string who = runtime->title + " " + runtime->version +
                             (runtime->beyond_checked ? " (newer than its table was checked against)" : "");
     if (!runtime->cells) {
+      const char* sliding = " (a recommendation's caveats say how it sizes a sliding layer)";
       row("runtime", who + ": its table declares no cell rounding, so kvtune's count above is all there is" +
-                         (m.shape.sliding_layers > 0 ? " (how it sizes a sliding layer was not checked)" : ""));
+                         (m.shape.sliding_layers > 0 ? sliding : ""));
       return 0;
     }
     const AllocatedCells& c = *runtime->cells;

@@ -94,6 +94,10 @@ TEST_F(MemoryCliTest, ARuntimeThatRoundsCellsGetsItsOwnFigure) {
   EXPECT_EQ(hand_with("lmdeploy")["sliding_full"], false);
   EXPECT_EQ(hand_with("tensorrt-llm")["sliding_full"], true);
   EXPECT_EQ(with("lmdeploy@0.9.2")["runtime"]["rounds_cells"], false);
+  const RunResult none = run({"memory", "--model", "gemma-3-27b", "--ctx", "8192", "--k", "q8_0", "--v", "q8_0",
+                              "--runtime", "lmdeploy@0.9.2"});
+  EXPECT_THAT(none.out, HasSubstr("LMDeploy 0.9.2: its table declares no cell rounding, so kvtune's count above is all "
+                                  "there is (a recommendation's caveats say how it sizes a sliding layer)"));
   // Gemma 2 is not LMDeploy's multimodal Gemma 3: its count stands there, while SGLang keeps it whole.
   const std::vector<std::string> gemma2 = {"--model", "gemma-2-9b", "--ctx", "8192", "--k", "q8_0", "--v", "q8_0",
                                            "--runtime"};
