@@ -141,16 +141,18 @@ std::optional<RuntimeMemory> runtime_memory(const MemoryOptions& o, const Model&
                                    : estimate_memory(m.shape, o.ctx, scheme_storage(k), scheme_storage(v));
     return std::pair{e, fit_per_gpu(m.shape, e, gpu_bytes.value_or(0), weight_bytes, gpus)};
   };
-  const std::optional<CellAllocation> rule =
-      view.context && view.context->cells ? view.context->cells : std::nullopt;
   const std::string architecture = m.preset ? m.preset->architecture : std::string();
-  if (rule) out.cells = allocated_cells(m.shape, o.ctx, 1, *rule, architecture);
+  const std::optional<CellAllocation> rule =
+      view.context && view.context->cells && cell_rule_applies(*view.context->cells, architecture)
+          ? view.context->cells
+          : std::nullopt;
+  if (rule) out.cells = allocated_cells(m.shape, o.ctx, 1, *rule);
   std::tie(out.estimate, out.fit) = at(out.cells);
   if (!rule || !gpu_bytes) return out;
   // One sequence's cells are the fewest, so its count bounds every other; the most that fit at their
   // own cells is the first count down from there that does.
   for (uint64_t s = out.fit.sequences; s > 0; --s) {
-    const AllocatedCells cells = allocated_cells(m.shape, o.ctx, int64_t(s), *rule, architecture);
+    const AllocatedCells cells = allocated_cells(m.shape, o.ctx, int64_t(s), *rule);
     if (at(cells).second.sequences >= s) {
       out.cells_at_max = cells;
       out.fit.sequences = s;
@@ -235,9 +237,10 @@ int run(const MemoryOptions& o) {
                         {"slot_cells", or_null(c.has_value(), c ? c->slot : 0)},
                         {"sliding_cells", or_null(sliding, sliding ? c->sliding : 0)},
                         {"sliding_extra", or_null(sliding, sliding ? c->sliding_extra : 0)},
-                        {"sliding_full", sliding && c->sliding_full},
+                        {"sliding_full", c ? nlohmann::json(c->sliding_full) : nlohmann::json(nullptr)},
                         {"full_layers", or_null(c.has_value(), c ? c->full_layers : 0)},
                         {"sliding_layers", or_null(c.has_value(), c ? c->sliding_layers : 0)},
+                        {"layer_group", or_null(c && c->layer_group > 0, c ? c->layer_group : 0)},
                         {"total_bytes", runtime->estimate.total_bytes},
                         {"bytes_per_sequence_per_gpu", runtime->fit.sequence_bytes},
                         {"max_sequences", gpu_bytes ? nlohmann::json(runtime->fit.sequences) : nlohmann::json(nullptr)},

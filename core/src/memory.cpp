@@ -102,8 +102,15 @@ MemoryEstimate estimate_memory(const ModelShape& shape, int64_t context, const R
   return e;
 }
 
-AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t sequences, const CellAllocation& a,
-                               std::string_view architecture) {
+bool cell_rule_applies(const CellAllocation& a, std::string_view architecture) {
+  const auto listed = [&](const std::vector<std::string>& names) {
+    return std::find(names.begin(), names.end(), architecture) != names.end();
+  };
+  if (!a.for_architectures.empty()) return listed(a.for_architectures);
+  return !listed(a.except_architectures);
+}
+
+AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t sequences, const CellAllocation& a) {
   const auto pad = [](int64_t n, int64_t to) { return (n + to - 1) / to * to; };
   AllocatedCells out;
   out.slot = pad(context, std::max<int64_t>(a.slot_pad, 1));
@@ -117,8 +124,7 @@ AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t
     out.full_layers = pad(out.full_layers, out.layer_group);
     out.sliding_layers = pad(out.sliding_layers, out.layer_group);
   }
-  const auto& only = a.sliding_full_architectures;
-  if (a.sliding_full && (only.empty() || std::find(only.begin(), only.end(), architecture) != only.end())) {
+  if (a.sliding_full) {
     out.sliding = out.slot;
     out.sliding_full = true;
     return out;

@@ -51,7 +51,7 @@ ModelPreset parse_model_preset(std::string_view text, const std::string& source_
   p.sliding_rope_theta = r.real("sliding_rope_theta", 0.0, 1.0 + 1e-9, 1e12);
   p.logit_softcap = r.real("attn_logit_softcapping", 0.0, 1e-3, 1e6);
   p.architecture = r.string("architecture", "");
-  if (r.has("architecture") && p.architecture.empty()) {
+  if (r.has("architecture") && p.architecture.find_first_not_of(" \t") == std::string::npos) {
     r.fail(*r.node("architecture"), "'architecture' must be the config's architectures[0], not empty");
   }
   if (p.sliding_rope_theta > 0 && p.shape.sliding_window == 0) {

@@ -166,25 +166,40 @@ const char* kind_key(Kind k) {
 // A [[context]] entry's cell rounding (CellAllocation), when it names any of its keys.
 std::optional<CellAllocation> cell_allocation(TableReader& r) {
   const char* keys[] = {"slot_pad",    "sliding_extra", "sliding_extra_above",
-                        "sliding_pad", "sliding_full",  "sliding_full_architectures",
-                        "pad_layer_groups"};
+                        "sliding_pad", "sliding_full",  "pad_layer_groups",
+                        "for_architectures", "except_architectures"};
   if (std::none_of(std::begin(keys), std::end(keys), [&](const char* k) { return r.has(k); })) return std::nullopt;
   CellAllocation a;
   a.slot_pad = r.integer("slot_pad", 1, 1, int64_t(1) << 20);
   a.sliding_extra = r.integer("sliding_extra", 0, 0, int64_t(1) << 24);
   a.sliding_pad = r.integer("sliding_pad", 1, 1, int64_t(1) << 20);
   a.sliding_full = r.boolean("sliding_full", false);
-  a.sliding_full_architectures = strings(r, "sliding_full_architectures");
-  if (!a.sliding_full_architectures.empty() && !a.sliding_full) {
-    r.fail(*r.node("sliding_full_architectures"), "'sliding_full_architectures' needs 'sliding_full = true'");
-  }
   a.pad_layer_groups = r.boolean("pad_layer_groups", false);
+  for (const char* key : {"for_architectures", "except_architectures"}) {
+    std::vector<std::string>& names = key[0] == 'f' ? a.for_architectures : a.except_architectures;
+    names = strings(r, key);
+    const toml::node* n = r.node(key);
+    if (n != nullptr && names.empty()) r.fail(*n, "'" + std::string(key) + "' must name at least one class");
+    for (size_t i = 0; i < names.size(); ++i) {
+      const bool blank = names[i].find_first_not_of(" \t") == std::string::npos;
+      if (blank || std::find(names.begin(), names.begin() + long(i), names[i]) != names.begin() + long(i)) {
+        r.fail(*n->as_array()->get(i), "'" + std::string(key) + "' entries must be distinct class names");
+      }
+    }
+  }
+  if (r.has("for_architectures") && r.has("except_architectures")) {
+    r.fail(*r.node("except_architectures"), "'except_architectures' and 'for_architectures' exclude each other");
+  }
   if (a.sliding_full) {
     // A layer that keeps the whole slot keeps no window, so nothing sizes one.
     for (const char* window_key : {"sliding_extra", "sliding_extra_above", "sliding_pad"}) {
       if (const toml::node* n = r.node(window_key)) {
         r.fail(*n, "'" + std::string(window_key) + "' sizes a sliding layer's window, which 'sliding_full' leaves out");
       }
+    }
+    // Nor are whole layers grouped apart from the full ones (vLLM groups a manager that keeps windows).
+    if (const toml::node* n = r.node("pad_layer_groups")) {
+      r.fail(*n, "'pad_layer_groups' groups layers that keep a window, which 'sliding_full' leaves out");
     }
   }
   if (const toml::node* n = r.node("sliding_extra_above")) {

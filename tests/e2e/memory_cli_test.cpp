@@ -89,9 +89,10 @@ TEST_F(MemoryCliTest, ARuntimeThatRoundsCellsGetsItsOwnFigure) {
     args.insert(args.end(), {"--runtime", runtime});
     return memory_json(args)["runtime"];
   };
-  EXPECT_EQ(hand_with("sglang")["sliding_full"], false);
-  EXPECT_EQ(hand_with("sglang")["total_bytes"], 10ull * 32768 * 4352 + 52ull * 1024 * 4352);
-  EXPECT_EQ(hand_with("lmdeploy")["sliding_full"], false);
+  EXPECT_EQ(hand_with("sglang")["sliding_full"], true);  // no class: not one with SGLang's sliding pool
+  EXPECT_EQ(hand_with("sglang")["total_bytes"], 62ull * 32768 * 4352);
+  EXPECT_EQ(hand_with("lmdeploy")["rounds_cells"], false);  // LMDeploy's rule is for one class only
+  EXPECT_EQ(hand_with("lmdeploy")["sliding_full"], nullptr);
   EXPECT_EQ(hand_with("tensorrt-llm")["sliding_full"], true);
   EXPECT_EQ(with("lmdeploy@0.9.2")["runtime"]["rounds_cells"], false);
   const RunResult none = run({"memory", "--model", "gemma-3-27b", "--ctx", "8192", "--k", "q8_0", "--v", "q8_0",
@@ -106,13 +107,13 @@ TEST_F(MemoryCliTest, ARuntimeThatRoundsCellsGetsItsOwnFigure) {
     args.push_back(runtime);
     return memory_json(args)["runtime"];
   };
-  EXPECT_EQ(gemma2_with("lmdeploy")["sliding_full"], false);
+  EXPECT_EQ(gemma2_with("lmdeploy")["rounds_cells"], false);
   EXPECT_EQ(gemma2_with("sglang")["sliding_full"], true);
   // Ollama before llama-server: Gemma 2 on its vendored llama.cpp keeps sliding layers whole,
   // Gemma 3 on its own engine keeps the window (kvtune's count).
   EXPECT_EQ(gemma2_with("ollama@0.24.0")["sliding_full"], true);
   EXPECT_EQ(gemma2_with("ollama@0.24.0")["total_bytes"], 42ull * 8192 * 8 * 256 * 2 * 34 / 32);
-  EXPECT_EQ(with("ollama@0.24.0")["runtime"]["total_bytes"], with("ollama@0.24.0")["total_bytes"]);
+  EXPECT_EQ(with("ollama@0.24.0")["runtime"]["rounds_cells"], false);
   EXPECT_EQ(memory_json(base)["runtime"], nullptr);
   // SGLang keeps each sliding layer as large as a full one for Gemma 3: 62 x 32768 cells.
   const json sglang = with("sglang")["runtime"];

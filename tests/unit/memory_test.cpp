@@ -356,6 +356,17 @@ TEST(MemoryModelTest, AllocatedCellsRoundSlotsAndSlidingLayersAsDeclared) {
   EXPECT_TRUE(allocated_cells(gemma3, 32768, 1, whole).sliding_full);
   EXPECT_FALSE(allocated_cells({32, 8, 128, 0, 0}, 8000, 1, whole).sliding_full);  // no sliding layer to size
   EXPECT_FALSE(allocated_cells(gemma3, 32768, 1, llama).sliding_full);
+  // A rule scoped to some classes holds for them only; one scoped away from some, for every other
+  // class and for a model that declares none.
+  const CellAllocation only = {1, 0, {}, 1, true, false, {"Gemma2ForCausalLM"}};
+  EXPECT_TRUE(cell_rule_applies(only, "Gemma2ForCausalLM"));
+  EXPECT_FALSE(cell_rule_applies(only, "Gemma3ForCausalLM"));
+  EXPECT_FALSE(cell_rule_applies(only, ""));
+  const CellAllocation but = {1, 0, {}, 1, true, false, {}, {"GptOssForCausalLM"}};
+  EXPECT_FALSE(cell_rule_applies(but, "GptOssForCausalLM"));
+  EXPECT_TRUE(cell_rule_applies(but, "Gemma3ForCausalLM"));
+  EXPECT_TRUE(cell_rule_applies(but, ""));
+  EXPECT_TRUE(cell_rule_applies(llama, ""));
 }
 
 // vLLM's hybrid manager (kv_cache_utils.py): the layers of each kind in groups of the smaller kind's
@@ -363,7 +374,7 @@ TEST(MemoryModelTest, AllocatedCellsRoundSlotsAndSlidingLayersAsDeclared) {
 // 52 sliding, groups of 10, 60 sliding; Gemma 2 9B: 21 and 21, nothing padded; 12 sliding with 13
 // full (gpt-oss-20b with a drafter): groups of 13.
 TEST(MemoryModelTest, PaddedLayerGroupsRoundEachKindUp) {
-  const CellAllocation vllm = {16, 16, {}, 16, false, {}, true};
+  const CellAllocation vllm = {16, 16, {}, 16, false, true};
   auto layers = [&](const ModelShape& shape) {
     const AllocatedCells c = allocated_cells(shape, 32768, 1, vllm);
     return std::tuple{c.full_layers, c.sliding_layers, c.layer_group};
@@ -373,6 +384,8 @@ TEST(MemoryModelTest, PaddedLayerGroupsRoundEachKindUp) {
   EXPECT_EQ(layers({42, 8, 256, 4096, 21}), std::tuple(21, 21, 21));
   EXPECT_EQ(layers({25, 8, 64, 128, 12}), std::tuple(13, 13, 13));
   EXPECT_EQ(layers({26, 1, 256, 512, 22}), std::tuple(4, 24, 4));   // Gemma 3 1B
+  EXPECT_EQ(layers({20, 8, 128, 512, 12}), std::tuple(8, 16, 8));    // 12 is 1.5 x 8: groups of the smaller
+  EXPECT_EQ(layers({19, 8, 128, 512, 11}), std::tuple(11, 11, 11));  // 11 is under 1.5 x 8: one group each
   EXPECT_EQ(layers({32, 8, 128, 0, 0}), std::tuple(32, 0, 0));      // one kind: nothing to group
   EXPECT_EQ(layers({4, 8, 128, 64, 4}), std::tuple(0, 4, 0));       // every layer slides
   const AllocatedCells c = allocated_cells(gemma3, 32768, 1, vllm);

@@ -411,16 +411,29 @@ until = "2.0"
   EXPECT_EQ(*runtime_options(whole, "latest").context->cells, (CellAllocation{1, 0, {}, 1, true}));
   const RuntimeTable grouped =
       parse_runtime_table(head + "pad_layer_groups = true\n", "rt.toml", "rt", builtin_registry());
-  EXPECT_EQ(*runtime_options(grouped, "latest").context->cells, (CellAllocation{1, 0, {}, 1, false, {}, true}));
+  EXPECT_EQ(*runtime_options(grouped, "latest").context->cells, (CellAllocation{1, 0, {}, 1, false, true}));
   const RuntimeTable some =
-      parse_runtime_table(head + "sliding_full = true\nsliding_full_architectures = [\"Gemma2ForCausalLM\"]\n",
-                          "rt.toml", "rt", builtin_registry());
-  EXPECT_EQ(runtime_options(some, "latest").context->cells->sliding_full_architectures,
+      parse_runtime_table(head + "sliding_full = true\nfor_architectures = [\"Gemma2ForCausalLM\"]\n", "rt.toml", "rt",
+                          builtin_registry());
+  EXPECT_EQ(runtime_options(some, "latest").context->cells->for_architectures,
             std::vector<std::string>{"Gemma2ForCausalLM"});
-  EXPECT_THAT(parse_error(head + "sliding_full_architectures = [\"Gemma2ForCausalLM\"]\n"),
-              HasSubstr("rt.toml:12:30: 'sliding_full_architectures' needs 'sliding_full = true'"));
-  EXPECT_THAT(parse_error(head + "sliding_full = true\nsliding_full_architectures = [2]\n"),
-              HasSubstr("rt.toml:13:31: 'sliding_full_architectures' entries must be strings"));
+  const RuntimeTable others =
+      parse_runtime_table(head + "sliding_full = true\nexcept_architectures = [\"A\", \"B\"]\n", "rt.toml", "rt",
+                          builtin_registry());
+  EXPECT_EQ(runtime_options(others, "latest").context->cells->except_architectures, (std::vector<std::string>{"A", "B"}));
+  EXPECT_THAT(parse_error(head + "sliding_full = true\nfor_architectures = [2]\n"),
+              HasSubstr("rt.toml:13:22: 'for_architectures' entries must be strings"));
+  EXPECT_THAT(parse_error(head + "sliding_full = true\nfor_architectures = []\n"),
+              HasSubstr("rt.toml:13:21: 'for_architectures' must name at least one class"));
+  EXPECT_THAT(parse_error(head + "sliding_full = true\nexcept_architectures = [\"A\", \" \"]\n"),
+              HasSubstr("rt.toml:13:30: 'except_architectures' entries must be distinct class names"));
+  EXPECT_THAT(parse_error(head + "sliding_full = true\nfor_architectures = [\"A\", \"A\"]\n"),
+              HasSubstr("rt.toml:13:27: 'for_architectures' entries must be distinct class names"));
+  EXPECT_THAT(parse_error(head + "sliding_full = true\nfor_architectures = [\"A\"]\nexcept_architectures = [\"B\"]\n"),
+              HasSubstr("rt.toml:14:24: 'except_architectures' and 'for_architectures' exclude each other"));
+  EXPECT_THAT(parse_error(head + "sliding_full = true\npad_layer_groups = true\n"),
+              HasSubstr("rt.toml:13:20: 'pad_layer_groups' groups layers that keep a window, which 'sliding_full' "
+                        "leaves out"));
   EXPECT_THAT(parse_error(head + "pad_layer_groups = \"yes\"\n"),
               HasSubstr("rt.toml:12:20: 'pad_layer_groups' must be true or false"));
   EXPECT_THAT(parse_error(head + "sliding_full = 1\n"),
@@ -444,22 +457,28 @@ until = "2.0"
   EXPECT_EQ(runtime_options(shipped("ollama"), "latest").context->cells,
             (CellAllocation{256, 512, {{4096, 1024}, {32768, 2048}}, 256}));
   // Before llama-server, Gemma 2 ran on Ollama's vendored llama.cpp, which keeps sliding layers whole.
-  const CellAllocation gemma2_whole = {1, 0, {}, 1, true, {"Gemma2ForCausalLM"}};
+  const CellAllocation gemma2_whole = {1, 0, {}, 1, true, false, {"Gemma2ForCausalLM"}};
   EXPECT_EQ(runtime_options(shipped("ollama"), "0.24.0").context->cells, gemma2_whole);
   EXPECT_EQ(runtime_options(shipped("ollama"), "0.3.0").context->cells, gemma2_whole);
   EXPECT_FALSE(runtime_options(shipped("ollama"), "0.1.30").context->cells);
   // SGLang keeps Gemma's sliding layers whole (its SWA pool is off for them, v0.5.11 .. v0.5.18).
-  const std::vector<std::string> gemmas = {"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
-                                           "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"};
-  EXPECT_EQ(runtime_options(shipped("sglang"), "0.5.11").context->cells, (CellAllocation{1, 0, {}, 1, true, gemmas}));
+  // SGLang keeps sliding layers whole but for the classes with its separate sliding-window pool.
+  const std::optional<CellAllocation> sglang = runtime_options(shipped("sglang"), "0.5.11").context->cells;
+  ASSERT_TRUE(sglang);
+  EXPECT_TRUE(sglang->sliding_full);
+  EXPECT_TRUE(cell_rule_applies(*sglang, "Gemma3ForConditionalGeneration"));
+  EXPECT_TRUE(cell_rule_applies(*sglang, "Gemma2ForCausalLM"));
+  EXPECT_TRUE(cell_rule_applies(*sglang, ""));
+  EXPECT_FALSE(cell_rule_applies(*sglang, "GptOssForCausalLM"));
+  EXPECT_FALSE(cell_rule_applies(*sglang, "Llama4ForConditionalGeneration"));
   // TensorRT-LLM without max_attention_window: every layer holds max_seq_len. LMDeploy from 0.10.0:
   // Gemma 3's multimodal class keeps the whole context on every layer; before, no rule.
   EXPECT_EQ(runtime_options(shipped("tensorrt-llm"), "latest").context->cells, (CellAllocation{1, 0, {}, 1, true}));
   EXPECT_EQ(runtime_options(shipped("lmdeploy"), "0.10.0").context->cells,
-            (CellAllocation{1, 0, {}, 1, true, {"Gemma3ForConditionalGeneration"}}));
+            (CellAllocation{1, 0, {}, 1, true, false, {"Gemma3ForConditionalGeneration"}}));
   EXPECT_FALSE(runtime_options(shipped("lmdeploy"), "0.9.2").context->cells);
   // vLLM's blocks of 16, a sliding layer's window plus one, its layers padded into groups.
-  const CellAllocation vllm = {16, 16, {}, 16, false, {}, true};
+  const CellAllocation vllm = {16, 16, {}, 16, false, true};
   EXPECT_EQ(runtime_options(shipped("vllm"), "0.11.2").context->cells, vllm);
   EXPECT_EQ(runtime_options(shipped("vllm"), "latest").context->cells, vllm);
   // transformers' QuantizedCache: a quantized layer for every layer, sliding ones whole.

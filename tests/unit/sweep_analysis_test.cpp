@@ -566,7 +566,7 @@ TEST(SweepAnalysis, ARuntimeThatRoundsItsCellsGetsItsOwnMemoryLine) {
   EXPECT_THAT(sweep_summary_json(spec, records, a),
               HasSubstr("\"allocation\": {\n        \"slot_cells\": 8192,\n        \"sliding_cells\": 4608,\n"
                         "        \"sliding_extra\": 512,\n        \"sliding_full\": false,\n"
-                        "        \"full_layers\": 21,\n        \"sliding_layers\": 21,\n"
+                        "        \"full_layers\": 21,\n        \"sliding_layers\": 21,\n        \"layer_group\": null,\n"
                         "        \"bytes_per_sequence\": 894566400,\n"
                         "        \"bytes_per_sequence_per_gpu\": 894566400,\n        \"sequences\": 8\n      }"));
 
@@ -582,6 +582,30 @@ TEST(SweepAnalysis, ARuntimeThatRoundsItsCellsGetsItsOwnMemoryLine) {
   EXPECT_THAT(summary(spec, records, full),
               HasSubstr("as Bare allocates it: 1.07 GiB per sequence (8192 cells on each full layer and on each "
                         "sliding layer, which it sizes as a full one; the context caveat says why); 6 sequences fit"));
+
+  // A rule scoped to other classes says nothing of gemma-2-9b (Gemma2ForCausalLM): kvtune's count stands.
+  with_and_bare(spec, with, [](RuntimeView& v) {
+    v.context->cells = CellAllocation{1, 0, {}, 1, true, false, {"Gemma3ForConditionalGeneration"}};
+  });
+  EXPECT_FALSE(analyze(spec, records).runtimes[1].allocation);
+
+  // vLLM's groups: Gemma 3 27B's 52 sliding layers padded to 60 in groups of 10, each holding its
+  // window and a block (1040 cells).
+  {
+    SweepSpec g = spec;
+    g.model = find_model_preset(testing::config_dir(), "gemma-3-27b");
+    g.budget.fit = MemoryFit{80 * GiB, 54864813280ull, 32768, 1, 1};
+    with_and_bare(g, with, [](RuntimeView& v) { v.context->cells = CellAllocation{16, 16, {}, 16, false, true}; });
+    const SweepAnalysis grouped = analyze(g, records);
+    ASSERT_TRUE(grouped.runtimes[1].allocation);
+    EXPECT_EQ(grouped.runtimes[1].allocation->cells.sliding_layers, 60);
+    EXPECT_EQ(grouped.runtimes[1].allocation->cells.layer_group, 10);
+    EXPECT_THAT(summary(g, records, grouped),
+                HasSubstr("32768 cells on each full layer, 1040 on each sliding layer: its 1024-token window and 16 "
+                          "more, rounded up; 60 sliding layers for 52 (groups of 10); the context caveat says why)"));
+    EXPECT_THAT(sweep_summary_json(g, records, grouped),
+                HasSubstr("\"full_layers\": 10,\n        \"sliding_layers\": 60,\n        \"layer_group\": 10,"));
+  }
 
   // A context of 8000 tokens: slots of 8192 on the full layers too.
   with_and_bare(spec, with, [](RuntimeView& v) { v.context->cells.reset(); });

@@ -64,19 +64,21 @@ MemoryEstimate estimate_memory(const ModelShape& shape, int64_t context, const R
 // sequences' tokens together exceed the first of a `sliding_extra_above` step, its extra replaces
 // sliding_extra (the last such step wins; Ollama picks its batch by the whole context). With
 // `sliding_full` a sliding layer holds the whole slot, as a full one does: the runtime keeps every
-// token although the layer attends to its window only (SGLang for Gemma 2 and 3); a non-empty
-// `sliding_full_architectures` keeps that to models that declare one of them. With
+// token although the layer attends to its window only (SGLang for Gemma 2 and 3). With
 // `pad_layer_groups` the runtime allocates the layers of each kind in groups of one size, the
 // smaller kind's count (the larger's when it is under 1.5 times the smaller), padding the last group
-// of each kind (vLLM's hybrid KV cache manager).
+// of each kind (vLLM's hybrid KV cache manager). A runtime whose rule holds for some model classes
+// only scopes it with `for_architectures` (these classes) or `except_architectures` (every other
+// class, and a model that declares none); where it does not hold the runtime's table says nothing of
+// the cells and kvtune's own count stands (cell_rule_applies).
 struct CellAllocation {
   int64_t slot_pad = 1;
   int64_t sliding_extra = 0;
   std::vector<std::pair<int64_t, int64_t>> sliding_extra_above;  // (tokens, extra), tokens ascending
   int64_t sliding_pad = 1;
   bool sliding_full = false;
-  std::vector<std::string> sliding_full_architectures;  // empty: every model
   bool pad_layer_groups = false;
+  std::vector<std::string> for_architectures, except_architectures;  // at most one non-empty
   bool operator==(const CellAllocation&) const = default;
 };
 
@@ -89,9 +91,9 @@ struct AllocatedCells {
   bool sliding_full = false;
   int64_t full_layers = 0, sliding_layers = 0, layer_group = 0;
 };
-// `architecture`: the model's declared one (ModelPreset::architecture), "" when unknown.
-AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t sequences, const CellAllocation& a,
-                               std::string_view architecture = {});
+// Whether the rule holds for a model of `architecture` (ModelPreset::architecture, "" when unknown).
+bool cell_rule_applies(const CellAllocation& a, std::string_view architecture);
+AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t sequences, const CellAllocation& a);
 // The shape whose estimate at `cells.slot` tokens is that allocation: the sliding layers' window
 // replaced by their cells, the layer counts by those allocated.
 ModelShape allocated_shape(const ModelShape& shape, const AllocatedCells& cells);

@@ -34,7 +34,7 @@ struct ModelPreset {
   // attn_logit_softcapping (Gemma 2): attention logits l become c · tanh(l / c); 0: none.
   double logit_softcap = 0.0;
   // The config's architectures[0] ("Gemma3ForConditionalGeneration"), which runtimes key some
-  // behaviour on (CellAllocation::sliding_full_architectures); empty when the file does not give it.
+  // behaviour on (CellAllocation::for_architectures); empty when the file does not give it.
   std::string architecture;
 };
 
