@@ -338,16 +338,20 @@ def rotate_half(torch, x):
 
 
 def language_model(base):
-    """The module that holds the text layers' rotary embedding: the base model itself, or the
-    language model a multimodal one wraps."""
+    """The text model, which holds the layers and the rotary embedding: the base model itself, or
+    the language model a multimodal one wraps. The capture runs it (no LM head, no vision tower)."""
     # Gemma 3 from 4B up loads as Gemma3ForConditionalGeneration, whose base model (Gemma3Model)
     # keeps Gemma3TextModel, rotary_emb included, in language_model (models/gemma3/modeling_gemma3.py,
     # 5.0.0.dev0; models/auto/modeling_auto.py maps "gemma3" to it for causal LM). Wrappers of the
     # older pattern (PaliGemma's, LLaVA's) keep a ForCausalLM there, the text model in its .model.
+    # In 4.51 Gemma3PreTrainedModel.base_model_prefix is "language_model", so base_model is a
+    # ForCausalLM itself (Gemma3ForCausalLM, or the one the multimodal class holds): its .model.
     inner = getattr(base, "language_model", None)
-    if inner is None:
-        return base
-    return inner if hasattr(inner, "rotary_emb") else getattr(inner, "model", inner)
+    if inner is not None:
+        return inner if hasattr(inner, "rotary_emb") else getattr(inner, "model", inner)
+    if not hasattr(base, "rotary_emb") and hasattr(getattr(base, "model", None), "rotary_emb"):
+        return base.model
+    return base
 
 
 class Rope:
@@ -533,11 +537,11 @@ def capture(args):
     model = transformers.AutoModelForCausalLM.from_pretrained(args.model, attn_implementation=attn, **{dtype_kw: dtype})
     model.to(device)
     model.eval()
-    # The base model (no LM head): its outputs are all the capture needs, and the logits of a long
+    # The text model (no LM head): its outputs are all the capture needs, and the logits of a long
     # sample over a large vocabulary would be the biggest tensor of the run.
-    base = getattr(model, "base_model", model)
+    base = language_model(getattr(model, "base_model", model))
 
-    rope = Rope(torch, language_model(base), shape["head_dim"])
+    rope = Rope(torch, base, shape["head_dim"])
     if args.k_pre_rope and rope.problem:
         raise Refusal(f"--k-pre-rope: cannot derive keys before RoPE for this model: {rope.problem}")
 

@@ -252,13 +252,17 @@ class StandInForCausalLM(torch.nn.Module):
         super().__init__()
         self.config = config
         self.model = VisionWrapperModel(config) if vision else StandInModel(config)
+        self.head_calls = 0  # forwards through the LM head
         self.lm_head = torch.nn.Linear(config.hidden_size, config.vocab_size, bias=False)
 
     @property
     def base_model(self):
-        return getattr(self, self.base_model_prefix)
+        # PreTrainedModel.base_model: the model itself when it has no attribute of that name (4.51's
+        # Gemma3ForCausalLM, whose prefix is "language_model").
+        return getattr(self, self.base_model_prefix, self)
 
     def forward(self, input_ids, use_cache=None):
+        self.head_calls += 1
         hidden = self.model(input_ids, use_cache=use_cache).last_hidden_state
         return CausalLMOutput(linear(hidden, self.lm_head))
 
@@ -353,7 +357,7 @@ class ByteTokenizer:
 
 
 MODELS = ("standin/tiny", "standin/tiny-interleaved", "standin/tiny-local-rope", "standin/tiny-softcap",
-          "standin/tiny-typed-rope", "standin/tiny-vision")
+          "standin/tiny-typed-rope", "standin/tiny-vision", "standin/tiny-lm-base")
 
 
 def install(version="4.57.0", with_mask_interface=True, with_attention_interface=True):
@@ -406,6 +410,8 @@ def install(version="4.57.0", with_mask_interface=True, with_attention_interface
             config._attn_implementation = impl
             torch.manual_seed(1234)  # the same "checkpoint" every time
             model = StandInForCausalLM(config, vision=name.endswith("vision"))
+            if name.endswith("lm-base"):
+                model.base_model_prefix = "language_model"  # absent: base_model is the model itself
             with torch.no_grad():
                 for p in model.parameters():
                     if p.dim() == 2:

@@ -350,6 +350,14 @@ class CaptureTest(unittest.TestCase):
         want = torch.cat([s["k_pre_rope"][0] for s in seen], dim=1)
         self.assertTrue(torch.allclose(tensors["k_pre_rope"], want, rtol=1e-5, atol=1e-5))
 
+    def test_a_base_model_with_an_lm_head_is_run_through_its_text_model(self):
+        # transformers 4.51's Gemma 3: base_model is a ForCausalLM (its prefix names no attribute).
+        # The tool finds the text model in .model, reads its rotary embedding and runs it, not the head.
+        manifest = self.capture("--queries", "8", "--k-pre-rope", "--dtype", "float32", model="standin/tiny-lm-base")
+        self.assertEqual(manifest["config"]["rope_convention"], "rotate_half")
+        self.assertEqual(self.fake.created[-1].head_calls, 0)
+        self.assertEqual(len(self.fake.created[-1].model.outputs), 3)  # one forward per sample
+
     def test_bad_inputs_refused_with_nothing_written(self):
         good = self.prompts()
         empty = self.prompt("empty.txt", " \n\t\n")
