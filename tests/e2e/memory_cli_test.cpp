@@ -76,6 +76,11 @@ TEST_F(MemoryCliTest, ARuntimeThatRoundsCellsGetsItsOwnFigure) {
   EXPECT_EQ(vllm["sliding_layers"], 60);
   EXPECT_EQ(vllm["total_bytes"], 10ull * 32768 * 4352 + 60ull * 1040 * 4352);
   EXPECT_EQ(vllm["max_sequences"], 18);
+  EXPECT_EQ(vllm["layer_group"], 10);
+  const RunResult grouped = run({"memory", "--model", "gemma-3-27b", "--ctx", "32768", "--k", "q8_0", "--v", "q8_0",
+                                 "--runtime", "vllm"});
+  EXPECT_THAT(grouped.out, HasSubstr("32768 cells on a full layer, 1040 on a sliding one (1024 + 16, rounded up); 60 "
+                                     "sliding layers for 52 (groups of 10)\n"));
   // TensorRT-LLM without max_attention_window keeps every layer whole, whatever the model; LMDeploy
   // 0.16 does for Gemma 3's multimodal class (gemma-3-27b), SGLang for Gemma's classes; neither for a
   // hand-given shape, which declares no architecture.
