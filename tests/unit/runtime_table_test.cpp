@@ -473,7 +473,7 @@ until = "2.0"
   EXPECT_FALSE(cell_rule_applies(*sglang, "Llama4ForConditionalGeneration"));
   // TensorRT-LLM without max_attention_window: every layer holds max_seq_len. LMDeploy from 0.10.0:
   // Gemma 3's multimodal class keeps the whole context on every layer; before, no rule.
-  EXPECT_EQ(runtime_options(shipped("tensorrt-llm"), "latest").context->cells, (CellAllocation{1, 0, {}, 1, true}));
+  EXPECT_EQ(runtime_options(shipped("tensorrt-llm"), "latest").context->cells, (CellAllocation{32, 0, {}, 1, true}));
   EXPECT_EQ(runtime_options(shipped("lmdeploy"), "0.10.0").context->cells,
             (CellAllocation{1, 0, {}, 1, true, false, {"Gemma3ForConditionalGeneration"}}));
   EXPECT_FALSE(runtime_options(shipped("lmdeploy"), "0.9.2").context->cells);
