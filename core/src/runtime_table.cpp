@@ -165,9 +165,8 @@ const char* kind_key(Kind k) {
 
 // A [[context]] entry's cell rounding (CellAllocation), when it names any of its keys.
 std::optional<CellAllocation> cell_allocation(TableReader& r) {
-  const char* keys[] = {"slot_pad",    "sliding_extra", "sliding_extra_above",
-                        "sliding_pad", "sliding_full",  "pad_layer_groups",
-                        "for_architectures", "except_architectures"};
+  const char* keys[] = {"slot_pad",         "sliding_extra",     "sliding_extra_above", "sliding_pad",
+                        "sliding_full",     "pad_layer_groups",  "for_architectures",   "except_architectures"};
   if (std::none_of(std::begin(keys), std::end(keys), [&](const char* k) { return r.has(k); })) return std::nullopt;
   CellAllocation a;
   a.slot_pad = r.integer("slot_pad", 1, 1, int64_t(1) << 20);
@@ -175,8 +174,10 @@ std::optional<CellAllocation> cell_allocation(TableReader& r) {
   a.sliding_pad = r.integer("sliding_pad", 1, 1, int64_t(1) << 20);
   a.sliding_full = r.boolean("sliding_full", false);
   a.pad_layer_groups = r.boolean("pad_layer_groups", false);
-  for (const char* key : {"for_architectures", "except_architectures"}) {
-    std::vector<std::string>& names = key[0] == 'f' ? a.for_architectures : a.except_architectures;
+  const std::pair<const char*, std::vector<std::string>*> scopes[] = {{"for_architectures", &a.for_architectures},
+                                                                       {"except_architectures", &a.except_architectures}};
+  for (const auto& [key, list] : scopes) {
+    std::vector<std::string>& names = *list;
     names = strings(r, key);
     const toml::node* n = r.node(key);
     if (n != nullptr && names.empty()) r.fail(*n, "'" + std::string(key) + "' must name at least one class");
