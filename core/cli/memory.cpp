@@ -348,8 +348,8 @@ Runner add_memory(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), kMaxGpus));
   app.add_option("--weights", o->weights, "weight bytes (default with --model: bf16, 2 bytes x parameters)");
   app.add_option("--runtime", o->runtime,
-                 "also the cache as runtime NAME[@VERSION] allocates it (configs/runtimes; llama-cpp and "
-                 "ollama round cells)");
+                 "also the cache as runtime NAME[@VERSION] allocates it, where its table (configs/runtimes) "
+                 "declares how for the model");
   app.add_flag("--json", o->json, "print JSON instead of text");
   return [o] { return run(*o); };
 }

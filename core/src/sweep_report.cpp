@@ -875,13 +875,14 @@ ordered_json runtime_json(const SweepSpec& spec, const std::vector<SweepRecord>&
                                                                                    : ordered_json(nullptr)}}
                                                   : ordered_json(nullptr)}};
   if (const auto& a = c.allocation) {
+    const ordered_json group = a->cells.layer_group > 0 ? ordered_json(a->cells.layer_group) : ordered_json(nullptr);
     r["allocation"] = {{"slot_cells", a->cells.slot},
                        {"sliding_cells", a->cells.sliding},
                        {"sliding_extra", a->cells.sliding_extra},
                        {"sliding_full", a->cells.sliding_full},
                        {"full_layers", a->cells.full_layers},
                        {"sliding_layers", a->cells.sliding_layers},
-                       {"layer_group", a->cells.layer_group > 0 ? ordered_json(a->cells.layer_group) : ordered_json(nullptr)},
+                       {"layer_group", group},
                        {"bytes_per_sequence", a->bytes_per_sequence},
                        {"bytes_per_sequence_per_gpu", a->bytes_per_sequence_per_gpu},
                        {"sequences", a->sequences ? ordered_json(*a->sequences) : ordered_json(nullptr)}};
