@@ -183,6 +183,111 @@ class RotatedScheme final : public Scheme {
   CachePolicy policy_;
 };
 
+// pair_order=adjacent: keys stored with each RoPE pair in neighbouring channels. Hugging Face's
+// rotate_half form pairs channel i with i + D/2; llama.cpp's converter permutes a Llama k_proj so
+// the pair sits at 2i, 2i + 1 (convert_hf_to_gguf.py, LlamaModel.permute), and a block of 32
+// channels then holds 16 whole pairs where the model's own order puts one half of 32 pairs in it.
+// Keys whose case is interleaved already (QuantContext::rope) are stored as they come; values are
+// never permuted (the converter leaves v_proj alone).
+class PairOrderScheme final : public Scheme {
+ public:
+  explicit PairOrderScheme(SchemePtr inner) : inner_(std::move(inner)) {}
+
+  std::string spec() const override { return with_suffix(inner_->spec(), ",pair_order=adjacent"); }
+  std::string family() const override { return inner_->family(); }
+
+  std::string check_shape(int64_t tokens, int64_t head_dim) const override {
+    std::string why = inner_->check_shape(tokens, head_dim);
+    if (why.empty() && head_dim % 2 != 0) {
+      why = "'" + spec() + "': pair_order=adjacent needs an even head_dim (RoPE pairs); head_dim " +
+            std::to_string(head_dim) + " is odd";
+    }
+    return why;
+  }
+
+  size_t footprint(int64_t tokens, int64_t head_dim) const override { return inner_->footprint(tokens, head_dim); }
+
+  std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext& ctx) const override {
+    if (!applies(ctx)) return inner_->quantize(x, ctx);
+    require_shape(x.rows, x.cols);
+    return inner_->quantize(reordered(x), ctx);
+  }
+
+  void dequantize(std::span<const std::byte> packed, const QuantContext& ctx, MatrixView out) const override {
+    require_shape(out.rows, out.cols);
+    inner_->dequantize(packed, ctx, out);
+    if (applies(ctx)) restore(out);
+  }
+
+  // An inner scheme whose rows round-trip alone goes 8 KiB of rows at a time, as the rotation does:
+  // the reordered tile and its round trip stay in L1.
+  void roundtrip(ConstMatrixView x, const QuantContext& ctx, MatrixView out) const override {
+    if (!applies(ctx)) return inner_->roundtrip(x, ctx, out);
+    require_shape(x.rows, x.cols);
+    if (!inner_->traits().rows_independent) {
+      inner_->roundtrip(reordered(x), ctx, out);
+      return restore(out);
+    }
+    const int64_t tile = std::max<int64_t>(1, 8192 / (x.cols * int64_t(sizeof(float))));
+    const size_t floats = size_t(tile * x.cols);
+    thread_local std::vector<float> scratch;  // grown, never shrunk
+    if (scratch.size() < 2 * floats) scratch.resize(2 * floats);
+    for (int64_t r0 = 0; r0 < x.rows; r0 += tile) {
+      const int64_t rows = std::min(tile, x.rows - r0);
+      const MatrixView in{scratch.data(), rows, x.cols}, back{scratch.data() + floats, rows, x.cols};
+      for (int64_t r = 0; r < rows; ++r) reorder_pairs(x.row(r0 + r), in.row(r), x.cols, true);
+      inner_->roundtrip(in, rows_context(ctx, r0, rows), back);
+      for (int64_t r = 0; r < rows; ++r) reorder_pairs(back.row(r), out.row(r0 + r), x.cols, false);
+    }
+  }
+
+  std::shared_ptr<const Scheme> calibrate(ConstMatrixView sample, const QuantContext& ctx) const override {
+    SchemePtr fitted = inner_->calibrate(applies(ctx) ? reordered(sample) : sample, ctx);
+    return fitted == inner_ ? shared_from_this() : std::make_shared<PairOrderScheme>(fitted);
+  }
+
+  // A permutation keeps dot products when the queries move with the keys.
+  bool estimates_logits() const override { return inner_->estimates_logits(); }
+  SchemeTraits traits() const override {
+    SchemeTraits t = inner_->traits();
+    t.policy_wrapper = true;
+    t.device_format = false;
+    return t;
+  }
+  void logits(ConstMatrixView queries, std::span<const std::byte> packed, int64_t tokens, const QuantContext& ctx,
+              MatrixView out) const override {
+    if (!inner_->estimates_logits()) return Scheme::logits(queries, packed, tokens, ctx, out);
+    if (!applies(ctx)) return inner_->logits(queries, packed, tokens, ctx, out);
+    Matrix moved(queries.rows, queries.cols);
+    for (int64_t r = 0; r < queries.rows; ++r) reorder_pairs(queries.row(r), moved.row(r), queries.cols, true);
+    inner_->logits(moved.view(), packed, tokens, ctx, out);
+  }
+
+ private:
+  static bool applies(const QuantContext& ctx) {
+    return ctx.role == Role::key && (ctx.rope == nullptr || ctx.rope->convention == RopeConvention::rotate_half);
+  }
+
+  // x in the stored order, in this thread's scratch buffer until the thread's next call.
+  static ConstMatrixView reordered(ConstMatrixView x) {
+    thread_local std::vector<float> scratch;
+    if (scratch.size() < size_t(x.size())) scratch.resize(size_t(x.size()));
+    const MatrixView copy{scratch.data(), x.rows, x.cols};
+    for (int64_t r = 0; r < x.rows; ++r) reorder_pairs(x.row(r), copy.row(r), x.cols, true);
+    return copy;
+  }
+
+  static void restore(MatrixView x) {
+    std::vector<float> row(size_t(x.cols));
+    for (int64_t r = 0; r < x.rows; ++r) {
+      std::copy(x.row(r), x.row(r) + x.cols, row.begin());
+      reorder_pairs(row.data(), x.row(r), x.cols, false);
+    }
+  }
+
+  SchemePtr inner_;
+};
+
 std::string rotation_spec(const CachePolicy& policy) {
   std::string out;
   if (policy.rotation == Rotation::hadamard) out += ",rotation=hadamard";
@@ -419,6 +524,12 @@ const std::vector<ParamDomain>& policy_domains() {
        .help = "policy: quantize keys as cached (post RoPE) or before RoPE, re-applying it after dequantizing "
                "(KVQuant); values are never rotated",
        .default_value = "post", .choices = {"post", "pre"}},
+      {.name = "pair_order", .kind = ParamDomain::Kind::choice,
+       .help = "policy: the channel order keys are stored in: as_computed = the model's own, adjacent = each RoPE "
+               "pair in neighbouring channels (2i, 2i + 1), as llama.cpp stores a Llama model's keys (its converter "
+               "permutes k_proj); keys of a rotate_half case are permuted, interleaved ones already are; values are "
+               "never permuted",
+       .default_value = "as_computed", .choices = {"as_computed", "adjacent"}},
       {.name = "sink_tokens", .kind = ParamDomain::Kind::integer,
        .help = "policy: the first N tokens are kept exact (stored f16)", .min = 0, .max = 1 << 20,
        .examples = {"4"}},
@@ -448,6 +559,7 @@ CachePolicy policy_from_values(const std::vector<std::pair<std::string, std::str
     if (key == "residual_window") p.residual_window = std::stoll(value);
     if (key == "block_tokens") p.block_tokens = std::stoll(value);
     if (key == "rope_stage") p.pre_rope = value == "pre";
+    if (key == "pair_order") p.adjacent_pairs = value == "adjacent";
   }
   if (p.rotation == Rotation::rht && p.rotation_group > 0) {
     throw InputError("'rotation_group' is refused with rotation=rht: vLLM's randomized Hadamard transform rotates "
@@ -472,12 +584,28 @@ std::optional<std::pair<std::string, std::string>> policy_key_requirement(std::s
   return std::nullopt;
 }
 
-std::string policy_spec(const CachePolicy& policy) { return rotation_spec(policy) + token_spec(policy); }
+std::string policy_spec(const CachePolicy& policy) {
+  return rotation_spec(policy) + (policy.adjacent_pairs ? ",pair_order=adjacent" : "") + token_spec(policy);
+}
 
 SchemePtr apply_policy(SchemePtr inner, const CachePolicy& policy) {
   if (policy.rotates()) inner = std::make_shared<RotatedScheme>(std::move(inner), policy);
+  if (policy.adjacent_pairs) inner = std::make_shared<PairOrderScheme>(std::move(inner));
   if (policy.pre_rope || policy.splits_tokens()) inner = std::make_shared<TokenPolicyScheme>(std::move(inner), policy);
   return inner;
+}
+
+void reorder_pairs(const float* x, float* out, int64_t head_dim, bool to_pairs) {
+  const int64_t half = head_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    if (to_pairs) {
+      out[2 * i] = x[i];
+      out[2 * i + 1] = x[i + half];
+    } else {
+      out[i] = x[2 * i];
+      out[i + half] = x[2 * i + 1];
+    }
+  }
 }
 
 int64_t llama_cpp_rotation_group(Role role, int64_t head_dim) {
