@@ -102,12 +102,17 @@ MemoryEstimate estimate_memory(const ModelShape& shape, int64_t context, const R
   return e;
 }
 
-bool cell_rule_applies(const CellAllocation& a, std::string_view architecture) {
+bool architecture_in_scope(const std::vector<std::string>& only, const std::vector<std::string>& except,
+                           std::string_view architecture) {
   const auto listed = [&](const std::vector<std::string>& names) {
     return std::find(names.begin(), names.end(), architecture) != names.end();
   };
-  if (!a.for_architectures.empty()) return listed(a.for_architectures);
-  return !listed(a.except_architectures);
+  if (!only.empty()) return listed(only);
+  return !listed(except);
+}
+
+bool cell_rule_applies(const CellAllocation& a, std::string_view architecture) {
+  return architecture_in_scope(a.for_architectures, a.except_architectures, architecture);
 }
 
 AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t sequences, const CellAllocation& a) {

@@ -7,6 +7,7 @@
 
 #include "kvtune/error.h"
 #include "kvtune/file_io.h"
+#include "kvtune/spec.h"
 #include "toml_reader.h"
 
 namespace kvtune {
@@ -147,7 +148,7 @@ std::vector<const toml::table*> tables(TableReader& r, const std::string& key) {
   return out;
 }
 
-enum class Kind { profile, k_type, v_type, pair_rule, option, layer_exemption, tensor_parallel, context };
+enum class Kind { profile, k_type, v_type, pair_rule, option, layer_exemption, tensor_parallel, context, key_layout };
 
 const char* kind_key(Kind k) {
   switch (k) {
@@ -159,23 +160,16 @@ const char* kind_key(Kind k) {
     case Kind::layer_exemption: return "layer_exemptions";
     case Kind::tensor_parallel: return "tensor_parallel";
     case Kind::context: return "context";
+    case Kind::key_layout: return "key_layout";
   }
   return "";
 }
 
-// A [[context]] entry's cell rounding (CellAllocation), when it names any of its keys.
-std::optional<CellAllocation> cell_allocation(TableReader& r) {
-  const char* keys[] = {"slot_pad",         "sliding_extra",     "sliding_extra_above", "sliding_pad",
-                        "sliding_full",     "pad_layer_groups",  "for_architectures",   "except_architectures"};
-  if (std::none_of(std::begin(keys), std::end(keys), [&](const char* k) { return r.has(k); })) return std::nullopt;
-  CellAllocation a;
-  a.slot_pad = r.integer("slot_pad", 1, 1, int64_t(1) << 20);
-  a.sliding_extra = r.integer("sliding_extra", 0, 0, int64_t(1) << 24);
-  a.sliding_pad = r.integer("sliding_pad", 1, 1, int64_t(1) << 20);
-  a.sliding_full = r.boolean("sliding_full", false);
-  a.pad_layer_groups = r.boolean("pad_layer_groups", false);
-  const std::pair<const char*, std::vector<std::string>*> scopes[] = {{"for_architectures", &a.for_architectures},
-                                                                       {"except_architectures", &a.except_architectures}};
+// An entry's 'for_architectures' or 'except_architectures' (architecture_in_scope): each a non-empty
+// list of distinct class names, at most one of the two.
+void read_architecture_scope(TableReader& r, std::vector<std::string>& only, std::vector<std::string>& except) {
+  const std::pair<const char*, std::vector<std::string>*> scopes[] = {{"for_architectures", &only},
+                                                                       {"except_architectures", &except}};
   for (const auto& [key, list] : scopes) {
     std::vector<std::string>& names = *list;
     names = strings(r, key);
@@ -191,6 +185,20 @@ std::optional<CellAllocation> cell_allocation(TableReader& r) {
   if (r.has("for_architectures") && r.has("except_architectures")) {
     r.fail(*r.node("except_architectures"), "'except_architectures' and 'for_architectures' exclude each other");
   }
+}
+
+// A [[context]] entry's cell rounding (CellAllocation), when it names any of its keys.
+std::optional<CellAllocation> cell_allocation(TableReader& r) {
+  const char* keys[] = {"slot_pad",         "sliding_extra",     "sliding_extra_above", "sliding_pad",
+                        "sliding_full",     "pad_layer_groups",  "for_architectures",   "except_architectures"};
+  if (std::none_of(std::begin(keys), std::end(keys), [&](const char* k) { return r.has(k); })) return std::nullopt;
+  CellAllocation a;
+  a.slot_pad = r.integer("slot_pad", 1, 1, int64_t(1) << 20);
+  a.sliding_extra = r.integer("sliding_extra", 0, 0, int64_t(1) << 24);
+  a.sliding_pad = r.integer("sliding_pad", 1, 1, int64_t(1) << 20);
+  a.sliding_full = r.boolean("sliding_full", false);
+  a.pad_layer_groups = r.boolean("pad_layer_groups", false);
+  read_architecture_scope(r, a.for_architectures, a.except_architectures);
   if (a.sliding_full) {
     // A layer that keeps the whole slot keeps no window, so nothing sizes one.
     for (const char* window_key : {"sliding_extra", "sliding_extra_above", "sliding_pad"}) {
@@ -291,6 +299,17 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
       }
       e.cells = cell_allocation(r);
       break;
+    case Kind::key_layout: {
+      require(r, t, "name", path, "what stores the keys in this order, e.g. \"convert_hf_to_gguf.py\"");
+      require(r, t, "pair_order", path, "the order the keys are stored in (the pair_order policy key): \"adjacent\"");
+      require(r, t, "caveats", path, "what the user is told beside each option it changes: where and why the runtime "
+                                     "stores the keys so");
+      e.name = r.string("name", "");
+      KeyLayout layout{.pair_order = r.required_choice("pair_order", {"adjacent"})};
+      read_architecture_scope(r, layout.for_architectures, layout.except_architectures);
+      e.key_layout = std::move(layout);
+      break;
+    }
   }
   e.since = version(r, "since", scheme);
   e.until = version(r, "until", scheme);
@@ -340,6 +359,15 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
                                         : ": a [[context]] entry needs {ctx}, {seqs} or {tokens} in 'cli', 'env' or "
                                           "'python', where the serving shape goes, or 'caveats' saying why the "
                                           "runtime needs no setting"));
+    }
+  }
+  if (kind == Kind::key_layout) {
+    // A layout is how the runtime stores keys, not a setting: only its caveats reach the user.
+    for (const char* key : {"cli", "env", "python", "build", "unsupported", "needs", "needs_flash_attention"}) {
+      if (const toml::node* n = r.node(key)) {
+        r.fail(*n, "'" + std::string(key) + "' sets something, and a [[key_layout]] is how the runtime stores keys: "
+                   "give only 'caveats' (and 'verified')");
+      }
     }
   }
   if (kind == Kind::layer_exemption || kind == Kind::tensor_parallel || kind == Kind::context) {
@@ -526,7 +554,8 @@ RuntimeTable parse_runtime_table(std::string_view text, const std::string& sourc
                                                                            {Kind::option, &t.options},
                                                                            {Kind::layer_exemption, &t.layer_exemptions},
                                                                            {Kind::tensor_parallel, &t.tensor_parallel},
-                                                                           {Kind::context, &t.context}};
+                                                                           {Kind::context, &t.context},
+                                                                           {Kind::key_layout, &t.key_layouts}};
   for (const auto& [kind, out] : kinds) {
     const std::vector<const toml::table*> entries = tables(r, kind_key(kind));
     // Joint runtimes have one dtype for both roles: per-role types and pair rules would be fiction.
@@ -653,7 +682,36 @@ RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
   if (const RuntimeEntry* e = first_active(t.context)) {
     view.context = RuntimeOption{e->name, "", "", e->settings, {e->origin}, {}, {}, e->cache_share, e->cells};
   }
+  for (const RuntimeEntry& e : t.key_layouts) {
+    if (is_active(e)) view.key_layouts.push_back(RuntimeOption{.name = e.name, .settings = e.settings,
+                                                               .origins = {e.origin}, .key_layout = e.key_layout});
+  }
   return view;
+}
+
+const RuntimeOption* key_layout_for(const RuntimeView& view, std::string_view architecture) {
+  for (const RuntimeOption& l : view.key_layouts) {
+    if (architecture_in_scope(l.key_layout->for_architectures, l.key_layout->except_architectures, architecture)) {
+      return &l;
+    }
+  }
+  return nullptr;
+}
+
+void apply_key_layout(RuntimeView& view, const RuntimeOption& layout, const Registry& registry) {
+  for (RuntimeOption& option : view.options) {
+    // The key set (or replaced) among the spec's parameters, then written back canonically.
+    ParsedSpec parsed = parse_spec(option.k_spec);
+    std::erase_if(parsed.params, [](const auto& p) { return p.first == "pair_order"; });
+    std::string spec = parsed.family + ":pair_order=" + layout.key_layout->pair_order;
+    for (const auto& [key, value] : parsed.params) spec += "," + key + (value ? "=" + *value : "");
+    const std::string canonical = registry.make(spec)->spec();
+    if (canonical == option.k_spec) continue;
+    option.k_spec = canonical;
+    for (const std::string& c : layout.settings.caveats) option.settings.caveats.push_back(c);
+    option.settings.verified = option.settings.verified && layout.settings.verified;
+    option.origins.insert(option.origins.end(), layout.origins.begin(), layout.origins.end());
+  }
 }
 
 std::string format_layers(const std::vector<int64_t>& layers, std::string_view separator, std::string_view quote) {

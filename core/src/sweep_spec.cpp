@@ -718,8 +718,10 @@ void add_exemption_baseline(SweepSpec& spec) {
 }
 
 // Resolves each target's options and appends their pairs as points (exempt from the constraints).
+// A runtime that stores the model's keys in another channel order ([[key_layout]]) has its options
+// judged in that order; a capture whose RoPE layout is unknown cannot be put in it, and says so.
 void add_runtime_points(SweepSpec& spec, const std::vector<Target>& targets, const SweepContext& context,
-                        const Shape& shape) {
+                        const Shape& shape, bool key_order_known) {
   std::set<std::pair<std::string, std::string>> seen;
   for (const SweepPoint& p : spec.points) seen.insert({p.k, p.v});
   for (const Target& target : targets) {
@@ -731,6 +733,18 @@ void add_runtime_points(SweepSpec& spec, const std::vector<Target>& targets, con
       throw InputError(target.where + ": runtime '" + target.target.name + "': " + e.what());
     }
     const std::string label = target.target.name + " " + view.version;
+    if (const RuntimeOption* layout = key_layout_for(view, spec.model ? spec.model->architecture : "")) {
+      if (key_order_known) {
+        apply_key_layout(view, *layout, shape.registry);
+      } else {
+        for (RuntimeOption& option : view.options) {
+          option.settings.caveats.push_back(
+              "kvtune judged the keys in the captured channel order: the capture's RoPE layout is unknown, so they "
+              "could not be put in the order " + view.title + " stores this model's keys (pair_order=" +
+              layout->key_layout->pair_order + ", " + layout->name + ")");
+        }
+      }
+    }
     for (const RuntimeOption& option : view.options) {
       const SchemePtr k = make_at(shape.registry, option.k_spec, label), v = make_at(shape.registry, option.v_spec, label);
       std::string why = role_problem(*k, Role::key);
@@ -1179,7 +1193,7 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
                      "named (give [search] k/v/both or [[search.grid]], or [[runtimes]])");
   }
   spec.points = search_points(spec, constraints, shape, pairing_at, spec.notes);
-  add_runtime_points(spec, targets, context, shape);
+  add_runtime_points(spec, targets, context, shape, !(sc.capture && sc.capture->rope_unknown));
   add_exemption_baseline(spec);
   if (spec.points.empty()) {
     const bool searched = !spec.k_candidates.empty() || !spec.v_candidates.empty();

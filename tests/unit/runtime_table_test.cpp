@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "kvtune/error.h"
+#include "kvtune/model_preset.h"
 #include "runtime_table_support.h"
 #include "test_support.h"
 
@@ -519,6 +521,71 @@ TEST(RuntimeTable, ContextEntriesAreChecked) {
 }
 
 // Every shipped runtime says how it holds the fit's sequences, with nothing left unfilled.
+// [[key_layout]]: the classes whose keys a runtime stores in another channel order, applied to
+// every option's key spec, its caveat and origin joining the option's.
+TEST(RuntimeTable, AKeyLayoutPutsTheKeysOfTheClassesItNamesInItsOrder) {
+  const std::string head = kJointHeader + kF16Option + kFp8Option;
+  const std::string rule = "[[key_layout]]\nname = \"converter\"\npair_order = \"adjacent\"\n"
+                           "caveats = [\"stored in pairs\"]\n";
+  RuntimeView view =
+      runtime_options(parse_runtime_table(head + rule + "for_architectures = [\"LlamaForCausalLM\"]\nsince = \"2.0\"\n",
+                                          "rt.toml", "rt", builtin_registry()),
+                      "2.0");
+  ASSERT_EQ(view.key_layouts.size(), 1u);
+  EXPECT_EQ(*view.key_layouts[0].key_layout, (KeyLayout{"adjacent", {"LlamaForCausalLM"}, {}}));
+  EXPECT_EQ(key_layout_for(view, "Qwen2ForCausalLM"), nullptr);
+  EXPECT_EQ(key_layout_for(view, ""), nullptr);
+  const RuntimeOption* layout = key_layout_for(view, "LlamaForCausalLM");
+  ASSERT_NE(layout, nullptr);
+  apply_key_layout(view, *layout, builtin_registry());
+  EXPECT_EQ(view.options[0].k_spec, "f16:pair_order=adjacent");
+  EXPECT_EQ(view.options[1].k_spec, "fp8:format=e4m3,scale=unit,pair_order=adjacent");
+  EXPECT_EQ(view.options[1].v_spec, "fp8:format=e4m3,scale=unit");
+  EXPECT_EQ(view.options[1].settings.caveats, std::vector<std::string>{"stored in pairs"});
+  EXPECT_THAT(view.options[1].origins, ::testing::ElementsAre(HasSubstr("rt.toml:9:1"), HasSubstr("rt.toml:15:1")));
+  apply_key_layout(view, *layout, builtin_registry());  // already in that order: nothing is added twice
+  EXPECT_EQ(view.options[1].settings.caveats.size(), 1u);
+  EXPECT_TRUE(runtime_options(parse_runtime_table(head + rule + "since = \"2.0\"\n", "rt.toml", "rt", builtin_registry()),
+                              "1.0").key_layouts.empty());
+  const RuntimeView others = runtime_options(
+      parse_runtime_table(head + rule + "except_architectures = [\"A\"]\n", "rt.toml", "rt", builtin_registry()), "latest");
+  EXPECT_NE(key_layout_for(others, ""), nullptr);
+  EXPECT_EQ(key_layout_for(others, "A"), nullptr);
+
+  EXPECT_THAT(parse_error(head + "[[key_layout]]\nname = \"c\"\ncaveats = [\"x\"]\n"),
+              HasSubstr("rt.toml:15:1: missing key 'pair_order' in [key_layout]"));
+  EXPECT_THAT(parse_error(head + "[[key_layout]]\nname = \"c\"\npair_order = \"adjacent\"\n"),
+              HasSubstr("rt.toml:15:1: missing key 'caveats' in [key_layout]"));
+  EXPECT_THAT(parse_error(head + "[[key_layout]]\nname = \"c\"\npair_order = \"halves\"\ncaveats = [\"x\"]\n"),
+              HasSubstr("rt.toml:17:14: 'pair_order' must be one of: adjacent"));
+  EXPECT_THAT(parse_error(head + rule + "for_architectures = [\"A\"]\nexcept_architectures = [\"B\"]\n"),
+              HasSubstr("rt.toml:20:24: 'except_architectures' and 'for_architectures' exclude each other"));
+  EXPECT_THAT(parse_error(head + rule + "for_architectures = []\n"),
+              HasSubstr("rt.toml:19:21: 'for_architectures' must name at least one class"));
+  EXPECT_THAT(parse_error(head + rule + "slot_pad = 16\n"), HasSubstr("rt.toml:19:1: unknown key 'slot_pad'"));
+  EXPECT_THAT(parse_error(head + rule + "cli = [\"--x\"]\n"),
+              HasSubstr("rt.toml:19:7: 'cli' sets something, and a [[key_layout]] is how the runtime stores keys"));
+}
+
+// llama.cpp and Ollama store a Llama or Mistral model's keys with each RoPE pair adjacent (their
+// converters permute k_proj); Qwen and Gemma keys, and every other runtime's, keep the checkpoint's order.
+TEST(RuntimeTable, TheShippedKeyLayoutsHoldForTheLlamaAndMistralPresetsOnly) {
+  const std::set<std::string> llama_family = {"llama-2-7b",  "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
+                                              "llama-3.2-1b", "llama-3.2-3b", "mistral-7b"};
+  for (const RuntimeTable& t : load_runtime_tables(config_dir(), builtin_registry())) {
+    const RuntimeView view = runtime_options(t, "latest");
+    for (const auto& file : std::filesystem::directory_iterator(config_dir() / "models")) {
+      const ModelPreset preset = load_model_preset(file.path());
+      const bool stores_pairs = t.name == "llama-cpp" || t.name == "ollama";
+      const RuntimeOption* layout = key_layout_for(view, preset.architecture);
+      EXPECT_EQ(layout != nullptr, llama_family.count(preset.name) == 1 && stores_pairs) << t.name << " " << preset.name;
+      if (layout != nullptr) {
+        EXPECT_EQ(layout->key_layout->pair_order, "adjacent");
+      }
+    }
+  }
+}
+
 TEST(RuntimeTable, EveryShippedRuntimeSaysHowItHoldsTheSequences) {
   for (const RuntimeTable& t : load_runtime_tables(config_dir(), builtin_registry())) {
     for (const std::string& version : {std::string("latest"), t.oldest.empty() ? std::string("latest") : t.oldest}) {

@@ -234,6 +234,47 @@ name = "vllm"
   EXPECT_EQ(all.size(), s.points.size());  // no duplicate (k, v)
 }
 
+// llama.cpp stores a Llama model's keys with each RoPE pair in neighbouring channels ([[key_layout]]):
+// its points are judged in that order, a Qwen model's and vLLM's are not, and a capture whose RoPE
+// layout is unknown keeps its order and says why.
+TEST(SweepSpec, RuntimePointsJudgeKeysInTheOrderTheRuntimeStoresThem) {
+  const auto sweep = [](const std::string& model) {
+    return parse("[workload]\nmodel = \"" + model + "\"\ntokens = 1024\n[search]\nboth = [\"q4_0\"]\n"
+                 "[[runtimes]]\nname = \"llama-cpp\"\n[[runtimes]]\nname = \"vllm\"\n");
+  };
+  const auto in_pairs = [](const RuntimeOption& o) { return o.k_spec.find("pair_order=adjacent") != std::string::npos; };
+  const SweepSpec llama = sweep("llama-3.1-8b");
+  ASSERT_EQ(llama.runtime_views.size(), 2u);
+  for (const RuntimeOption& o : llama.runtime_views[0].options) {
+    EXPECT_TRUE(in_pairs(o)) << o.k_spec;
+    EXPECT_EQ(o.v_spec.find("pair_order"), std::string::npos) << o.v_spec;
+    EXPECT_TRUE(any_contains(o.settings.caveats, "kvtune judges these keys in llama.cpp's channel order")) << o.name;
+  }
+  EXPECT_TRUE(std::none_of(llama.runtime_views[1].options.begin(), llama.runtime_views[1].options.end(), in_pairs));
+  std::set<std::string> keys;
+  for (const SweepPoint& p : llama.points) keys.insert(p.k);
+  EXPECT_EQ(keys.count("q4_0"), 1u);  // the search's own point, in the checkpoint's order
+  EXPECT_EQ(keys.count("q4_0:rotation=hadamard,pair_order=adjacent"), 1u);  // llama.cpp's -ctk q4_0
+
+  const SweepSpec qwen = sweep("qwen2.5-7b");
+  EXPECT_TRUE(std::none_of(qwen.runtime_views[0].options.begin(), qwen.runtime_views[0].options.end(), in_pairs));
+
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kvtune-sweep-key-layout";
+  std::filesystem::remove_all(dir);
+  testing::write_capture(dir / "cap", {}, {{"\"rope_convention\": \"rotate_half\"}",
+                                            "\"rope_convention\": \"unknown\", \"architecture\": \"LlamaForCausalLM\"}"}});
+  const SweepSpec captured = parse_sweep(
+      "[workload]\nsource = \"cache\"\npath = \"cap\"\n[search]\nk = [\"q8_0\"]\nv = [\"q8_0\"]\n"
+      "[[runtimes]]\nname = \"llama-cpp\"\n",
+      (dir / "s.toml").string(), context());
+  for (const RuntimeOption& o : captured.runtime_views[0].options) {
+    EXPECT_FALSE(in_pairs(o)) << o.k_spec;
+    EXPECT_TRUE(any_contains(o.settings.caveats, "the capture's RoPE layout is unknown, so they could not be put in the "
+                                                 "order llama.cpp stores this model's keys")) << o.name;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SweepSpec, RuntimeOptionsThatCannotTakeTheShapeAreNoted) {
   // head_dim 48 is not a multiple of ggml's 32-element blocks: llama.cpp's quantized types drop out.
   const SweepSpec s = parse(R"(

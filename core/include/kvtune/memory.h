@@ -91,7 +91,12 @@ struct AllocatedCells {
   bool sliding_full = false;
   int64_t full_layers = 0, sliding_layers = 0, layer_group = 0;
 };
-// Whether the rule holds for a model of `architecture` (ModelPreset::architecture, "" when unknown).
+// Whether a runtime's rule scoped to `only` (these classes) or `except` (every other class, and a
+// model that declares none) holds for a model of `architecture` (ModelPreset::architecture, "" when
+// unknown); with neither list it holds for every model.
+bool architecture_in_scope(const std::vector<std::string>& only, const std::vector<std::string>& except,
+                           std::string_view architecture);
+// Whether the rule holds for a model of `architecture`.
 bool cell_rule_applies(const CellAllocation& a, std::string_view architecture);
 AllocatedCells allocated_cells(const ModelShape& shape, int64_t context, int64_t sequences, const CellAllocation& a);
 // The shape whose estimate at `cells.slot` tokens is that allocation: the sliding layers' window

@@ -41,6 +41,16 @@ struct CacheShare {
   bool of_free = false;
 };
 
+// [[key_layout]]: the channel order a runtime stores some model classes' keys in where it is not the
+// order their checkpoint computes them in (llama.cpp's converter permutes a Llama k_proj so each
+// RoPE pair sits in neighbouring channels): a value of the pair_order policy key (policy.h), which
+// kvtune adds to the runtime's key specs for a model the rule holds for (architecture_in_scope).
+struct KeyLayout {
+  std::string pair_order;  // "adjacent"
+  std::vector<std::string> for_architectures, except_architectures;  // at most one non-empty
+  bool operator==(const KeyLayout&) const = default;
+};
+
 // One [[profiles]], [[k_types]], [[v_types]], [[pair_rules]] or [[options]] entry, as read.
 struct RuntimeEntry {
   std::string name;            // option name, cache type value or profile name
@@ -54,6 +64,7 @@ struct RuntimeEntry {
   // context: how the runtime rounds each sequence's cells (slot_pad, sliding_extra, sliding_extra_above,
   // sliding_pad); unset where it allocates as kvtune's memory model counts.
   std::optional<CellAllocation> cells;
+  std::optional<KeyLayout> key_layout;  // key layout: the order and the classes it holds for
   RuntimeSettings settings;
   std::string origin;  // file:line:column of the entry
 };
@@ -86,6 +97,9 @@ struct RuntimeTable {
   // kContextPlaceholders; or only caveats for a runtime whose cache needs no setting. Versioned like
   // options.
   std::vector<RuntimeEntry> context;
+  // [[key_layout]]: the key channel order of the model classes it names (KeyLayout), its caveats
+  // saying so beside every option it changes. Versioned like options.
+  std::vector<RuntimeEntry> key_layouts;
   std::vector<RuntimeNotEmulated> not_emulated;
 };
 
@@ -99,6 +113,7 @@ struct RuntimeOption {
   std::vector<std::string> divides;          // a [[tensor_parallel]] entry's (RuntimeEntry::divides)
   std::optional<CacheShare> cache_share;     // a [[context]] entry's (RuntimeEntry::cache_share)
   std::optional<CellAllocation> cells;       // a [[context]] entry's (RuntimeEntry::cells)
+  std::optional<KeyLayout> key_layout;       // a [[key_layout]] entry's (RuntimeEntry::key_layout)
 };
 
 struct RuntimeView {
@@ -113,7 +128,16 @@ struct RuntimeView {
   std::optional<RuntimeOption> tensor_parallel;
   // The context and sequence setting this version offers (the first active [[context]] entry), if any.
   std::optional<RuntimeOption> context;
+  // The key layouts of this version (every active [[key_layout]] entry; the first that holds for a
+  // model is its).
+  std::vector<RuntimeOption> key_layouts;
 };
+
+// The first of the view's key layouts that holds for a model of `architecture`, or nullptr.
+const RuntimeOption* key_layout_for(const RuntimeView& view, std::string_view architecture);
+// Every option of `view` with its key spec in `layout`'s pair order (canonical through `registry`;
+// an option already in it is left as it is), the layout's caveats and origin joining the option's.
+void apply_key_layout(RuntimeView& view, const RuntimeOption& layout, const Registry& registry);
 
 // Where a [[layer_exemptions]] entry's cli/python takes the exempt layer indices: {layers} as
 // "0,31", {layers_space} as "0 31" (an argparse nargs list), {layers_quoted} as "\"0\", \"31\"" (a
