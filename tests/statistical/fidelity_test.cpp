@@ -42,6 +42,7 @@
 
 #include "kvtune/evaluator.h"
 #include "kvtune/model_preset.h"
+#include "kvtune/runtime_table.h"
 #include "kvtune/scenario.h"
 #include "rank_correlation.h"
 #include "test_support.h"
@@ -205,8 +206,29 @@ const Model kQwen3Moe = {"qwen3-30b-a3b", "qwen3", "[0, 24, 47]", "[0, 2]"};
 const Model kQwen3Dense = {"qwen3-8b", "qwen3", "[0, 17, 35]", "[0, 4]"};
 const Model kQwen3Small = {"qwen3-0.6b", "qwen3-0.6b", "[0, 14, 27]", "[0, 4]"};
 
+const std::filesystem::path kConfigs = testing::config_dir();
+ModelPreset preset(const std::string& name) { return find_model_preset(kConfigs, name); }
+std::filesystem::path profile(const std::string& name) { return find_model_profile(kConfigs, name); }
+
+// The channel order llama.cpp stores the preset's keys in: its table's [[key_layout]] for the
+// preset's architecture (a Llama model's RoPE pairs adjacent, a Qwen model's as computed), as the
+// pair order's key, or "".
+std::string llama_cpp_key_order(const std::string& preset_name) {
+  static const RuntimeView view = runtime_options(
+      load_runtime_table(kConfigs / "runtimes" / "llama-cpp.toml", builtin_registry()), "latest");
+  const RuntimeOption* layout = key_layout_for(view, preset(preset_name).architecture);
+  return layout == nullptr ? "" : "pair_order=" + layout->key_layout->pair_order;
+}
+
+std::string with_key(const std::string& spec, const std::string& key) {
+  if (key.empty()) return spec;
+  return spec + (spec.find(':') == std::string::npos ? ":" : ",") + key;
+}
+
 // The scenario file that `kvtune simulate` would run for these pairs (docs/fidelity.md shows one).
-// T = 512: the published runs are llama-perplexity's 512-token chunks.
+// T = 512: the published runs are llama-perplexity's 512-token chunks. The keys are in the
+// checkpoint's order, the one the profiles were fitted in (docs/fidelity.md, "The cache layout
+// llama.cpp stores").
 std::string scenario_text(const Model& m, const std::vector<Pair>& pairs) {
   std::string text = "name = \"fidelity: " + m.preset + "\"\n";
   text += "seeds = " + std::to_string(kSeeds) + "\nseed_start = " + std::to_string(kSeedStart) + "\n";
@@ -215,10 +237,6 @@ std::string scenario_text(const Model& m, const std::vector<Pair>& pairs) {
   for (const Pair& p : pairs) text += "[[pairs]]\nk = \"" + p.k + "\"\nv = \"" + p.v + "\"\n";
   return text;
 }
-
-const std::filesystem::path kConfigs = testing::config_dir();
-ModelPreset preset(const std::string& name) { return find_model_preset(kConfigs, name); }
-std::filesystem::path profile(const std::string& name) { return find_model_profile(kConfigs, name); }
 
 double mean_square(const std::vector<double>& x) {
   double s = 0.0;
@@ -463,6 +481,16 @@ TEST(Fidelity, RotationGainOfFourBitCachesOnLlama2IsThePublishedOne) {
               rotated.damage, plain.attn_kl, rotated.attn_kl);
   report_gain("pr21551_rotation_gain_q4_0", g);
   expect_within_x2(g);
+  // Measured only: the same pairs with the keys in the order llama.cpp stores them (RoPE pairs
+  // adjacent), which kvtune's llama.cpp and Ollama recommendations use. One massive pair then fills
+  // one q4_0 block instead of two, and the profile's fit no longer holds (x4.0 at these seeds).
+  const std::string order = llama_cpp_key_order(kLlama2.preset);
+  ASSERT_EQ(order, "pair_order=adjacent");
+  const std::vector<Prediction> stored =
+      predict(kLlama2, {{with_key(*kv_spec("q4_0", false), order), *kv_spec("q4_0", false)},
+                        {with_key(*kv_spec("q4_0", true), order), *kv_spec("q4_0", true)}});
+  report("pr21551_rotation_gain_q4_0_kvtune_llama_cpp_order", stored[0].damage / stored[1].damage,
+         "kvtune damage unrotated / rotated, keys in llama.cpp's order (not asserted)");
   // q8_0/q8_0 near lossless with and without rotation: below 2 % of q4_0/q4_0's damage.
   for (size_t i : {2, 3}) {
     report(std::string("pr21551_q8_0_share_of_q4_0") + (i == 3 ? "_rotated" : ""), pred[i].damage / plain.damage,
