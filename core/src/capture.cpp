@@ -208,6 +208,7 @@ Capture open_capture(const std::string& dir) {
   if (rope.theta > 0) c.rope.theta = rope.theta;
   if (!c.rope_unknown) c.sliding_rope_theta = rope.sliding_theta;  // plain RoPE there, even at the same base
   c.rope.convention = convention == "interleaved" ? RopeConvention::interleaved : RopeConvention::rotate_half;
+  c.rope_convention_known = convention != "unknown";
   if (cfg.contains("sliding_window") && !cfg["sliding_window"].is_null()) {
     c.sliding_window = count(cfg, "sliding_window", wc, 1);
   }

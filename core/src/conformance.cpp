@@ -259,6 +259,33 @@ std::string unless_projection(const Scheme& s) {
              : "";
 }
 
+// A scheme that declares channel_order_invariant stores the same values in any channel order: the
+// round trip of rows with their channels reversed is the reversed round trip, bit for bit.
+std::string reversing_channels_reverses_the_round_trip(const Scheme& s, const Registry&) {
+  for (Shape shape : accepted_shapes(s)) {
+    const Matrix x = keys_like(shape, 13);
+    Matrix reversed(shape.tokens, shape.head_dim);
+    const int64_t d = shape.head_dim;
+    for (int64_t r = 0; r < shape.tokens; ++r) {
+      for (int64_t c = 0; c < d; ++c) reversed(r, c) = x(r, d - 1 - c);
+    }
+    const Matrix y = roundtrip(s, x), y_reversed = roundtrip(s, reversed);
+    for (int64_t r = 0; r < shape.tokens; ++r) {
+      for (int64_t c = 0; c < d; ++c) {
+        if (float_bits(y_reversed(r, c)) != float_bits(y(r, d - 1 - c))) {
+          return shape_name(shape) + ": element (" + std::to_string(r) + ", " + std::to_string(c) + ") of the reversed "
+                 "round trip is " + number(y_reversed(r, c)) + ", the round trip's mirror " + number(y(r, d - 1 - c));
+        }
+      }
+    }
+  }
+  return "";
+}
+
+std::string unless_channel_order_invariant(const Scheme& s) {
+  return s.traits().channel_order_invariant ? "" : "does not declare channel_order_invariant";
+}
+
 std::string unless_device_format(const Scheme& s) {
   return s.device_format() ? "" : "no device_format: the scheme runs on the CPU path only";
 }
@@ -277,6 +304,8 @@ const std::vector<Check> kChecks = {
     {"output_finite_and_within_block_range", output_finite_and_within_block_range},
     {"refused_shapes_throw_input_error", refused_shapes_throw_input_error},
     {"device_format_matches_packed_layout", device_format_matches_packed_layout, unless_device_format},
+    {"reversing_channels_reverses_the_round_trip", reversing_channels_reverses_the_round_trip,
+     unless_channel_order_invariant},
 };
 
 std::string guarded(const Check& check, const Scheme& scheme, const Registry& registry);
@@ -403,11 +432,13 @@ SpecEnumeration enumerate_specs(const FamilyInfo& f, const Registry& registry) {
     }
     partial = std::move(next);
   }
-  // The family's default spec also runs under each rotation policy and a token policy.
+  // The family's default spec also runs under each rotation policy, a token policy and the pair order.
   partial.push_back("rotation=hadamard");
   partial.push_back("rotation=hadamard,rotation_group=16");
   partial.push_back("rotation=random,rotation_seed=7");
   partial.push_back("sink_tokens=2,residual_window=3,block_tokens=2");
+  partial.push_back("pair_order=adjacent");
+  partial.push_back("pair_order=adjacent,sink_tokens=2,block_tokens=2");
   std::set<std::string> out;
   SpecEnumeration result;
   for (const std::string& p : partial) {

@@ -89,6 +89,7 @@ class RotatedScheme final : public Scheme {
     SchemeTraits t = inner_->traits();
     t.rotates_rows = t.policy_wrapper = true;
     t.device_format = false;
+    t.channel_order_invariant = false;  // a rotation's groups and signs are channels by index
     return t;
   }
   void logits(ConstMatrixView queries, std::span<const std::byte> packed, int64_t tokens, const QuantContext& ctx,
@@ -208,9 +209,8 @@ class PairOrderScheme final : public Scheme {
   size_t footprint(int64_t tokens, int64_t head_dim) const override { return inner_->footprint(tokens, head_dim); }
 
   std::vector<std::byte> quantize(ConstMatrixView x, const QuantContext& ctx) const override {
-    if (!applies(ctx)) return inner_->quantize(x, ctx);
     require_shape(x.rows, x.cols);
-    return inner_->quantize(reordered(x), ctx);
+    return inner_->quantize(applies(ctx) ? reordered(x) : x, ctx);
   }
 
   void dequantize(std::span<const std::byte> packed, const QuantContext& ctx, MatrixView out) const override {
@@ -222,8 +222,8 @@ class PairOrderScheme final : public Scheme {
   // An inner scheme whose rows round-trip alone goes 8 KiB of rows at a time, as the rotation does:
   // the reordered tile and its round trip stay in L1.
   void roundtrip(ConstMatrixView x, const QuantContext& ctx, MatrixView out) const override {
-    if (!applies(ctx)) return inner_->roundtrip(x, ctx, out);
     require_shape(x.rows, x.cols);
+    if (!applies(ctx)) return inner_->roundtrip(x, ctx, out);
     if (!inner_->traits().rows_independent) {
       inner_->roundtrip(reordered(x), ctx, out);
       return restore(out);
@@ -244,6 +244,13 @@ class PairOrderScheme final : public Scheme {
   std::shared_ptr<const Scheme> calibrate(ConstMatrixView sample, const QuantContext& ctx) const override {
     SchemePtr fitted = inner_->calibrate(applies(ctx) ? reordered(sample) : sample, ctx);
     return fitted == inner_ ? shared_from_this() : std::make_shared<PairOrderScheme>(fitted);
+  }
+
+  // One scale over every element is the same in any channel order (a checkpoint's k_scale).
+  std::optional<double> static_scale() const override { return inner_->static_scale(); }
+  std::shared_ptr<const Scheme> with_static_scale(double scale) const override {
+    SchemePtr scaled = inner_->with_static_scale(scale);
+    return scaled ? std::make_shared<PairOrderScheme>(std::move(scaled)) : nullptr;
   }
 
   // A permutation keeps dot products when the queries move with the keys.
@@ -523,13 +530,13 @@ const std::vector<ParamDomain>& policy_domains() {
       {.name = "rope_stage", .kind = ParamDomain::Kind::choice,
        .help = "policy: quantize keys as cached (post RoPE) or before RoPE, re-applying it after dequantizing "
                "(KVQuant); values are never rotated",
-       .default_value = "post", .choices = {"post", "pre"}},
+       .default_value = "post", .choices = {"post", "pre"}, .keys_only = true},
       {.name = "pair_order", .kind = ParamDomain::Kind::choice,
        .help = "policy: the channel order keys are stored in: as_computed = the model's own, adjacent = each RoPE "
                "pair in neighbouring channels (2i, 2i + 1), as llama.cpp stores a Llama model's keys (its converter "
                "permutes k_proj); keys of a rotate_half case are permuted, interleaved ones already are; values are "
                "never permuted",
-       .default_value = "as_computed", .choices = {"as_computed", "adjacent"}},
+       .default_value = "as_computed", .choices = {"as_computed", "adjacent"}, .keys_only = true},
       {.name = "sink_tokens", .kind = ParamDomain::Kind::integer,
        .help = "policy: the first N tokens are kept exact (stored f16)", .min = 0, .max = 1 << 20,
        .examples = {"4"}},

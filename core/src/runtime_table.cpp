@@ -165,6 +165,26 @@ const char* kind_key(Kind k) {
   return "";
 }
 
+// What an entry sets and says (RuntimeSettings), as written.
+RuntimeSettings read_settings(TableReader& r) {
+  RuntimeSettings s;
+  s.cli = strings(r, "cli");
+  s.env = strings(r, "env");
+  for (size_t i = 0; i < s.env.size(); ++i) {
+    if (s.env[i].find('=') == std::string::npos || s.env[i].front() == '=') {
+      r.fail(*r.node("env")->as_array()->get(i), "'env' entries must be NAME=VALUE (found '" + s.env[i] + "')");
+    }
+  }
+  s.python = r.string("python", "");
+  s.build = strings(r, "build");
+  s.unsupported = strings(r, "unsupported");
+  s.caveats = strings(r, "caveats");
+  s.needs = strings(r, "needs");
+  s.needs_flash_attention = boolean(r, "needs_flash_attention", false);
+  s.verified = boolean(r, "verified", true);
+  return s;
+}
+
 // An entry's 'for_architectures' or 'except_architectures' (architecture_in_scope): each a non-empty
 // list of distinct class names, at most one of the two.
 void read_architecture_scope(TableReader& r, std::vector<std::string>& only, std::vector<std::string>& except) {
@@ -316,21 +336,11 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
   if (!e.since.empty() && !e.until.empty() && compare_runtime_versions(scheme, e.since, e.until) >= 0) {
     r.fail(*r.node("until"), "'until' (" + e.until + ") must be after 'since' (" + e.since + ")");
   }
-  RuntimeSettings& s = e.settings;
-  s.cli = strings(r, "cli");
-  s.env = strings(r, "env");
-  for (size_t i = 0; i < s.env.size(); ++i) {
-    if (s.env[i].find('=') == std::string::npos || s.env[i].front() == '=') {
-      r.fail(*r.node("env")->as_array()->get(i), "'env' entries must be NAME=VALUE (found '" + s.env[i] + "')");
-    }
-  }
-  s.python = r.string("python", "");
-  s.build = strings(r, "build");
-  s.unsupported = strings(r, "unsupported");
-  s.caveats = strings(r, "caveats");
-  s.needs = strings(r, "needs");
-  s.needs_flash_attention = boolean(r, "needs_flash_attention", false);
-  s.verified = boolean(r, "verified", true);
+  // A layout is how the runtime stores keys, not a setting: only its caveats reach the user.
+  e.settings = kind == Kind::key_layout ? RuntimeSettings{.caveats = strings(r, "caveats"),
+                                                          .verified = boolean(r, "verified", true)}
+                                        : read_settings(r);
+  const RuntimeSettings& s = e.settings;
   // Whether a setting's text takes a value: it holds one of the kind's placeholders.
   const auto names_one_of = [](const auto& placeholders) {
     return [&placeholders](const std::string& x) {
@@ -359,15 +369,6 @@ RuntimeEntry read_entry(const toml::table& t, const std::string& file, Kind kind
                                         : ": a [[context]] entry needs {ctx}, {seqs} or {tokens} in 'cli', 'env' or "
                                           "'python', where the serving shape goes, or 'caveats' saying why the "
                                           "runtime needs no setting"));
-    }
-  }
-  if (kind == Kind::key_layout) {
-    // A layout is how the runtime stores keys, not a setting: only its caveats reach the user.
-    for (const char* key : {"cli", "env", "python", "build", "unsupported", "needs", "needs_flash_attention"}) {
-      if (const toml::node* n = r.node(key)) {
-        r.fail(*n, "'" + std::string(key) + "' sets something, and a [[key_layout]] is how the runtime stores keys: "
-                   "give only 'caveats' (and 'verified')");
-      }
     }
   }
   if (kind == Kind::layer_exemption || kind == Kind::tensor_parallel || kind == Kind::context) {
@@ -689,6 +690,10 @@ RuntimeView runtime_options(const RuntimeTable& t, std::string_view requested) {
   return view;
 }
 
+std::string in_key_order(const std::string& k_spec, const std::string& pair_order, const Registry& registry) {
+  return registry.make(spec_with_param(k_spec, "pair_order", pair_order))->spec();
+}
+
 const RuntimeOption* key_layout_for(const RuntimeView& view, std::string_view architecture) {
   for (const RuntimeOption& l : view.key_layouts) {
     if (architecture_in_scope(l.key_layout->for_architectures, l.key_layout->except_architectures, architecture)) {
@@ -698,17 +703,16 @@ const RuntimeOption* key_layout_for(const RuntimeView& view, std::string_view ar
   return nullptr;
 }
 
-void apply_key_layout(RuntimeView& view, const RuntimeOption& layout, const Registry& registry) {
+void apply_key_layout(RuntimeView& view, const RuntimeOption& layout, const Registry& registry,
+                      const std::vector<std::string>& more_caveats) {
+  view.key_order = layout.key_layout->pair_order;
   for (RuntimeOption& option : view.options) {
-    // The key set (or replaced) among the spec's parameters, then written back canonically.
-    ParsedSpec parsed = parse_spec(option.k_spec);
-    std::erase_if(parsed.params, [](const auto& p) { return p.first == "pair_order"; });
-    std::string spec = parsed.family + ":pair_order=" + layout.key_layout->pair_order;
-    for (const auto& [key, value] : parsed.params) spec += "," + key + (value ? "=" + *value : "");
-    const std::string canonical = registry.make(spec)->spec();
+    if (registry.make(option.k_spec)->traits().channel_order_invariant) continue;  // the same values either way
+    const std::string canonical = in_key_order(option.k_spec, view.key_order, registry);
     if (canonical == option.k_spec) continue;
     option.k_spec = canonical;
     for (const std::string& c : layout.settings.caveats) option.settings.caveats.push_back(c);
+    for (const std::string& c : more_caveats) option.settings.caveats.push_back(c);
     option.settings.verified = option.settings.verified && layout.settings.verified;
     option.origins.insert(option.origins.end(), layout.origins.begin(), layout.origins.end());
   }

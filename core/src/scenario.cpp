@@ -145,8 +145,9 @@ void read_statistics(TableReader& w, WorkloadConfig& cfg, int64_t max_sinks) {
   }
 }
 
-// A profile file (configs/profiles/NAME.toml): name, description, source and the statistics tables.
-void read_profile(const std::filesystem::path& path, WorkloadConfig& cfg) {
+// A profile file (configs/profiles/NAME.toml): name, description, source, the key order it was
+// fitted in (returned; "" when not given) and the statistics tables.
+std::string read_profile(const std::filesystem::path& path, WorkloadConfig& cfg) {
   const std::vector<std::byte> bytes = read_file(path.string());
   const toml::table root =
       detail::parse_toml(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path.string());
@@ -154,6 +155,8 @@ void read_profile(const std::filesystem::path& path, WorkloadConfig& cfg) {
   top.string("name", "");
   top.string("description", "");
   top.string("source", "");
+  const std::string fitted_key_order =
+      top.has("fitted_key_order") ? top.required_choice("fitted_key_order", {"as_computed", "adjacent"}) : "";
   // num_layers: the model the profile was measured on. Its overrides name that model's layers and
   // are mapped by relative depth onto a workload with another layer count.
   const int64_t workload_layers = cfg.layers, profile_layers = top.integer("num_layers", cfg.layers, 1, 4096);
@@ -178,6 +181,7 @@ void read_profile(const std::filesystem::path& path, WorkloadConfig& cfg) {
     top.fail(*m, "'measured' must be a table (kvtune profile's per-layer figures)");
   }
   top.finish();
+  return fitted_key_order;
 }
 
 // [workload.needles]: depths, mass, per_query.
@@ -342,7 +346,7 @@ void read_workload(TableReader w, const ModelLookup& models, const ProfileLookup
       if (!profiles) throw InputError("model profiles are not available here");
       // A profile file (kvtune profile --out) is found beside the file that names it.
       const bool is_file = sc.profile.find('/') != std::string::npos || sc.profile.ends_with(".toml");
-      read_profile(profiles(is_file ? beside(w, *p) : sc.profile), cfg);
+      sc.profile_fitted_key_order = read_profile(profiles(is_file ? beside(w, *p) : sc.profile), cfg);
     } catch (const InputError& e) {
       w.fail(*p, e.what());
     }

@@ -78,4 +78,13 @@ const std::string& SchemeParams::choice(const std::string& name) const {
 
 bool SchemeParams::flag(const std::string& name) const { return values_.count(name) > 0; }
 
+std::string spec_with_param(std::string_view spec, const std::string& key, const std::string& value) {
+  const ParsedSpec parsed = parse_spec(spec);
+  std::string out = parsed.family + ":" + key + "=" + value;
+  for (const auto& [k, v] : parsed.params) {
+    if (k != key) out += "," + k + (v ? "=" + *v : "");
+  }
+  return out;
+}
+
 }  // namespace kvtune

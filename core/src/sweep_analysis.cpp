@@ -349,6 +349,16 @@ RuntimeChoice choose(const SweepSpec& spec, size_t i, const std::vector<SweepRec
   // A research scheme, or a K/V pair the runtime cannot combine, is "not available" in it.
   choice.gap.best_expressible = std::any_of(candidates.begin(), candidates.end(),
                                             [&](const auto& c) { return c.first == *analysis.best; });
+  if (!choice.gap.best_expressible && view != nullptr && !view->key_order.empty()) {
+    const SweepRecord& best = records[*analysis.best];
+    std::string k;
+    try {
+      k = in_key_order(best.k, view->key_order, *spec.registry);
+    } catch (const InputError&) {  // a spec the pair order cannot wrap: not one of the runtime's
+    }
+    const auto same_types = [&](const RuntimeOption& o) { return o.k_spec == k && o.v_spec == best.v; };
+    if (std::any_of(view->options.begin(), view->options.end(), same_types)) choice.gap.best_key_order = view->key_order;
+  }
   if (candidates.empty()) {
     choice.gap.kind = Gap::Kind::none_evaluated;
   } else if (!choice.record) {

@@ -150,7 +150,8 @@ MergedSweep load_sweep_results(const std::vector<std::string>& dirs, const Sweep
     throw InputError(where + ": " + std::to_string(missing.size()) + " of " + std::to_string(spec.points.size()) +
                      " points have no record in the given directories (a missing shard?): the sweep was split into " +
                      std::to_string(shards) + " shards and " + std::to_string(dirs.size()) +
-                     " directories were given (or a shard is unfinished), e.g. " + missing.front());
+                     " directories were given (or a shard is unfinished, or the points changed since the run, as a "
+                     "newer kvtune's runtime tables change them: run the sweep again), e.g. " + missing.front());
   }
   return merged;
 }

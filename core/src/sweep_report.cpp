@@ -766,6 +766,7 @@ ordered_json gap_json(const std::vector<SweepRecord>& records, const SweepAnalys
   if (!analysis.best) return j;
   const SweepRecord& best = records[*analysis.best];
   j["best_expressible"] = c.gap.best_expressible;
+  j["best_key_order"] = c.gap.best_key_order.empty() ? ordered_json() : ordered_json(c.gap.best_key_order);
   j["best"] = {{"k", best.k}, {"v", best.v}, {"bits", best.bits()},
                {"rel_out_err", best.metric(Metric::rel_out_err).mean}};
   if (c.record) {
@@ -1018,7 +1019,11 @@ std::string gap_text(const std::vector<SweepRecord>& records, const SweepAnalysi
   if (c.gap.kind == Gap::Kind::no_best || !analysis.best) return "no evaluated configuration meets the budget";
   const SweepRecord& best = records[*analysis.best];
   const std::string best_text =
-      "K " + best.k + ", V " + best.v + (c.gap.best_expressible ? "" : "; not available in " + c.title);
+      "K " + best.k + ", V " + best.v +
+      (c.gap.best_expressible           ? ""
+       : !c.gap.best_key_order.empty() ? "; " + c.title + "'s own types, but it stores this model's keys in another "
+                                           "channel order, pair_order=" + c.gap.best_key_order
+                                         : "; not available in " + c.title);
   const std::string bits_best = significant(best.bits(), 4);
   const std::string err_best = significant(best.metric(Metric::rel_out_err).mean, 3);
   switch (c.gap.kind) {

@@ -329,14 +329,18 @@ std::vector<PolicyAxis> read_policy(TableReader t, const std::set<std::string>& 
   return axes;
 }
 
-// The policy axes that apply to a base: a key the base already sets keeps its value, and rope_stage
-// only applies to keys.
+// The policy axes that apply to a base: a key the base already sets keeps its value, and a key that
+// acts on keys alone (ParamDomain::keys_only: rope_stage, pair_order) only applies to K.
 std::vector<const PolicyAxis*> axes_for(const Base& base, Role role, const std::vector<PolicyAxis>& axes) {
   std::set<std::string> own;
   for (const auto& [key, _] : parse_spec(base.spec).params) own.insert(key);
+  const auto keys_only = [](const std::string& key) {
+    const auto& domains = policy_domains();
+    return std::any_of(domains.begin(), domains.end(), [&](const ParamDomain& d) { return d.name == key && d.keys_only; });
+  };
   std::vector<const PolicyAxis*> used;
   for (const PolicyAxis& a : axes) {
-    if (own.count(a.key) || (a.key == "rope_stage" && role != Role::key)) continue;
+    if (own.count(a.key) || (role != Role::key && keys_only(a.key))) continue;
     used.push_back(&a);
   }
   return used;
@@ -718,10 +722,13 @@ void add_exemption_baseline(SweepSpec& spec) {
 }
 
 // Resolves each target's options and appends their pairs as points (exempt from the constraints).
-// A runtime that stores the model's keys in another channel order ([[key_layout]]) has its options
-// judged in that order; a capture whose RoPE layout is unknown cannot be put in it, and says so.
+// A runtime that stores the model's keys with RoPE pairs adjacent ([[key_layout]]) has its options
+// judged so where the cases' pairs are the checkpoint's (i, i + D/2) (an interleaved case is in
+// that order already); a capture whose pair order is unknown cannot be put in it, and its options
+// say so, as they say when the scenario's profile was fitted in another order.
 void add_runtime_points(SweepSpec& spec, const std::vector<Target>& targets, const SweepContext& context,
-                        const Shape& shape, bool key_order_known) {
+                        const Shape& shape, const Scenario& sc) {
+  const bool key_order_known = !(sc.capture && !sc.capture->rope_convention_known);
   std::set<std::pair<std::string, std::string>> seen;
   for (const SweepPoint& p : spec.points) seen.insert({p.k, p.v});
   for (const Target& target : targets) {
@@ -734,13 +741,20 @@ void add_runtime_points(SweepSpec& spec, const std::vector<Target>& targets, con
     }
     const std::string label = target.target.name + " " + view.version;
     if (const RuntimeOption* layout = key_layout_for(view, spec.model ? spec.model->architecture : "")) {
-      if (key_order_known) {
-        apply_key_layout(view, *layout, shape.registry);
-      } else {
+      if (key_order_known && sc.workload.rope.convention == RopeConvention::rotate_half) {
+        std::vector<std::string> more;
+        const std::string& fitted = sc.profile_fitted_key_order;
+        if (!fitted.empty() && fitted != layout->key_layout->pair_order) {
+          more.push_back("the profile '" + sc.profile + "' was fitted with the keys in the checkpoint's order, not in " +
+                         view.title + "'s: its damage here is not the one it was fitted to (the Llama profile's q4_0 "
+                         "rotation gain is x4.0 in this order against the published x12.7; docs/fidelity.md)");
+        }
+        apply_key_layout(view, *layout, shape.registry, more);
+      } else if (!key_order_known) {
         for (RuntimeOption& option : view.options) {
           option.settings.caveats.push_back(
-              "kvtune judged the keys in the captured channel order: the capture's RoPE layout is unknown, so they "
-              "could not be put in the order " + view.title + " stores this model's keys (pair_order=" +
+              "kvtune judged the keys in the captured channel order: the capture's RoPE pair order is unknown, so "
+              "they could not be put in the order " + view.title + " stores this model's keys (pair_order=" +
               layout->key_layout->pair_order + ", " + layout->name + ")");
         }
       }
@@ -888,6 +902,9 @@ uint64_t spec_hash(const toml::table& root, const Scenario& sc) {
           (cfg.rope.enabled ? "rope," + detail::shortest_number(cfg.rope.theta) + "," +
                                   (cfg.rope.convention == RopeConvention::interleaved ? "interleaved" : "rotate_half")
                             : "norope");
+  // Without RoPE the pair order still decides what pair_order=adjacent moves (an interleaved case's
+  // keys stay); only the interleaved order is written, so the other hashes stay.
+  if (!cfg.rope.enabled && cfg.rope.convention == RopeConvention::interleaved) text += ",pairs,interleaved";
   // A rope_scaling only where there is one, so the hashes of workloads without one stay.
   if (const RopeScaling& s = cfg.rope.scaling; cfg.rope.enabled && s.type != RopeScalingType::none) {
     text += ",scaling," + std::string(rope_scaling_name(s.type)) + "," + detail::shortest_number(s.factor) + "," +
@@ -1193,7 +1210,7 @@ SweepSpec parse_sweep(std::string_view text, const std::string& source_name, con
                      "named (give [search] k/v/both or [[search.grid]], or [[runtimes]])");
   }
   spec.points = search_points(spec, constraints, shape, pairing_at, spec.notes);
-  add_runtime_points(spec, targets, context, shape, !(sc.capture && sc.capture->rope_unknown));
+  add_runtime_points(spec, targets, context, shape, sc);
   add_exemption_baseline(spec);
   if (spec.points.empty()) {
     const bool searched = !spec.k_candidates.empty() || !spec.v_candidates.empty();

@@ -65,6 +65,7 @@ class FloatScheme final : public Scheme {
   SchemeTraits traits() const override {
     SchemeTraits t = Scheme::traits();
     t.rows_independent = true;  // element by element
+    t.channel_order_invariant = true;
     return t;
   }
 

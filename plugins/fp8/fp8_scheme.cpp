@@ -83,6 +83,7 @@ class Fp8Scheme final : public Scheme {
     t.calibrates_per_head = t.static_scales && config_.granularity == Fp8Granularity::head;
     // A given scale, or one per token; a dynamic or not yet calibrated scale spans the block.
     t.rows_independent = config_.scale == Fp8ScaleMode::unit || config_.scale == Fp8ScaleMode::fixed || per_token();
+    t.channel_order_invariant = true;  // every scale spans whole rows, heads or the tensor
     return t;
   }
 

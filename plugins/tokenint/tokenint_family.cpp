@@ -61,6 +61,7 @@ class TokenIntScheme final : public Scheme {
   SchemeTraits traits() const override {
     SchemeTraits t = Scheme::traits();  // no device_format: the CPU path only
     t.rows_independent = true;           // a token's scale and zero span only its channels
+    t.channel_order_invariant = true;    // and all of them
     // Truncation loses the top code when x / s lands just below it, SGLang's midpoint zero point
     // puts both extremes on half steps, and clearing the scale's 4 low mantissa bits truncates it:
     // a re-fit one ulp low loses 16 ulps (2^-19 relative). Re-fitting a round trip moves values.

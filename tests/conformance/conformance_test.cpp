@@ -91,8 +91,11 @@ TEST_P(Conformance, RefusedShapesThrowInputError) { expect_check("refused_shapes
 // What a CUDA kernel reads through the scheme's device_format is what dequantize gives.
 TEST_P(Conformance, DeviceFormatMatchesPackedLayout) { expect_check("device_format_matches_packed_layout"); }
 
+// A scheme that declares it keeps its values in any channel order (a key layout skips it) does.
+TEST_P(Conformance, ChannelOrderInvariant) { expect_check("reversing_channels_reverses_the_round_trip"); }
+
 // check-plugin runs exactly these checks; a check added to the library needs a test here too.
-TEST(ConformanceCoverage, EveryLibraryCheckHasATest) { EXPECT_EQ(conformance::checks().size(), 13u); }
+TEST(ConformanceCoverage, EveryLibraryCheckHasATest) { EXPECT_EQ(conformance::checks().size(), 14u); }
 
 INSTANTIATE_TEST_SUITE_P(AllRegisteredSchemes, Conformance, ::testing::ValuesIn(all_specs()),
                          spec_test_name);

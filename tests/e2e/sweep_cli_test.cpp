@@ -618,5 +618,38 @@ TEST_F(SweepCli, SummaryJsonHoldsViolationsGapsAndNotesAsData) {
   EXPECT_THAT(words.out, HasSubstr("rel_out_err"));
 }
 
+// llama.cpp stores a Llama model's keys with RoPE pairs adjacent: the search's rotated q4_0/iq4_nl, in
+// the checkpoint's order, is llama.cpp's own pair in another order, which the gap says, in words and
+// in summary.json, rather than "not available".
+TEST_F(SweepCli, TheGapNamesARuntimesOwnTypesInAnotherKeyOrder) {
+  write_text(path("order.toml"), R"(name = "order"
+seeds = 2
+seed_start = 1
+runtimes = ["llama-cpp"]
+[workload]
+model = "llama-3.1-8b"
+tokens = 1024
+layers = [0]
+heads = [0]
+[workload.keys]
+outlier_count = 4
+outlier_scale = 10.0
+[search]
+k = ["q4_0:rotation=hadamard"]
+v = ["iq4_nl:rotation=hadamard"]
+[budget]
+max_bits = 4.5
+objective = "min_error"
+)");
+  const RunResult r = run({"sweep", path("order.toml").string(), "--out", out()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("the best overall (K q4_0:rotation=hadamard, V iq4_nl:rotation=hadamard; llama.cpp's own "
+                               "types, but it stores this model's keys in another channel order, pair_order=adjacent)"));
+  const json summary = json::parse(read_text(path("out") / "summary.json"));
+  const json& gap = summary["runtimes"][0]["gap"];
+  EXPECT_EQ(gap["best_expressible"], false);
+  EXPECT_EQ(gap["best_key_order"], "adjacent");
+}
+
 }  // namespace
 }  // namespace kvtune::e2e

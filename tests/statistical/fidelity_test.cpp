@@ -211,18 +211,12 @@ ModelPreset preset(const std::string& name) { return find_model_preset(kConfigs,
 std::filesystem::path profile(const std::string& name) { return find_model_profile(kConfigs, name); }
 
 // The channel order llama.cpp stores the preset's keys in: its table's [[key_layout]] for the
-// preset's architecture (a Llama model's RoPE pairs adjacent, a Qwen model's as computed), as the
-// pair order's key, or "".
+// preset's architecture (a Llama model's RoPE pairs adjacent, a Qwen model's as computed), or "".
 std::string llama_cpp_key_order(const std::string& preset_name) {
   static const RuntimeView view = runtime_options(
       load_runtime_table(kConfigs / "runtimes" / "llama-cpp.toml", builtin_registry()), "latest");
   const RuntimeOption* layout = key_layout_for(view, preset(preset_name).architecture);
-  return layout == nullptr ? "" : "pair_order=" + layout->key_layout->pair_order;
-}
-
-std::string with_key(const std::string& spec, const std::string& key) {
-  if (key.empty()) return spec;
-  return spec + (spec.find(':') == std::string::npos ? ":" : ",") + key;
+  return layout == nullptr ? "" : layout->key_layout->pair_order;
 }
 
 // The scenario file that `kvtune simulate` would run for these pairs (docs/fidelity.md shows one).
@@ -485,10 +479,10 @@ TEST(Fidelity, RotationGainOfFourBitCachesOnLlama2IsThePublishedOne) {
   // adjacent), which kvtune's llama.cpp and Ollama recommendations use. One massive pair then fills
   // one q4_0 block instead of two, and the profile's fit no longer holds (x4.0 at these seeds).
   const std::string order = llama_cpp_key_order(kLlama2.preset);
-  ASSERT_EQ(order, "pair_order=adjacent");
+  ASSERT_EQ(order, "adjacent");
   const std::vector<Prediction> stored =
-      predict(kLlama2, {{with_key(*kv_spec("q4_0", false), order), *kv_spec("q4_0", false)},
-                        {with_key(*kv_spec("q4_0", true), order), *kv_spec("q4_0", true)}});
+      predict(kLlama2, {{in_key_order(*kv_spec("q4_0", false), order, builtin_registry()), *kv_spec("q4_0", false)},
+                        {in_key_order(*kv_spec("q4_0", true), order, builtin_registry()), *kv_spec("q4_0", true)}});
   report("pr21551_rotation_gain_q4_0_kvtune_llama_cpp_order", stored[0].damage / stored[1].damage,
          "kvtune damage unrotated / rotated, keys in llama.cpp's order (not asserted)");
   // q8_0/q8_0 near lossless with and without rotation: below 2 % of q4_0/q4_0's damage.

@@ -128,6 +128,8 @@ TEST(ModelProfile, RefusesBadProfilesNamingTheirFile) {
   EXPECT_THAT(profile_error("[sinks]\ncount = 300\n"),
               HasSubstr("s.toml:5:11: the profile's [sinks] count 300 does not fit this workload's 256 tokens"));
   EXPECT_EQ(profile_error("[sinks]\ncount = 300\n", "[workload.sinks]\ncount = 2\n"), "no error");
+  EXPECT_THAT(profile_error("fitted_key_order = \"sideways\"\n"),
+              HasSubstr("mine.toml:1:20: 'fitted_key_order' must be one of: as_computed, adjacent"));
 }
 
 TEST(ModelProfile, RefusesAProfileThatCannotBeFound) {
@@ -165,6 +167,7 @@ TEST(ModelProfile, EveryShippedProfileReadsWithItsModels) {
           "s.toml", [](const std::string& n) { return find_model_preset(kConfigs, n); },
           [](const std::string& n) { return find_model_profile(kConfigs, n); });
       EXPECT_EQ(sc.profile, name);
+      EXPECT_EQ(sc.profile_fitted_key_order, "as_computed") << name;  // fitted to llama.cpp in that order
       EXPECT_GT(sc.workload.keys.outlier_offset, 0.0) << name;
       EXPECT_TRUE(sc.workload.keys.outlier_pairs) << name;
     }

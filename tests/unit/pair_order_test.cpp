@@ -7,6 +7,7 @@
 
 #include "kvtune/policy.h"
 #include "kvtune/rope.h"
+#include "kvtune/spec.h"
 #include "test_support.h"
 
 namespace kvtune {
@@ -40,7 +41,7 @@ TEST(PairOrder, KeysRoundTripAsTheInnerSchemeOnReorderedChannels) {
   const Matrix x = testing::normal_matrix(300, 128, 11);
   const QuantContext key{Role::key};
   for (const std::string inner : {"q4_0", "q4_0:rotation=hadamard", "int:bits=4,axis=channel"}) {
-    const std::string spec = inner + (inner.find(':') == std::string::npos ? ":" : ",") + "pair_order=adjacent";
+    const std::string spec = spec_with_param(inner, "pair_order", "adjacent");
     Matrix y(300, 128), via_packed(300, 128);
     const SchemePtr s = make_scheme(spec);
     s->roundtrip(x, key, y);
@@ -85,6 +86,44 @@ TEST(PairOrder, AMassivePairCostsOneQ4_0BlockInsteadOfTwo) {
   };
   EXPECT_EQ(squared_error("q4_0"), 2 * 62 * 0.25);
   EXPECT_EQ(squared_error("q4_0:pair_order=adjacent"), 2 * 30 * 0.25);
+}
+
+// Sinks and append blocks around the pair order: the fused and packed paths agree.
+TEST(PairOrder, UnderATokenPolicyTheFusedPathIsThePackedOne) {
+  const Matrix x = testing::normal_matrix(100, 64, 14);
+  const QuantContext key{Role::key};
+  for (const std::string spec : {"q4_0:pair_order=adjacent,sink_tokens=4,block_tokens=32",
+                                 "int:bits=4,axis=channel,pair_order=adjacent,residual_window=8,block_tokens=16"}) {
+    const SchemePtr s = make_scheme(spec);
+    Matrix fused(100, 64), via_packed(100, 64);
+    s->roundtrip(x, key, fused);
+    s->dequantize(s->quantize(x, key), key, via_packed);
+    EXPECT_EQ(fused, via_packed) << spec;
+  }
+}
+
+// A score estimator inside scores the queries in the keys' order: its logits are the inner
+// scheme's on reordered keys and queries.
+TEST(PairOrder, AScoreEstimatorScoresQueriesMovedWithTheKeys) {
+  const Matrix k = testing::normal_matrix(20, 64, 15), q = testing::normal_matrix(3, 64, 16);
+  Matrix k_moved(20, 64), q_moved(3, 64);
+  for (int64_t r = 0; r < 20; ++r) reorder_pairs(k.row(r), k_moved.row(r), 64, true);
+  for (int64_t r = 0; r < 3; ++r) reorder_pairs(q.row(r), q_moved.row(r), 64, true);
+  const SchemePtr wrapped = make_scheme("qjl:sketch=24,norm=f32,seed=9,pair_order=adjacent");
+  const SchemePtr inner = make_scheme("qjl:sketch=24,norm=f32,seed=9");
+  ASSERT_TRUE(wrapped->estimates_logits());
+  Matrix a(3, 20), b(3, 20);
+  wrapped->logits(q, wrapped->quantize(k, {}), 20, {}, a);
+  inner->logits(q_moved, inner->quantize(k_moved, {}), 20, {}, b);
+  EXPECT_EQ(a, b);
+}
+
+// One scale over every element (a checkpoint's k_scale) is the same in any channel order.
+TEST(PairOrder, AStaticScalePassesThrough) {
+  const SchemePtr scaled = make_scheme("fp8:scale=calibrated,pair_order=adjacent")->with_static_scale(0.25);
+  ASSERT_NE(scaled, nullptr);
+  EXPECT_EQ(scaled->static_scale(), 0.25);
+  EXPECT_EQ(scaled->spec(), make_scheme("fp8:scale=calibrated")->with_static_scale(0.25)->spec() + ",pair_order=adjacent");
 }
 
 TEST(PairOrder, AnOddHeadIsRefused) {

@@ -524,7 +524,8 @@ TEST(RuntimeTable, ContextEntriesAreChecked) {
 // [[key_layout]]: the classes whose keys a runtime stores in another channel order, applied to
 // every option's key spec, its caveat and origin joining the option's.
 TEST(RuntimeTable, AKeyLayoutPutsTheKeysOfTheClassesItNamesInItsOrder) {
-  const std::string head = kJointHeader + kF16Option + kFp8Option;
+  // f16 keys (channel_order_invariant: the same values in any order) are left as they are.
+  const std::string head = kJointHeader + kF16Option + "[[options]]\nname = \"q\"\nk = \"q4_0\"\nv = \"q8_0\"\n";
   const std::string rule = "[[key_layout]]\nname = \"converter\"\npair_order = \"adjacent\"\n"
                            "caveats = [\"stored in pairs\"]\n";
   RuntimeView view =
@@ -537,14 +538,19 @@ TEST(RuntimeTable, AKeyLayoutPutsTheKeysOfTheClassesItNamesInItsOrder) {
   EXPECT_EQ(key_layout_for(view, ""), nullptr);
   const RuntimeOption* layout = key_layout_for(view, "LlamaForCausalLM");
   ASSERT_NE(layout, nullptr);
+  EXPECT_EQ(view.key_order, "");
   apply_key_layout(view, *layout, builtin_registry());
-  EXPECT_EQ(view.options[0].k_spec, "f16:pair_order=adjacent");
-  EXPECT_EQ(view.options[1].k_spec, "fp8:format=e4m3,scale=unit,pair_order=adjacent");
-  EXPECT_EQ(view.options[1].v_spec, "fp8:format=e4m3,scale=unit");
+  EXPECT_EQ(view.key_order, "adjacent");
+  EXPECT_EQ(view.options[0].k_spec, "f16");
+  EXPECT_TRUE(view.options[0].settings.caveats.empty());
+  EXPECT_EQ(view.options[1].k_spec, "q4_0:pair_order=adjacent");
+  EXPECT_EQ(view.options[1].v_spec, "q8_0");
   EXPECT_EQ(view.options[1].settings.caveats, std::vector<std::string>{"stored in pairs"});
-  EXPECT_THAT(view.options[1].origins, ::testing::ElementsAre(HasSubstr("rt.toml:9:1"), HasSubstr("rt.toml:15:1")));
+  EXPECT_THAT(view.options[1].origins, ::testing::ElementsAre(HasSubstr("rt.toml:9:1"), HasSubstr("rt.toml:13:1")));
   apply_key_layout(view, *layout, builtin_registry());  // already in that order: nothing is added twice
   EXPECT_EQ(view.options[1].settings.caveats.size(), 1u);
+  EXPECT_EQ(in_key_order("q4_0:pair_order=adjacent,rotation=hadamard", "adjacent", builtin_registry()),
+            "q4_0:rotation=hadamard,pair_order=adjacent");
   EXPECT_TRUE(runtime_options(parse_runtime_table(head + rule + "since = \"2.0\"\n", "rt.toml", "rt", builtin_registry()),
                               "1.0").key_layouts.empty());
   const RuntimeView others = runtime_options(
@@ -553,18 +559,19 @@ TEST(RuntimeTable, AKeyLayoutPutsTheKeysOfTheClassesItNamesInItsOrder) {
   EXPECT_EQ(key_layout_for(others, "A"), nullptr);
 
   EXPECT_THAT(parse_error(head + "[[key_layout]]\nname = \"c\"\ncaveats = [\"x\"]\n"),
-              HasSubstr("rt.toml:15:1: missing key 'pair_order' in [key_layout]"));
+              HasSubstr("rt.toml:13:1: missing key 'pair_order' in [key_layout]"));
   EXPECT_THAT(parse_error(head + "[[key_layout]]\nname = \"c\"\npair_order = \"adjacent\"\n"),
-              HasSubstr("rt.toml:15:1: missing key 'caveats' in [key_layout]"));
+              HasSubstr("rt.toml:13:1: missing key 'caveats' in [key_layout]"));
   EXPECT_THAT(parse_error(head + "[[key_layout]]\nname = \"c\"\npair_order = \"halves\"\ncaveats = [\"x\"]\n"),
-              HasSubstr("rt.toml:17:14: 'pair_order' must be one of: adjacent"));
+              HasSubstr("rt.toml:15:14: 'pair_order' must be one of: adjacent"));
   EXPECT_THAT(parse_error(head + rule + "for_architectures = [\"A\"]\nexcept_architectures = [\"B\"]\n"),
-              HasSubstr("rt.toml:20:24: 'except_architectures' and 'for_architectures' exclude each other"));
+              HasSubstr("rt.toml:18:24: 'except_architectures' and 'for_architectures' exclude each other"));
   EXPECT_THAT(parse_error(head + rule + "for_architectures = []\n"),
-              HasSubstr("rt.toml:19:21: 'for_architectures' must name at least one class"));
-  EXPECT_THAT(parse_error(head + rule + "slot_pad = 16\n"), HasSubstr("rt.toml:19:1: unknown key 'slot_pad'"));
+              HasSubstr("rt.toml:17:21: 'for_architectures' must name at least one class"));
+  EXPECT_THAT(parse_error(head + rule + "slot_pad = 16\n"), HasSubstr("rt.toml:17:1: unknown key 'slot_pad'"));
   EXPECT_THAT(parse_error(head + rule + "cli = [\"--x\"]\n"),
-              HasSubstr("rt.toml:19:7: 'cli' sets something, and a [[key_layout]] is how the runtime stores keys"));
+              HasSubstr("rt.toml:17:1: unknown key 'cli' in [key_layout]; valid keys are: caveats, "
+                        "except_architectures, for_architectures, name, pair_order, since, until, verified"));
 }
 
 // llama.cpp and Ollama store a Llama or Mistral model's keys with each RoPE pair adjacent (their
@@ -583,7 +590,13 @@ TEST(RuntimeTable, TheShippedKeyLayoutsHoldForTheLlamaAndMistralPresetsOnly) {
         EXPECT_EQ(layout->key_layout->pair_order, "adjacent");
       }
     }
-  }
+  }  // Ollama's GGUF models are converted as llama.cpp's: its list repeats llama.cpp's, and must stay it.
+  const auto layout_of = [](const std::string& name) {
+    return *runtime_options(load_runtime_table(config_dir() / "runtimes" / (name + ".toml"), builtin_registry()), "latest")
+                .key_layouts.at(0)
+                .key_layout;
+  };
+  EXPECT_EQ(layout_of("ollama"), layout_of("llama-cpp"));
 }
 
 TEST(RuntimeTable, EveryShippedRuntimeSaysHowItHoldsTheSequences) {

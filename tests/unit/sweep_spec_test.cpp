@@ -235,43 +235,84 @@ name = "vllm"
 }
 
 // llama.cpp stores a Llama model's keys with each RoPE pair in neighbouring channels ([[key_layout]]):
-// its points are judged in that order, a Qwen model's and vLLM's are not, and a capture whose RoPE
-// layout is unknown keeps its order and says why.
+// its points are judged in that order (but for key formats that keep their values in any order), a
+// Qwen model's and vLLM's are not, interleaved cases are in that order already, and a capture whose
+// pair order is unknown keeps its order and says why. A known order with RoPE kvtune cannot redo
+// (yarn) is still an order.
 TEST(SweepSpec, RuntimePointsJudgeKeysInTheOrderTheRuntimeStoresThem) {
-  const auto sweep = [](const std::string& model) {
-    return parse("[workload]\nmodel = \"" + model + "\"\ntokens = 1024\n[search]\nboth = [\"q4_0\"]\n"
+  const auto sweep = [](const std::string& model, const std::string& rope = "") {
+    return parse("[workload]\nmodel = \"" + model + "\"\ntokens = 1024\n" + rope + "[search]\nboth = [\"q4_0\"]\n"
                  "[[runtimes]]\nname = \"llama-cpp\"\n[[runtimes]]\nname = \"vllm\"\n");
   };
   const auto in_pairs = [](const RuntimeOption& o) { return o.k_spec.find("pair_order=adjacent") != std::string::npos; };
+  const auto none_in_pairs = [&](const RuntimeView& v) { return std::none_of(v.options.begin(), v.options.end(), in_pairs); };
   const SweepSpec llama = sweep("llama-3.1-8b");
   ASSERT_EQ(llama.runtime_views.size(), 2u);
+  EXPECT_EQ(llama.runtime_views[0].key_order, "adjacent");
+  size_t moved = 0;
   for (const RuntimeOption& o : llama.runtime_views[0].options) {
-    EXPECT_TRUE(in_pairs(o)) << o.k_spec;
+    const bool invariant = builtin_registry().make(o.k_spec)->traits().channel_order_invariant;
+    EXPECT_EQ(in_pairs(o), !invariant) << o.k_spec;
+    EXPECT_EQ(any_contains(o.settings.caveats, "kvtune judges these keys in llama.cpp's channel order"), !invariant) << o.name;
     EXPECT_EQ(o.v_spec.find("pair_order"), std::string::npos) << o.v_spec;
-    EXPECT_TRUE(any_contains(o.settings.caveats, "kvtune judges these keys in llama.cpp's channel order")) << o.name;
+    moved += in_pairs(o) ? 1 : 0;
   }
-  EXPECT_TRUE(std::none_of(llama.runtime_views[1].options.begin(), llama.runtime_views[1].options.end(), in_pairs));
+  EXPECT_GT(moved, 0u);
+  EXPECT_TRUE(none_in_pairs(llama.runtime_views[1]));
   std::set<std::string> keys;
   for (const SweepPoint& p : llama.points) keys.insert(p.k);
   EXPECT_EQ(keys.count("q4_0"), 1u);  // the search's own point, in the checkpoint's order
   EXPECT_EQ(keys.count("q4_0:rotation=hadamard,pair_order=adjacent"), 1u);  // llama.cpp's -ctk q4_0
+  EXPECT_EQ(keys.count("f16"), 1u);                                        // the same values in any order
+  // The Llama profile was fitted with the keys in the checkpoint's order: the moved options say so.
+  const SweepSpec profiled = sweep("llama-3.1-8b", "profile = \"llama\"\n");
+  for (const RuntimeOption& o : profiled.runtime_views[0].options) {
+    EXPECT_EQ(any_contains(o.settings.caveats, "the profile 'llama' was fitted with the keys in the checkpoint's order"),
+              in_pairs(o)) << o.k_spec;
+  }
+  for (const RuntimeOption& o : llama.runtime_views[0].options) {
+    EXPECT_FALSE(any_contains(o.settings.caveats, "was fitted with the keys")) << o.k_spec;
+  }
 
-  const SweepSpec qwen = sweep("qwen2.5-7b");
-  EXPECT_TRUE(std::none_of(qwen.runtime_views[0].options.begin(), qwen.runtime_views[0].options.end(), in_pairs));
+  EXPECT_TRUE(none_in_pairs(sweep("qwen2.5-7b").runtime_views[0]));
+  const SweepSpec interleaved = sweep("llama-3.1-8b", "[workload.rope]\nconvention = \"interleaved\"\n");
+  EXPECT_TRUE(none_in_pairs(interleaved.runtime_views[0]));
+  EXPECT_EQ(interleaved.runtime_views[0].key_order, "");
 
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kvtune-sweep-key-layout";
-  std::filesystem::remove_all(dir);
-  testing::write_capture(dir / "cap", {}, {{"\"rope_convention\": \"rotate_half\"}",
-                                            "\"rope_convention\": \"unknown\", \"architecture\": \"LlamaForCausalLM\"}"}});
-  const SweepSpec captured = parse_sweep(
-      "[workload]\nsource = \"cache\"\npath = \"cap\"\n[search]\nk = [\"q8_0\"]\nv = [\"q8_0\"]\n"
-      "[[runtimes]]\nname = \"llama-cpp\"\n",
-      (dir / "s.toml").string(), context());
-  for (const RuntimeOption& o : captured.runtime_views[0].options) {
-    EXPECT_FALSE(in_pairs(o)) << o.k_spec;
-    EXPECT_TRUE(any_contains(o.settings.caveats, "the capture's RoPE layout is unknown, so they could not be put in the "
-                                                 "order llama.cpp stores this model's keys")) << o.name;
+  const std::string cache = "[workload]\nsource = \"cache\"\npath = \"cap\"\n[search]\nk = [\"q8_0\"]\nv = [\"q8_0\"]\n"
+                            "[[runtimes]]\nname = \"llama-cpp\"\n";
+  const auto captured = [&](const std::map<std::string, std::string>& edit) {
+    std::filesystem::remove_all(dir);
+    testing::write_capture(dir / "cap", {}, edit);
+    return parse_sweep(cache, (dir / "s.toml").string(), context()).runtime_views[0];
+  };
+  const std::string plain = "\"rope_theta\": 10000.0, \"rope_scaling\": null, \"rope_convention\": \"rotate_half\"}";
+  const std::string llama_class = ", \"architecture\": \"LlamaForCausalLM\"}";
+  const auto unknown_caveat = [](const RuntimeView& v) {
+    return std::all_of(v.options.begin(), v.options.end(), [](const RuntimeOption& o) {
+      return any_contains(o.settings.caveats, "the capture's RoPE pair order is unknown, so they could not be put in "
+                                              "the order llama.cpp stores this model's keys");
+    });
+  };
+  for (const std::string theta : {"10000.0", "null"}) {
+    const RuntimeView unknown = captured({{plain, "\"rope_theta\": " + theta + ", \"rope_scaling\": null, "
+                                                  "\"rope_convention\": \"unknown\"" + llama_class}});
+    EXPECT_TRUE(none_in_pairs(unknown)) << theta;
+    EXPECT_TRUE(unknown_caveat(unknown)) << theta;
   }
+  const RuntimeView yarn = captured({{plain, "\"rope_theta\": 10000.0, \"rope_scaling\": {\"rope_type\": \"yarn\", "
+                                             "\"factor\": 4.0}, \"rope_convention\": \"rotate_half\"" + llama_class}});
+  EXPECT_FALSE(none_in_pairs(yarn));
+  EXPECT_FALSE(unknown_caveat(yarn));
+  // Without RoPE the pair order still decides what the layout moves, so an interleaved one is hashed.
+  const auto hash_without_rope = [&](const std::string& convention) {
+    std::filesystem::remove_all(dir);
+    testing::write_capture(dir / "cap", {}, {{plain, "\"rope_theta\": null, \"rope_scaling\": null, "
+                                                     "\"rope_convention\": \"" + convention + "\"" + llama_class}});
+    return parse_sweep(cache, (dir / "s.toml").string(), context()).hash;
+  };
+  EXPECT_NE(hash_without_rope("interleaved"), hash_without_rope("rotate_half"));
   std::filesystem::remove_all(dir);
 }
 

@@ -37,6 +37,9 @@ struct Capture {
   // rope.enabled is then false and the keys are only ever used as cached.
   bool rope_unknown = false;
   std::string rope_unmodelled;
+  // The manifest names the keys' RoPE pair order (rope_convention not "unknown"): a runtime's key
+  // layout can then be applied (runtime_table.h, KeyLayout) even where the RoPE itself is unknown.
+  bool rope_convention_known = true;
   std::vector<int64_t> layers;           // captured layer indices, ascending
   std::vector<std::string> layer_files;  // paths, one per captured layer
   std::vector<CaptureSample> samples;

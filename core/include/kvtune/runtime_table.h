@@ -131,13 +131,20 @@ struct RuntimeView {
   // The key layouts of this version (every active [[key_layout]] entry; the first that holds for a
   // model is its).
   std::vector<RuntimeOption> key_layouts;
+  // The pair order its options' keys were put in (apply_key_layout), or "" for the checkpoint's.
+  std::string key_order;
 };
 
 // The first of the view's key layouts that holds for a model of `architecture`, or nullptr.
 const RuntimeOption* key_layout_for(const RuntimeView& view, std::string_view architecture);
-// Every option of `view` with its key spec in `layout`'s pair order (canonical through `registry`;
-// an option already in it is left as it is), the layout's caveats and origin joining the option's.
-void apply_key_layout(RuntimeView& view, const RuntimeOption& layout, const Registry& registry);
+// Every option of `view` with its key spec in `layout`'s pair order (canonical through `registry`),
+// the layout's caveats and origin joining the option's; an option already in it, or whose key
+// scheme stores the same values in any channel order (SchemeTraits::channel_order_invariant), is
+// left as it is; `more_caveats` join the changed options too. Sets view.key_order.
+void apply_key_layout(RuntimeView& view, const RuntimeOption& layout, const Registry& registry,
+                      const std::vector<std::string>& more_caveats = {});
+// `k_spec` with its keys in `pair_order` (a pair_order policy value), canonical through `registry`.
+std::string in_key_order(const std::string& k_spec, const std::string& pair_order, const Registry& registry);
 
 // Where a [[layer_exemptions]] entry's cli/python takes the exempt layer indices: {layers} as
 // "0,31", {layers_space} as "0 31" (an argparse nargs list), {layers_quoted} as "\"0\", \"31\"" (a

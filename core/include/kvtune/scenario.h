@@ -31,6 +31,9 @@ struct Scenario {
   // The model profile its key/value statistics came from (configs/profiles); empty: the generic
   // synthetic statistics of the workload's own tables, the same for every model.
   std::string profile;
+  // The profile's `fitted_key_order`: the pair order its magnitudes were fitted in ("as_computed":
+  // the checkpoint's), or "" when it declares none (a profile measured on a capture).
+  std::string profile_fitted_key_order;
   WorkloadConfig workload;         // workload.tokens = contexts.front()
   // `source = "cache"`: the capture the cases come from (docs/real-caches.md). `seeds` then index
   // its samples, `layers` are captured model layers, and a context of 0 means each sample whole.

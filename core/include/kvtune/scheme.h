@@ -43,6 +43,7 @@ struct ParamDomain {
   std::vector<std::string> choices;   // choice: allowed values
   bool in_canonical = false;          // always spelled out in the canonical spec
   bool power_of_two = false;       // integer: must be a power of two
+  bool keys_only = false;          // a policy key that acts on keys alone (values pass through)
   // Representative values for enumerating a grid (sweep defaults, conformance), when the domain's
   // ends are not (e.g. group sizes 32, 64, 128 within 1..65536).
   std::vector<std::string> examples;
@@ -80,6 +81,10 @@ struct SchemeTraits {
                                   // whole blocks, from a multiple of it, round-trips to the bits it
                                   // has inside the whole block (suite RowBlocksIndependent);
                                   // rows_independent says so for every row
+  bool channel_order_invariant = false;  // stores the same values in any order of a row's channels:
+                                  // each element alone (f16) or one scale over whole rows or the
+                                  // tensor (fp8, tokenint); a key layout (pair_order) changes nothing
+                                  // (suite ChannelOrderInvariant)
   bool policy_wrapper = false;    // a cache policy (policy.h) around an inner scheme
   bool device_format = false;     // device_format() describes its bytes to the CUDA kernels
   std::optional<Role> role;       // built for one role, which its spec names (kivi, kvquant role=k|v):

@@ -21,6 +21,10 @@ struct ParsedSpec {
 // Throws InputError for syntax errors (empty family, empty key, duplicate key).
 ParsedSpec parse_spec(std::string_view text);
 
+// `spec` with `key` set to `value` (replacing its value where the spec gives one), as written
+// (not canonical: the registry makes that).
+std::string spec_with_param(std::string_view spec, const std::string& key, const std::string& value);
+
 // family:key=value,... in domain order: parameters marked in_canonical always, others when set
 // to something other than their default; flags bare. Inline so the header-only plugin SDK spells
 // specs exactly as the registry does (a plugin's spec must round-trip through it).

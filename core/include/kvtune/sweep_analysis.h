@@ -55,6 +55,9 @@ struct Gap {
   };
   Kind kind = Kind::best;
   bool best_expressible = true;  // the runtime can express the best overall configuration
+  // Where it cannot only because it stores this model's keys in another channel order (the best
+  // overall's types are its own, judged in the checkpoint's order): that pair order ("adjacent").
+  std::string best_key_order;
   Objective objective = Objective::min_bits;  // what "behind" is measured in (bits, or error)
 };
 
