@@ -416,7 +416,9 @@ class TokenPolicyScheme final : public Scheme {
   bool estimates_logits() const override { return inner_->estimates_logits() && !policy_.pre_rope; }
   SchemeTraits traits() const override {
     SchemeTraits t = inner_->traits();
-    t.estimates_logits = estimates_logits();
+    // The inner scheme's declared trait, not estimates_logits(): a plugin declares an estimator it
+    // cannot score through (no logits callback in the ABI), and the checks must still see it.
+    t.estimates_logits = t.estimates_logits && !policy_.pre_rope;
     t.rows_independent = false;  // sinks and the recent window are rows by their index
     t.row_block = 0;
     t.policy_wrapper = true;

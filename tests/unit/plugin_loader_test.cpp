@@ -389,6 +389,10 @@ TEST(PluginLoader, CheckPluginSkipsWhatDoesNotApply) {
   const Registry r = registry_with_plugins(builtin_registry(), {KVTUNE_TEST_SDK_TRAITS});
   const conformance::Result skipped = conformance::check_one("constant_block_is_kept", *r.make("sdk_sketch"), r);
   EXPECT_EQ(skipped.outcome, conformance::Outcome::skip);
+  // Under a token policy the plugin's declared trait still holds (it has no logits callback).
+  const SchemePtr wrapped = r.make("sdk_sketch:rotation=hadamard,sink_tokens=2,block_tokens=2");
+  EXPECT_TRUE(wrapped->traits().estimates_logits);
+  EXPECT_EQ(conformance::check_one("constant_block_is_kept", *wrapped, r).outcome, conformance::Outcome::skip);
   EXPECT_TRUE(skipped.passed);
   EXPECT_EQ(conformance::check_one("constant_block_is_kept", *r.make("q8_0"), r).outcome, conformance::Outcome::pass);
   EXPECT_EQ(conformance::skip_reason("device_format_matches_packed_layout", *r.make("q8_0")), "");
