@@ -142,10 +142,7 @@ std::optional<RuntimeMemory> runtime_memory(const MemoryOptions& o, const Model&
     return std::pair{e, fit_per_gpu(m.shape, e, gpu_bytes.value_or(0), weight_bytes, gpus)};
   };
   const std::string architecture = m.preset ? m.preset->architecture : std::string();
-  const std::optional<CellAllocation> rule =
-      view.context && view.context->cells && cell_rule_applies(*view.context->cells, architecture)
-          ? view.context->cells
-          : std::nullopt;
+  const CellAllocation* rule = cells_for(view, architecture);
   if (rule) out.cells = allocated_cells(m.shape, o.ctx, 1, *rule);
   std::tie(out.estimate, out.fit) = at(out.cells);
   if (!rule || !gpu_bytes) return out;

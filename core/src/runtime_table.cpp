@@ -694,6 +694,11 @@ std::string in_key_order(const std::string& k_spec, const std::string& pair_orde
   return registry.make(spec_with_param(k_spec, "pair_order", pair_order))->spec();
 }
 
+const CellAllocation* cells_for(const RuntimeView& view, std::string_view architecture) {
+  if (!view.context || !view.context->cells || !cell_rule_applies(*view.context->cells, architecture)) return nullptr;
+  return &*view.context->cells;
+}
+
 const RuntimeOption* key_layout_for(const RuntimeView& view, std::string_view architecture) {
   for (const RuntimeOption& l : view.key_layouts) {
     if (architecture_in_scope(l.key_layout->for_architectures, l.key_layout->except_architectures, architecture)) {

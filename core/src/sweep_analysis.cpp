@@ -211,13 +211,14 @@ std::optional<RuntimeChoice::Allocation> runtime_allocation(const SweepSpec& spe
                                                             const std::vector<SweepRecord>& records,
                                                             const SweepAnalysis& analysis, const RuntimeChoice& choice) {
   const std::optional<size_t> shown = choice.record ? choice.record : choice.closest;
-  if (view == nullptr || !view->context || !view->context->cells || !spec.model || !shown) return std::nullopt;
-  if (!cell_rule_applies(*view->context->cells, spec.model->architecture)) return std::nullopt;
+  if (view == nullptr || !spec.model || !shown) return std::nullopt;
+  const CellAllocation* cells = cells_for(*view, spec.model->architecture);
+  if (cells == nullptr) return std::nullopt;
   const RecordVerdict& kvtune = analysis.verdicts[*shown];
   if (!kvtune.memory) return std::nullopt;
   const int64_t context = memory_context(spec), sequences = spec.budget.fit ? spec.budget.fit->sequences : 1;
   RuntimeChoice::Allocation out;
-  out.cells = allocated_cells(spec.model->shape, context, sequences, *view->context->cells);
+  out.cells = allocated_cells(spec.model->shape, context, sequences, *cells);
   MemoryModel allocated(allocated_shape(spec.model->shape, out.cells), out.cells.slot, spec);
   out.bytes_per_sequence = allocated.estimate(records[*shown]).total_bytes;
   if (out.bytes_per_sequence == kvtune.memory->total_bytes) return std::nullopt;  // nothing to add

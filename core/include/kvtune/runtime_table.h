@@ -135,6 +135,9 @@ struct RuntimeView {
   std::string key_order;
 };
 
+// The cell rule of the view's [[context]] setting where it holds for a model of `architecture`
+// (cell_rule_applies), or nullptr: kvtune's own count stands.
+const CellAllocation* cells_for(const RuntimeView& view, std::string_view architecture);
 // The first of the view's key layouts that holds for a model of `architecture`, or nullptr.
 const RuntimeOption* key_layout_for(const RuntimeView& view, std::string_view architecture);
 // Every option of `view` with its key spec in `layout`'s pair order (canonical through `registry`),
